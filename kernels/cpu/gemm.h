@@ -1,0 +1,58 @@
+// cpu/gemm.h — the forward GEMM behind linear.h: out[M,N] = inp[M,K] · Wᵀ with W pre-packed into
+// K-major column panels, and every output's K-reduction carried out in an order fixed by a
+// GemmReduce (not by the blocking, the thread count or M). Private to kernels/; the model calls
+// linear.h. Outputs are written with '='.
+//
+// The reduction of one output element over k = 0..K-1:
+//  * K is cut into `split` balanced contiguous chunks, chunk c = [c·K/split, (c+1)·K/split);
+//  * each chunk is one sequential chain from 0.0f, ascending (fixed, split_k) or descending
+//    (reversed): with accum_bits = 0 it is the FMA chain acc = fma(x_k, w_k, acc); with
+//    accum_bits > 0 the chunk is walked in runs of promote_every products, each run summed in a
+//    limited-precision accumulator p = round_to_bits(fma(x_k, w_k, p), accum_bits) from 0.0f and
+//    then promoted: acc = acc + p (FP32);
+//  * the chunks' partial sums are added from 0.0f in chunk order 0,1,.. (fixed), split−1,..,0
+//    (reversed) or in a permutation drawn per row (split_k): row m of the call shuffles its chunks
+//    with Rng(rng_derive(key.seed, Stream::gemm_order, {key.layer, key.site, key.call, m})).
+//    Per row, so different tokens see different orders (like different output tiles of a GPU
+//    split-K kernel), and nothing depends on the thread count or on the other rows of the call.
+// With split = 1, fixed order and accum_bits = 0 the result is bit-identical to
+// ref::matmul_forward whatever M is.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/numerics.h"
+
+namespace moerl::cpu {
+
+// Panel layout: columns n0..n0+31 of W form a panel stored [K][32] (k-major) at offset n0·K; the
+// last panel is 16 wide ([K][16]) when at most 16 columns remain; missing columns are zero.
+inline constexpr int kGemmPanel = 32;
+int64_t gemm_packed_size(int N, int K);
+// packed[gemm_packed_size(N,K)] ← w[N,K]
+void gemm_pack(float* packed, const float* w, int N, int K);
+
+struct GemmReduce {
+  int split = 1;                      // chunks of K actually used (reduce_effective_split)
+  OrderKind kind = OrderKind::fixed;  // chunk direction and combine order (see above)
+  NoiseKey key;                       // draws of the split_k combine order
+  int accum_bits = 0;                 // 0: FP32 chains; 1..23: limited-precision runs
+  int promote_every = 128;            // run length of the limited accumulator
+};
+
+// Rows m0..m1-1 of the call, computed on the calling thread.
+// out[M,N], inp[M,K] (row m at inp + m·K), packed = gemm_pack of W[N,K].
+void gemm_rows(float* out, const float* inp, const float* packed, int m0, int m1, int N, int K,
+               const GemmReduce& red);
+// All M rows, in parallel (oneTBB) over row tiles and column panels.
+void gemm_forward(float* out, const float* inp, const float* packed, int M, int N, int K,
+                  const GemmReduce& red);
+
+// The chunk combine order of row m: order[0..red.split) is a permutation of 0..split-1.
+void gemm_chunk_order(int* order, const GemmReduce& red, int64_t m);
+
+// Rows per register tile of the kernel: callers that hand out row ranges (grouped experts) align
+// them to this so that tiles stay full.
+int gemm_row_tile();
+
+}  // namespace moerl::cpu

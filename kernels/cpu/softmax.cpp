@@ -1,0 +1,102 @@
+// cpu/softmax.cpp — row-wise softmax, log-softmax and per-target log-prob, TBB over rows. Forward
+// writes with '='; backward accumulates with '+='. Each row repeats ref/softmax.cpp's sequence
+// (sequential max and exp-sum, std::exp), so every kernel here equals the reference bit for bit
+// and no result depends on the thread count; the element-wise passes vectorise.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+
+namespace moerl::cpu {
+
+namespace {
+constexpr int kGrain = 16;  // rows per task
+
+float row_max(const float* x, int C) {
+  float m = x[0];
+  for (int j = 1; j < C; ++j) m = x[j] > m ? x[j] : m;
+  return m;
+}
+float row_sum_exp(const float* x, float m, int C) {
+  float sum = 0.0f;
+  for (int j = 0; j < C; ++j) sum += std::exp(x[j] - m);
+  return sum;
+}
+template <class F>
+void for_rows(int N, F&& f) {
+  tbb::parallel_for(tbb::blocked_range<int>(0, N, kGrain), [&](const tbb::blocked_range<int>& br) {
+    for (int n = br.begin(); n < br.end(); ++n) f(static_cast<int64_t>(n));
+  });
+}
+}  // namespace
+
+// out[N,C], x[N,C]
+void softmax_forward(float* out, const float* x, int N, int C) {
+  for_rows(N, [&](int64_t n) {
+    const float* xr = x + n * C;
+    float* y = out + n * C;
+    const float m = row_max(xr, C);
+    float sum = 0.0f;
+    for (int j = 0; j < C; ++j) {
+      y[j] = std::exp(xr[j] - m);
+      sum += y[j];
+    }
+    for (int j = 0; j < C; ++j) y[j] = y[j] / sum;
+  });
+}
+
+// out[N,C], x[N,C]
+void log_softmax_forward(float* out, const float* x, int N, int C) {
+  for_rows(N, [&](int64_t n) {
+    const float* xr = x + n * C;
+    float* y = out + n * C;
+    const float m = row_max(xr, C);
+    const float lse = std::log(row_sum_exp(xr, m, C));
+    for (int j = 0; j < C; ++j) y[j] = (xr[j] - m) - lse;
+  });
+}
+
+// dx[N,C] +=, dy[N,C], y[N,C]
+void softmax_backward(float* dx, const float* dy, const float* y, int N, int C) {
+  for_rows(N, [&](int64_t n) {
+    const float *g = dy + n * C, *p = y + n * C;
+    float* d = dx + n * C;
+    float dot = 0.0f;
+    for (int j = 0; j < C; ++j) dot = std::fma(p[j], g[j], dot);
+    for (int j = 0; j < C; ++j) d[j] += p[j] * (g[j] - dot);
+  });
+}
+
+// logp[N], logits[N,V], targets[N]
+void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) {
+  for_rows(N, [&](int64_t n) {
+    if (targets[n] < 0) {
+      logp[n] = 0.0f;
+      return;
+    }
+    const float* x = logits + n * V;
+    const float m = row_max(x, V);
+    logp[n] = (x[targets[n]] - m) - std::log(row_sum_exp(x, m, V));
+  });
+}
+
+// dlogits[N,V] +=, dlogp[N], logits[N,V], targets[N]
+void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
+                      const int32_t* targets, int N, int V) {
+  for_rows(N, [&](int64_t n) {
+    if (targets[n] < 0) return;
+    const float* x = logits + n * V;
+    float* d = dlogits + n * V;
+    const float m = row_max(x, V);
+    const float sum = row_sum_exp(x, m, V);
+    const float g = dlogp[n];
+    for (int j = 0; j < V; ++j) {
+      const float onehot = j == targets[n] ? 1.0f : 0.0f;
+      d[j] += g * (onehot - std::exp(x[j] - m) / sum);
+    }
+  });
+}
+
+}  // namespace moerl::cpu

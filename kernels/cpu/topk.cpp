@@ -1,0 +1,55 @@
+// cpu/topk.cpp — top-k per row, TBB over rows, writes ids and vals with '='.
+// Same total order as ref/topk.cpp (descending score, NaN ranked as −inf, exact ties by the tie
+// rule's rank; random: Rng::shuffle from Stream::topk_tie with call = key.call + row), realised with
+// std::partial_sort over the row's indices. The order is total, so the result is the reference's
+// bit for bit. The random permutation is drawn only for rows that contain an exact tie (the rank
+// matters for nothing else).
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/rng.h"
+
+namespace moerl::cpu {
+
+// ids[N,K], vals[N,K], scores[N,E]
+void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
+                  TieBreak tie, const NoiseKey& key) {
+  tbb::parallel_for(tbb::blocked_range<int>(0, N, 32), [&](const tbb::blocked_range<int>& br) {
+    std::vector<float> s(E), sorted(E);
+    std::vector<int> idx(E), rank(E), perm(E);
+    for (int n = br.begin(); n < br.end(); ++n) {
+      const float* row = scores + static_cast<int64_t>(n) * E;
+      for (int e = 0; e < E; ++e)
+        s[e] = std::isnan(row[e]) ? -std::numeric_limits<float>::infinity() : row[e];
+      for (int e = 0; e < E; ++e) rank[e] = tie == TieBreak::highest ? E - 1 - e : e;
+      if (tie == TieBreak::random) {
+        sorted = s;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+          NoiseKey row_key = key;
+          row_key.call = key.call + static_cast<uint64_t>(n);
+          Rng rng(rng_derive(row_key, Stream::topk_tie));
+          for (int e = 0; e < E; ++e) perm[e] = e;
+          rng.shuffle(perm.data(), E);
+          for (int i = 0; i < E; ++i) rank[perm[i]] = i;
+        }
+      }
+      for (int e = 0; e < E; ++e) idx[e] = e;
+      std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int a, int b) {
+        return s[a] > s[b] || (s[a] == s[b] && rank[a] < rank[b]);
+      });
+      for (int slot = 0; slot < K; ++slot) {
+        ids[static_cast<int64_t>(n) * K + slot] = idx[slot];
+        vals[static_cast<int64_t>(n) * K + slot] = row[idx[slot]];
+      }
+    }
+  });
+}
+
+}  // namespace moerl::cpu

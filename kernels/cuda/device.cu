@@ -1,0 +1,48 @@
+// device.cu — see device.h.
+#include "kernels/cuda/device.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace moerl::cuda {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+std::string device_description() {
+  if (device_count() == 0) return "no CUDA device (driver or GPU absent)";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "CUDA device 0 unreadable";
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+         ", " + std::to_string(prop.totalGlobalMem >> 30) + " GiB)";
+}
+
+namespace {
+__global__ void round_bf16_kernel(float* out, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
+}
+}  // namespace
+
+bool round_bf16_on_device(float* out, const float* x, int64_t n) {
+  if (device_count() == 0 || n <= 0) return false;
+  float *dx = nullptr, *dy = nullptr;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (cudaMalloc(&dx, bytes) != cudaSuccess) return false;
+  if (cudaMalloc(&dy, bytes) != cudaSuccess) { cudaFree(dx); return false; }
+  cudaMemcpy(dx, x, bytes, cudaMemcpyHostToDevice);
+  const int threads = 256;
+  round_bf16_kernel<<<static_cast<unsigned>((n + threads - 1) / threads), threads>>>(dy, dx, n);
+  const bool ok = cudaMemcpy(out, dy, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
+  cudaFree(dx);
+  cudaFree(dy);
+  return ok;
+}
+
+}  // namespace moerl::cuda

@@ -1,0 +1,220 @@
+// linear.cpp — the linear layer y = x·Wᵀ under emulated numerics (linear.h).
+// Forward writes out with '='; backward accumulates dinp and dweight with '+='.
+//
+// Forward = fake-quantise the activations (O(M·K), per call) and use the weight quantised once at
+// pack time, then the order-controlled GEMM of cpu/gemm.h. The reduction plan of a call follows
+// its ReduceCtx: reduce_effective_split(ctx, M, K) chunks (M = the call's rows, or one expert's
+// rows in the grouped form), the order kind, and the limited-precision accumulator.
+// Backward is plain FP32 through the unrounded operands (straight-through estimator) with
+// OpenBLAS sgemm, beta = 1.
+#include "kernels/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/precision.h"
+#include "kernels/rng.h"
+
+namespace moerl {
+
+namespace {
+
+cpu::GemmReduce plan_reduce(const LinearNumerics& nm, int M, int K, uint64_t call_offset) {
+  cpu::GemmReduce r;
+  r.split = reduce_effective_split(nm.reduce, M, K);
+  r.kind = nm.reduce.order.kind;
+  r.key = nm.reduce.key;
+  r.key.call += call_offset;
+  r.accum_bits = nm.accum_bits;
+  r.promote_every = nm.promote_every;
+  return r;
+}
+
+void check_weight(const PackedWeight& w, const LinearNumerics& nm) {
+  if (w.format != nm.format)
+    throw std::invalid_argument(std::string("linear: weight packed as ") + format_name(w.format) +
+                                " used with numerics format " + format_name(nm.format));
+  if (static_cast<int64_t>(w.data.size()) != cpu::gemm_packed_size(w.N, w.K))
+    throw std::invalid_argument("linear: weight not packed (linear_pack_weight)");
+}
+
+// dst[M,K] ← inp fake-quantised per nm.act_scaling. Row and block (1×scale_block) groups are
+// row-local, so rows are quantised in parallel; a tensor scale needs the whole matrix.
+void quantize_activations(float* dst, const float* inp, int M, int K, const LinearNumerics& nm) {
+  if (nm.act_scaling == Scaling::tensor) {
+    quantize_matrix(dst, nullptr, inp, M, K, nm.format, Scaling::tensor, 1, nm.scale_block);
+    return;
+  }
+  const int grain = std::max(1, (1 << 14) / std::max(K, 1));
+  tbb::parallel_for(tbb::blocked_range<int>(0, M, grain), [&](const tbb::blocked_range<int>& r) {
+    const int64_t off = static_cast<int64_t>(r.begin()) * K;
+    quantize_matrix(dst + off, nullptr, inp + off, static_cast<int>(r.size()), K, nm.format,
+                    nm.act_scaling, 1, nm.scale_block);
+  });
+}
+
+}  // namespace
+
+void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
+                        const LinearNumerics& nm) {
+  out->N = N;
+  out->K = K;
+  out->format = nm.format;
+  const float* src = weight;
+  std::unique_ptr<float[]> q;
+  if (nm.format != Format::fp32 && N > 0 && K > 0) {
+    q.reset(new float[static_cast<size_t>(N) * K]);
+    quantize_matrix(q.get(), nullptr, weight, N, K, nm.format, nm.weight_scaling, nm.scale_block,
+                    nm.scale_block);
+    src = q.get();
+  }
+  out->data.assign(static_cast<size_t>(cpu::gemm_packed_size(N, K)), 0.0f);
+  if (N > 0 && K > 0) cpu::gemm_pack(out->data.data(), src, N, K);
+}
+
+// out[M,N] = quant(inp)[M,K] · quant(W)ᵀ
+void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
+                    const LinearNumerics& nm) {
+  check_weight(w, nm);
+  const int N = w.N, K = w.K;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    std::fill(out, out + static_cast<int64_t>(M) * N, 0.0f);
+    return;
+  }
+  const float* x = inp;
+  std::unique_ptr<float[]> q;
+  if (nm.format != Format::fp32) {
+    q.reset(new float[static_cast<size_t>(M) * K]);
+    quantize_activations(q.get(), inp, M, K, nm);
+    x = q.get();
+  }
+  cpu::gemm_forward(out, x, w.data.data(), M, N, K, plan_reduce(nm, M, K, 0));
+}
+
+// out[offsets[E], N], inp[offsets[E], K]; expert e owns rows offsets[e]..offsets[e+1]-1.
+void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
+                            int E, const LinearNumerics& nm) {
+  if (E <= 0) return;
+  const int N = w[0].N, K = w[0].K;
+  for (int e = 0; e < E; ++e) {
+    check_weight(w[e], nm);
+    if (w[e].N != N || w[e].K != K)
+      throw std::invalid_argument("linear_forward_grouped: experts' weights differ in shape");
+    if (offsets[e + 1] < offsets[e])
+      throw std::invalid_argument("linear_forward_grouped: offsets must be non-decreasing");
+  }
+  const int rows_end = offsets[E];
+  if (rows_end <= offsets[0] || N <= 0) return;
+  if (K <= 0) {
+    std::fill(out + static_cast<int64_t>(offsets[0]) * N, out + static_cast<int64_t>(rows_end) * N, 0.0f);
+    return;
+  }
+  const float* x = inp;
+  std::unique_ptr<float[]> q;
+  if (nm.format != Format::fp32) {
+    q.reset(new float[static_cast<size_t>(rows_end) * K]);
+    float* qb = q.get();
+    tbb::parallel_for(0, E, [&](int e) {
+      const int64_t off = static_cast<int64_t>(offsets[e]) * K;
+      quantize_activations(qb + off, inp + off, offsets[e + 1] - offsets[e], K, nm);
+    });
+    x = qb;
+  }
+  // Work items of whole row tiles, ~64k FMAs or more each, over all experts at once.
+  struct Item {
+    int e, m0, m1;
+  };
+  const int tile = cpu::gemm_row_tile();
+  const int64_t per_row = static_cast<int64_t>(N) * K;
+  const int rows_per_item =
+      tile * static_cast<int>(std::max<int64_t>(1, (1 << 16) / (per_row * tile)));
+  std::vector<Item> items;
+  std::vector<cpu::GemmReduce> plans(E);
+  for (int e = 0; e < E; ++e) {
+    const int Me = offsets[e + 1] - offsets[e];
+    plans[e] = plan_reduce(nm, Me, K, static_cast<uint64_t>(e));
+    for (int m0 = 0; m0 < Me; m0 += rows_per_item) items.push_back({e, m0, std::min(Me, m0 + rows_per_item)});
+  }
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, items.size()),
+                    [&](const tbb::blocked_range<size_t>& r) {
+                      for (size_t i = r.begin(); i != r.end(); ++i) {
+                        const Item& it = items[i];
+                        const int64_t off = offsets[it.e];
+                        cpu::gemm_rows(out + off * N, x + off * K, w[it.e].data.data(), it.m0,
+                                       it.m1, N, K, plans[it.e]);
+                      }
+                    });
+}
+
+// dinp[M,K] += dout[M,N]·weight[N,K] ; dweight[N,K] += dout[M,N]ᵀ·inp[M,K]
+void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, int M, int N, int K) {
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  if (dinp)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, weight, K, 1.0f,
+                dinp, K);
+  if (dweight)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
+                dweight, K);
+}
+
+// Experts one after another, each a multi-threaded BLAS call (OpenBLAS is not meant to be entered
+// from several threads at once); weight/dweight are [E, N, K].
+void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
+                             const float* weight, const int* offsets, int E, int N, int K) {
+  const int64_t nk = static_cast<int64_t>(N) * K;
+  for (int e = 0; e < E; ++e) {
+    const int64_t off = offsets[e];
+    const int Me = offsets[e + 1] - offsets[e];
+    linear_backward(dinp ? dinp + off * K : nullptr, dweight ? dweight + e * nk : nullptr,
+                    dout + off * N, inp + off * K, weight + e * nk, Me, N, K);
+  }
+}
+
+const char* blas_kernel_name() {
+  static const std::string name = std::string("OpenBLAS ") + openblas_get_corename();
+  return name.c_str();
+}
+
+double gemm_measure_gflops(int n, double min_seconds, bool use_blas) {
+  if (n <= 0) return 0.0;
+  const size_t nn = static_cast<size_t>(n) * n;
+  std::vector<float> a(nn), b(nn), c(nn);
+  Rng rng(rng_derive(0, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(n)}));
+  for (size_t i = 0; i < nn; ++i) a[i] = rng.normal();
+  for (size_t i = 0; i < nn; ++i) b[i] = rng.normal();
+  const LinearNumerics nm;
+  PackedWeight w;
+  if (!use_blas) linear_pack_weight(&w, b.data(), n, n, nm);
+  auto run = [&] {
+    if (use_blas)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                  0.0f, c.data(), n);
+    else
+      linear_forward(c.data(), a.data(), w, n, nm);
+  };
+  run();  // warm-up: page faults, thread pools
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  int64_t reps = 0;
+  double elapsed = 0.0;
+  do {
+    run();
+    ++reps;
+    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  } while (elapsed < min_seconds);
+  return 2.0 * n * static_cast<double>(n) * n * reps / elapsed * 1e-9;
+}
+
+}  // namespace moerl

@@ -1,0 +1,71 @@
+// linear.h — the linear layer y = x·Wᵀ (PyTorch Linear convention, W is [N, K]) under emulated
+// numerics, and its FP32 backward. This is the one entry point the model uses for every matmul
+// with weights (attention projections, router, experts, dense MLP, LM head).
+//
+// Forward paths, chosen from LinearNumerics:
+//  * exact FP32, fixed order, batch-invariant → the blocked AVX-512 kernel in kernels/cpu/gemm.cpp:
+//    every output is one sequential FMA chain over k = 0..K-1, so it is bit-identical to
+//    ref::matmul_forward and independent of M (batch-invariant by construction);
+//  * reversed / split_k / batch-variant orders → the same kernel over K-chunks, with the chunks'
+//    partial sums combined in the order the ReduceCtx dictates (seeded, reproducible);
+//  * quantised formats → operands fake-quantised with their scales (precision.h), then either the
+//    FP32 kernels above or, with accum_bits > 0, the limited-precision accumulator kernel.
+// Backward: FP32, straight-through the quantisation (dinp and dweight see the unrounded operands'
+// positions), computed with BLAS (cblas_sgemm) where it wins; written with '+='.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/numerics.h"
+
+namespace moerl {
+
+struct LinearNumerics {
+  Format format = Format::fp32;          // operand format for x and W
+  Scaling act_scaling = Scaling::none;   // x: tensor | row | block (1×scale_block along K)
+  Scaling weight_scaling = Scaling::none;  // W: tensor | row | block (scale_block×scale_block)
+  int scale_block = 128;
+  int accum_bits = 0;                    // 0 = FP32 accumulation
+  int promote_every = 128;
+  ReduceCtx reduce;                      // order, batch invariance, noise key of this call site
+};
+
+// A weight matrix W[N, K] quantised to the numerics' format and packed for the fast kernel.
+// Pack once per optimizer step and engine; reuse for every call (decode steps included).
+struct PackedWeight {
+  int N = 0, K = 0;
+  Format format = Format::fp32;
+  std::vector<float> data;  // kernel-specific layout of the fake-quantised weight
+};
+void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
+                        const LinearNumerics& nm);
+
+// out[M, N] = quant(inp)[M, K] · quant(W)ᵀ, written with '='.
+void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
+                    const LinearNumerics& nm);
+
+// Grouped (per-expert) forward: rows offsets[e]..offsets[e+1] of inp are multiplied by w[e].
+// out[offsets[E], N], inp[offsets[E], K]; experts run in parallel. Each expert's rows form their own
+// call (their own M for batch variance; key.call is offset by e so each expert has its own draws).
+void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
+                            int E, const LinearNumerics& nm);
+
+// dinp[M, K] += dout[M, N] · W[N, K];  dweight[N, K] += dout[M, N]ᵀ · inp[M, K].
+// Either gradient pointer may be null (skipped). FP32; deterministic for a fixed thread count.
+void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, int M, int N, int K);
+
+// Grouped backward, mirror of linear_forward_grouped; weight/dweight are [E, N, K] contiguous.
+void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
+                             const float* weight, const int* offsets, int E, int N, int K);
+
+// Which BLAS kernel family runs (e.g. "OpenBLAS SkylakeX"), for bench reports.
+const char* blas_kernel_name();
+
+// Achieved GFLOP/s of a square n×n×n product (2n³ flops per call), repeated until min_seconds
+// have passed: BLAS cblas_sgemm when use_blas, else our exact FP32 linear_forward. The machine's
+// ceiling for `moerl bench`.
+double gemm_measure_gflops(int n, double min_seconds, bool use_blas);
+
+}  // namespace moerl

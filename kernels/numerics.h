@@ -1,0 +1,130 @@
+// numerics.h — the vocabulary of emulated numerics: number formats, operand scaling, reduction
+// order, top-k tie-breaking, and the NumericsProfile that bundles them for one engine.
+//
+// A profile is what makes the rollout engine and the train engine differ while running the same
+// weights. It is not a model setting: the same checkpoint is run under any profile.
+// Every injected source of nondeterminism draws from its own named stream (rng.h), so a profile
+// with "nondeterministic" order is still reproducible: same seed, same bits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace moerl {
+
+// ---- number formats -----------------------------------------------------------------------
+// Storage/operand formats we round into (round-to-nearest-even, subnormals kept).
+// fp8_e4m3 is the OCP "FN" variant: max 448, saturating, no infinities (NaN stays NaN).
+// bf16, fp16 and fp8_e5m2 follow IEEE-754 rules: overflow past the rounding boundary gives ±inf.
+enum class Format : uint8_t { fp32 = 0, bf16, fp16, fp8_e4m3, fp8_e5m2 };
+inline constexpr int kFormatCount = 5;
+
+const char* format_name(Format f);
+// Parses "fp32|bf16|fp16|fp8_e4m3|fp8_e5m2"; returns false on anything else.
+bool format_parse(std::string_view s, Format* out);
+int format_mantissa_bits(Format f);  // explicit fraction bits: 23, 7, 10, 3, 2
+float format_max(Format f);          // largest finite value: FLT_MAX, 3.3895e38, 65504, 448, 57344
+// Relative rounding unit 2^-(mantissa bits): the "eps(format)" of test tolerances.
+float format_eps(Format f);
+
+// ---- scaling of quantised operands ----------------------------------------------------------
+// scale = amax / format_max over the scaling group, q = round(x / scale), x' = q * scale.
+// tensor: one scale; row: one per row; block: activations 1×B along K, weights B×B (DeepSeek-V3).
+enum class Scaling : uint8_t { none = 0, tensor, row, block };
+const char* scaling_name(Scaling s);
+bool scaling_parse(std::string_view s, Scaling* out);
+
+// ---- reduction order --------------------------------------------------------------------------
+// fixed:    sum k = 0..K-1 sequentially (the canonical order of the scalar references).
+// reversed: sum k = K-1..0 sequentially.
+// split_k:  K split into `split` contiguous chunks, each summed sequentially, the partial sums
+//           added in an order drawn from the site's seeded stream (the atomics/split-K of GPUs).
+enum class OrderKind : uint8_t { fixed = 0, reversed, split_k };
+struct ReduceOrder {
+  OrderKind kind = OrderKind::fixed;
+  int split = 1;  // number of chunks for split_k (>= 2 to matter)
+};
+std::string reduce_order_name(const ReduceOrder& o);  // "fixed" | "reversed" | "split_k:4"
+// Parses "fixed|reversed|split_k:N" (N in 2..64); returns false otherwise.
+bool reduce_order_parse(std::string_view s, ReduceOrder* out);
+
+// ---- top-k tie-breaking -------------------------------------------------------------------------
+// Which of two exactly equal scores wins a top-k slot.
+enum class TieBreak : uint8_t { lowest = 0, highest, random };
+const char* tie_break_name(TieBreak t);
+bool tie_break_parse(std::string_view s, TieBreak* out);
+
+// ---- noise keys --------------------------------------------------------------------------------
+// Named streams of injected nondeterminism (and of the other randomness of a run). A stream's
+// draws depend only on (seed, stream, entity coordinates), never on call order.
+enum class Stream : uint32_t {
+  init = 1,          // parameter initialisation
+  gemm_order,        // split-K chunk order in linear layers
+  norm_order,        // RMSNorm reduction order
+  attn_order,        // attention reduction order
+  combine_order,     // MoE combine order of the k expert outputs
+  topk_tie,          // random tie-breaking in top-k
+  sampling,          // token sampling during generation
+  data,              // prompts / token sampling for audit
+};
+const char* stream_name(Stream s);
+
+// Identifies one call site of one reduction: which layer, which op inside the layer, which call
+// (e.g. the decode position). Kernels derive their draws from (seed, stream, key).
+struct NoiseKey {
+  uint64_t seed = 0;
+  uint32_t layer = 0;
+  uint32_t site = 0;  // op within the layer (see models/ for the site ids)
+  uint64_t call = 0;  // e.g. the first position covered by this call
+};
+
+// How one reduction is to be performed. batch_invariant=false lets the split count follow the
+// number of rows M in the call, as real kernels pick split-K for small batches:
+// effective_split(M) below.
+struct ReduceCtx {
+  ReduceOrder order;
+  bool batch_invariant = true;
+  NoiseKey key;
+};
+// Chunks actually used for a reduction over K elements in a call with M rows.
+// Batch-invariant: order.split (1 unless split_k). Batch-variant: additionally ×4 when M < 64 and
+// ×2 when M < 512 (clamped to K), so decoding (few rows) and prefill (many rows) sum differently.
+int reduce_effective_split(const ReduceCtx& ctx, int M, int K);
+
+// ---- the profile ---------------------------------------------------------------------------------
+// One engine's numerics. Field docs say what is rounded where; docs/numerics.md has the full story.
+struct NumericsProfile {
+  std::string name = "fp32-ref";
+  Format matmul = Format::fp32;        // operands of attention projections, experts, dense MLP
+  Scaling act_scaling = Scaling::none;     // scaling of activation operands (quantised formats)
+  Scaling weight_scaling = Scaling::none;  // scaling of weight operands
+  int scale_block = 128;               // B of the 1×B / B×B scaling blocks
+  int accum_bits = 0;                  // 0: FP32 accumulation; else fraction bits of the
+                                       // limited-precision accumulator (e.g. 13 ≈ 14 effective)
+  int promote_every = 128;             // N_c: products summed before promotion to FP32
+  Format router = Format::fp32;        // operands of the router GEMM
+  Format attention = Format::fp32;     // operands of QKᵀ and P·V
+  Format lm_head = Format::fp32;       // operands of the LM head
+  Format activations = Format::fp32;   // storage format of every op's output (residual included)
+  Format router_logits = Format::fp32; // storage format of router logits before top-k
+  ReduceOrder gemm_order;              // linear layers
+  ReduceOrder norm_order;              // RMSNorm sum of squares
+  ReduceOrder attn_order;              // attention: scores·V and the softmax denominator
+  ReduceOrder combine_order;           // MoE combine of the k expert outputs (split_k: shuffled)
+  bool batch_invariant = true;
+  TieBreak tie_break = TieBreak::lowest;
+  uint64_t seed = 0;                   // seed of this profile's noise streams
+
+  // True when no option injects rounding or order noise: the bit-exact FP32 reference.
+  bool is_exact_fp32() const;
+  // Rejects inconsistent settings; throws std::invalid_argument naming the key and value.
+  void validate() const;
+};
+
+// Built-in profiles: "fp32-ref", "bf16-train", "fp16", "fp8-rollout". Returns false if unknown.
+bool profile_builtin(std::string_view name, NumericsProfile* out);
+// Comma-separated names of the built-ins, for error messages.
+std::string profile_builtin_names();
+
+}  // namespace moerl

@@ -1,0 +1,73 @@
+// ref/ops.h — scalar reference kernels, kept forever. Plain loops, FP32 storage, the canonical
+// "fixed" reduction order (sequential, index 0 upward, std::fma for multiply-accumulate where the
+// fast kernels use FMA). Every fast kernel in kernels/cpu/ is tested against these.
+//
+// Conventions (llm.c): outputs first, then inputs, then weights, then sizes. Forward outputs are
+// written with '='. Backward: input gradients and weight gradients are accumulated with '+='.
+// Shapes use the letters of docs/notation.md: N rows (tokens), D model width, H heads, Dh head
+// width, T sequence length, B sequences, V vocabulary, E experts, K top-k, F expert width.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/numerics.h"
+
+namespace moerl::ref {
+
+// out[M,N] = inp[M,K] · weight[N,K]ᵀ ; out[m][n] = fma chain over k = 0..K-1 starting from 0.
+void matmul_forward(float* out, const float* inp, const float* weight, int M, int N, int K);
+// dinp[M,K] += dout·weight ; dweight[N,K] += doutᵀ·inp   (either may be null)
+void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, int M, int N, int K);
+
+// out[N,D] = table[tokens[n], :]
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int N, int D);
+// dtable[tokens[n], :] += dout[n, :]
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N, int D);
+
+// out[N,D] = inp / sqrt(mean(inp²) + eps) * weight ; rstd[N] saved for backward.
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int D,
+                     float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int D);
+
+// Rotate-half RoPE applied in place to x[N, H, Dh] at positions pos[N]:
+// for j < Dh/2 with θ_j = theta^(-2j/Dh): (x_j, x_{j+Dh/2}) ← (x_j c − x_{j+h} s, x_{j+h} c + x_j s).
+void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh, float theta);
+// Backward in place on dx (the rotation's transpose).
+void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float theta);
+
+// Causal self-attention over B sequences of length T. q,k,v,out are [B*T, H*Dh] (row = token).
+// att[B,H,T,T] saves the probabilities (upper triangle zero). Scale 1/sqrt(Dh).
+void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
+                       int B, int T, int H, int Dh);
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                        const float* q, const float* k, const float* v, int B, int T, int H, int Dh);
+// One new query per sequence against a KV cache: q,out [B, H*Dh]; kcache,vcache [B, Tmax, H*Dh];
+// sequence b attends to cache rows 0..len[b]-1 (the new token's k,v already written at len[b]-1).
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
+                      const int32_t* len, int B, int Tmax, int H, int Dh);
+
+// Row-wise softmax and log-softmax of x[N,C] (max-subtracted).
+void softmax_forward(float* out, const float* x, int N, int C);
+void log_softmax_forward(float* out, const float* x, int N, int C);
+// dx[N,C] += softmax backward given the forward output y and dy.
+void softmax_backward(float* dx, const float* dy, const float* y, int N, int C);
+
+// out[N,F] = silu(gate) * up
+void swiglu_forward(float* out, const float* gate, const float* up, int N, int F);
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                     const float* up, int N, int F);
+
+// Top-k of scores[N,E] per row, ids/vals [N,K] sorted by descending score; equal scores are
+// ordered by the tie rule (random: drawn from Stream::topk_tie with key.call + row as entity).
+void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
+                  TieBreak tie, const NoiseKey& key);
+
+// logp[N] = log_softmax(logits[N,V])[targets[n]] ; targets < 0 give logp 0 (ignored).
+void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V);
+// dlogits[N,V] += dlogp[n] · (onehot(target) − softmax(logits))   (rows with target < 0 skipped)
+void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
+                      const int32_t* targets, int N, int V);
+
+}  // namespace moerl::ref

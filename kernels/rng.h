@@ -1,0 +1,61 @@
+// rng.h — counter-based random streams.
+//
+// Every random draw in moerl comes from a stream derived from (seed, stream id, coordinates):
+// results never depend on call order, thread count or how work is split across ranks.
+// SplitMix64 finalisers do the mixing (Steele et al., "Fast splittable pseudorandom number
+// generators", 2014); the generator itself is SplitMix64 on a 64-bit counter.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels/numerics.h"
+
+namespace moerl {
+
+inline uint64_t rng_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Derives a stream state from a seed, a stream id and any number of coordinates.
+inline uint64_t rng_derive(uint64_t seed, uint64_t stream, std::initializer_list<uint64_t> coords) {
+  uint64_t h = rng_mix64(seed ^ rng_mix64(stream * 0xD1B54A32D192ED03ull));
+  for (uint64_t c : coords) h = rng_mix64(h ^ rng_mix64(c + 0x632BE59BD9B4E019ull));
+  return h;
+}
+
+inline uint64_t rng_derive(const NoiseKey& key, Stream stream) {
+  return rng_derive(key.seed, static_cast<uint64_t>(stream), {key.layer, key.site, key.call});
+}
+
+// A small sequential generator seeded from a derived state.
+struct Rng {
+  uint64_t state;
+  explicit Rng(uint64_t s) : state(s) {}
+  uint64_t next_u64() { return rng_mix64(state++); }
+  // Uniform in [0, 1) with 24 random bits (exactly representable in float).
+  float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
+  double uniform_double() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
+  // Uniform integer in [0, n).
+  uint64_t below(uint64_t n) { return n ? next_u64() % n : 0; }
+  // Standard normal (Box–Muller, one value per call).
+  float normal() {
+    double u1 = uniform_double(), u2 = uniform_double();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  }
+  // Fisher–Yates shuffle of a[0..n).
+  template <class T>
+  void shuffle(T* a, int n) {
+    for (int i = n - 1; i > 0; --i) {
+      int j = static_cast<int>(below(static_cast<uint64_t>(i) + 1));
+      T t = a[i]; a[i] = a[j]; a[j] = t;
+    }
+  }
+};
+
+}  // namespace moerl

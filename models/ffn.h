@@ -1,0 +1,38 @@
+// ffn.h — the SwiGLU feed-forward block y = W_down(silu(W_gate h) ⊙ W_up h): the dense twin's MLP,
+// the shared expert, and (grouped over experts) the routed experts' math.
+// Forward writes with '='; backward accumulates dh and weight gradients with '+='.
+#pragma once
+
+#include <vector>
+
+#include "kernels/linear.h"
+
+namespace moerl {
+
+struct FfnActs {
+  std::vector<float> g, u, a;  // [rows, F] gate pre-activation, up, silu(g)·u (all as stored)
+};
+
+struct FfnNumerics {
+  LinearNumerics gate, up, down;
+  Format activations = Format::fp32;  // storage format of g, u, a and y
+};
+
+// h[N, D] → y[N, D].
+void ffn_forward(float* y, FfnActs* acts, const float* h, const PackedWeight& w_gate,
+                 const PackedWeight& w_up, const PackedWeight& w_down, int N, const FfnNumerics& nm);
+void ffn_backward(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
+                  const FfnActs& acts, const float* h, const float* w_gate, const float* w_up,
+                  const float* w_down, int N, int F, int D);
+
+// Grouped over experts: rows offsets[e]..offsets[e+1] of xe go through expert e.
+// Weights per expert are packed separately; raw weights are [E, F, D] / [E, D, F] contiguous.
+void ffn_forward_grouped(float* ye, FfnActs* acts, const float* xe, const PackedWeight* w_gate,
+                         const PackedWeight* w_up, const PackedWeight* w_down, const int* offsets,
+                         int E, const FfnNumerics& nm);
+void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_down,
+                          const float* dye, const FfnActs& acts, const float* xe,
+                          const float* w_gate, const float* w_up, const float* w_down,
+                          const int* offsets, int E, int F, int D);
+
+}  // namespace moerl

@@ -1,0 +1,125 @@
+// generation.cpp — generation mode: prefill of the prompt (the training-mode layer forward plus
+// KV-cache writes) and one-token decode steps against the cache. Both use layer_forward, so a
+// position's log-probs and routing equal the training forward's bit for bit under fp32-ref.
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/precision.h"
+#include "models/layer_forward.h"
+#include "models/model_impl.h"
+
+namespace moerl {
+
+void Model::generation_begin(GenerationState** state, int B, int max_len,
+                             const NumericsProfile* profile) {
+  if (B < 1 || max_len < 1 || max_len > cfg_.max_seq_len)
+    throw std::invalid_argument("generation: need B >= 1 and 1 <= max_len <= model.max_seq_len = " +
+                                std::to_string(cfg_.max_seq_len));
+  auto* st = new GenerationState;
+  st->B = B;
+  st->max_len = max_len;
+  st->pos = 0;
+  if (profile) st->profile = *profile;
+  else profile_builtin("fp32-ref", &st->profile);
+  const size_t cache = static_cast<size_t>(B) * max_len * cfg_.d_model;
+  st->kcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
+  st->vcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
+  st->layers.resize(cfg_.n_layers);
+  *state = st;
+}
+
+void Model::generation_end(GenerationState* state) { delete state; }
+
+namespace {
+// Runs all layers over the rows in st->x; positions [rows]; decode when `decode`.
+void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B, int T,
+                const int32_t* positions, bool decode, uint64_t call, int32_t* topk_ids,
+                float* router_logp, const int32_t* replay_ids, float* logits) {
+  const ModelConfig& cfg = m.config();
+  const int L = cfg.n_layers, K = cfg.top_k, D = cfg.d_model;
+  const NumericsProfile& p = st->profile;
+  const PackedSet& ps = model_packed(im, cfg, m.params(), p);
+  const size_t NK = static_cast<size_t>(rows) * K;
+  std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
+  std::vector<float> x_out(static_cast<size_t>(rows) * D);
+  for (int l = 0; l < L; ++l) {
+    LayerActs& a = st->layers[l];
+    a.x_in = st->x;
+    LayerCall c;
+    c.cfg = &cfg; c.profile = &p; c.params = &m.params(); c.packed = &ps.layers[l];
+    c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
+    c.decode = decode ? st : nullptr;
+    c.router_mode = replay_ids ? RouterMode::replay : RouterMode::normal;
+    c.replay_ids = replay_ids ? replay_ids + l * NK : nullptr;
+    c.bias = cfg.expert_bias ? m.expert_bias().data() + static_cast<size_t>(l) * cfg.n_experts : nullptr;
+    c.training = false;
+    float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
+    layer_forward(&a, x_out.data(), rl, nullptr, c);
+    if (cfg.is_moe() && topk_ids)
+      std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
+    if (!decode) {  // prefill: the prompt's k, v go into the cache rows 0..T-1
+      for (int b = 0; b < B; ++b) {
+        const size_t src = static_cast<size_t>(b) * T * D, dst = static_cast<size_t>(b) * st->max_len * D;
+        std::memcpy(st->kcache[l].data() + dst, a.k.data() + src, sizeof(float) * T * D);
+        std::memcpy(st->vcache[l].data() + dst, a.v.data() + src, sizeof(float) * T * D);
+      }
+    }
+    st->x.swap(x_out);
+  }
+  // logits of one row per sequence: the last prompt position (prefill) or the new token (decode)
+  std::vector<float> xl(static_cast<size_t>(B) * D);
+  for (int b = 0; b < B; ++b) {
+    const size_t row = decode ? b : static_cast<size_t>(b) * T + (T - 1);
+    std::memcpy(xl.data() + static_cast<size_t>(b) * D, st->x.data() + row * D, sizeof(float) * D);
+  }
+  st->h_final.resize(static_cast<size_t>(B) * D);
+  st->rstd_final.resize(B);
+  final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl.data(), ps.lm_head,
+                m.params(), cfg, p, B, call);
+}
+}  // namespace
+
+void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk_ids,
+                               float* router_logp, const int32_t* prompt, int P,
+                               const int32_t* replay_ids) {
+  if (st->pos != 0) throw std::logic_error("generation_prefill: state already holds tokens");
+  if (P < 1 || P > st->max_len)
+    throw std::invalid_argument("generation_prefill: prompt length " + std::to_string(P) +
+                                " outside [1, " + std::to_string(st->max_len) + "]");
+  const int B = st->B, N = B * P, D = cfg_.d_model;
+  for (int i = 0; i < N; ++i)
+    if (prompt[i] < 0 || prompt[i] >= cfg_.vocab_size)
+      throw std::invalid_argument("generation_prefill: token " + std::to_string(prompt[i]) +
+                                  " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
+  std::vector<int32_t> positions(N);
+  for (int i = 0; i < N; ++i) positions[i] = i % P;
+  st->x.resize(static_cast<size_t>(N) * D);
+  cpu::embedding_forward(st->x.data(), prompt, params_.get("embed"), N, D);
+  round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
+  // call 0: the same noise entity as a training forward with call 0 over the same rows
+  run_layers(*this, impl_.get(), st, N, B, P, positions.data(), false, 0, topk_ids, router_logp,
+             replay_ids, logits);
+  st->pos = P;
+}
+
+void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_ids,
+                            float* router_logp, const int32_t* tokens, const int32_t* replay_ids) {
+  if (st->pos < 1) throw std::logic_error("generation_step: prefill first");
+  if (st->pos >= st->max_len)
+    throw std::invalid_argument("generation_step: KV cache full at " + std::to_string(st->max_len));
+  const int B = st->B, D = cfg_.d_model;
+  for (int b = 0; b < B; ++b)
+    if (tokens[b] < 0 || tokens[b] >= cfg_.vocab_size)
+      throw std::invalid_argument("generation_step: token " + std::to_string(tokens[b]) +
+                                  " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
+  std::vector<int32_t> positions(B, st->pos);
+  st->x.resize(static_cast<size_t>(B) * D);
+  cpu::embedding_forward(st->x.data(), tokens, params_.get("embed"), B, D);
+  round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
+  run_layers(*this, impl_.get(), st, B, B, 1, positions.data(), true,
+             static_cast<uint64_t>(st->pos), topk_ids, router_logp, replay_ids, logits);
+  st->pos += 1;
+}
+
+}  // namespace moerl

@@ -1,0 +1,35 @@
+// layer_forward.h — one transformer layer's forward over N rows, shared by training mode (full
+// causal attention over B×T) and generation (one row per sequence against the KV cache).
+#pragma once
+
+#include "models/model_impl.h"
+
+namespace moerl {
+
+struct LayerCall {
+  const ModelConfig* cfg = nullptr;
+  const NumericsProfile* profile = nullptr;
+  const ParamStore* params = nullptr;
+  const PackedLayer* packed = nullptr;
+  int layer = 0, N = 0;
+  int B = 0, T = 0;                    // training mode: N = B·T (T is also the aux-loss seq_len)
+  GenerationState* decode = nullptr;   // decode mode: N = B rows, KV cache in here
+  const int32_t* positions = nullptr;  // [N]
+  uint64_t call = 0;
+  RouterMode router_mode = RouterMode::normal;
+  const int32_t* replay_ids = nullptr;  // [N, K]
+  const float* bias = nullptr;          // [E]
+  bool training = false;                // aux-loss bookkeeping for backward
+};
+
+// a->x_in[N, D] → x_out[N, D] ('='); router_logp[N, K] and load[E] (+=) when non-null.
+// Returns the layer's aux loss.
+float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* load,
+                    const LayerCall& c);
+
+// final norm + LM head: x[N, D] → logits[N, V] (FP32).
+void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
+                   const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
+                   const NumericsProfile& p, int N, uint64_t call);
+
+}  // namespace moerl

@@ -1,0 +1,136 @@
+// model.cpp — Model construction, weight packing per profile, and the per-site numerics.
+#include "models/model_impl.h"
+
+#include <string>
+
+namespace moerl {
+
+std::string layer_prefix(int layer) { return "layers." + std::to_string(layer) + "."; }
+
+Model::Model(const ModelConfig& cfg) : cfg_(cfg), params_(cfg), grads_(cfg), impl_(new Impl) {
+  cfg_.validate();
+  expert_bias_.assign(static_cast<size_t>(cfg.n_layers) * std::max(cfg.n_experts, 0), 0.0f);
+}
+
+Model::~Model() = default;
+
+void Model::invalidate_packed_weights() { impl_->packed.clear(); }
+
+namespace {
+LinearNumerics pack_numerics(const NumericsProfile& p, LinearKind kind) {
+  return site_linear_numerics(p, kind, NoiseKey{});
+}
+}  // namespace
+
+const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
+                              const NumericsProfile& p) {
+  for (const PackedSet& s : impl->packed)
+    if (s.profile == p.name) return s;
+  PackedSet s;
+  s.profile = p.name;
+  const LinearNumerics mm = pack_numerics(p, LinearKind::matmul);
+  const int D = cfg.d_model, E = cfg.n_experts, F = cfg.mlp_width(), S = cfg.shared_expert_ff;
+  s.layers.resize(cfg.n_layers);
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const std::string pre = layer_prefix(l);
+    PackedLayer& pl = s.layers[l];
+    linear_pack_weight(&pl.wq, params.get(pre + "attn.wq"), D, D, mm);
+    linear_pack_weight(&pl.wk, params.get(pre + "attn.wk"), D, D, mm);
+    linear_pack_weight(&pl.wv, params.get(pre + "attn.wv"), D, D, mm);
+    linear_pack_weight(&pl.wo, params.get(pre + "attn.wo"), D, D, mm);
+    if (cfg.is_moe()) {
+      linear_pack_weight(&pl.router, params.get(pre + "moe.router"), E, D,
+                         pack_numerics(p, LinearKind::router));
+      pl.expert_gate.resize(E); pl.expert_up.resize(E); pl.expert_down.resize(E);
+      const float* wg = params.get(pre + "moe.w_gate");
+      const float* wu = params.get(pre + "moe.w_up");
+      const float* wd = params.get(pre + "moe.w_down");
+      const size_t fd = static_cast<size_t>(F) * D;
+      for (int e = 0; e < E; ++e) {
+        linear_pack_weight(&pl.expert_gate[e], wg + e * fd, F, D, mm);
+        linear_pack_weight(&pl.expert_up[e], wu + e * fd, F, D, mm);
+        linear_pack_weight(&pl.expert_down[e], wd + e * fd, D, F, mm);
+      }
+      if (S > 0) {
+        linear_pack_weight(&pl.shared[0], params.get(pre + "moe.shared.w_gate"), S, D, mm);
+        linear_pack_weight(&pl.shared[1], params.get(pre + "moe.shared.w_up"), S, D, mm);
+        linear_pack_weight(&pl.shared[2], params.get(pre + "moe.shared.w_down"), D, S, mm);
+      }
+    } else {
+      linear_pack_weight(&pl.mlp_gate, params.get(pre + "mlp.w_gate"), F, D, mm);
+      linear_pack_weight(&pl.mlp_up, params.get(pre + "mlp.w_up"), F, D, mm);
+      linear_pack_weight(&pl.mlp_down, params.get(pre + "mlp.w_down"), D, F, mm);
+    }
+  }
+  linear_pack_weight(&s.lm_head, params.get("lm_head"), cfg.vocab_size, D,
+                     pack_numerics(p, LinearKind::lm_head));
+  impl->packed.push_back(std::move(s));
+  return impl->packed.back();
+}
+
+FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up, Site down,
+                         uint64_t call) {
+  FfnNumerics nm;
+  nm.gate = site_linear_numerics(p, LinearKind::matmul, site_key(p, layer, gate, call));
+  nm.up = site_linear_numerics(p, LinearKind::matmul, site_key(p, layer, up, call));
+  nm.down = site_linear_numerics(p, LinearKind::matmul, site_key(p, layer, down, call));
+  nm.activations = p.activations;
+  return nm;
+}
+
+MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,
+                 RouterMode mode, const int32_t* replay_ids, const float* bias, int seq_len,
+                 bool training) {
+  MoeCall c;
+  c.router.cfg = &cfg;
+  c.router.profile = &p;
+  c.router.linear = site_linear_numerics(p, LinearKind::router, site_key(p, layer, Site::router, call));
+  c.router.topk_key = site_key(p, layer, Site::topk, call);
+  c.router.mode = mode;
+  c.router.replay_ids = replay_ids;
+  c.router.bias = bias;
+  c.router.seq_len = seq_len;
+  c.router.training = training;
+  c.experts = ffn_numerics(p, layer, Site::expert_gate, Site::expert_up, Site::expert_down, call);
+  c.shared = ffn_numerics(p, layer, Site::shared_gate, Site::shared_up, Site::shared_down, call);
+  c.combine = site_reduce(p, p.combine_order, site_key(p, layer, Site::combine, call));
+  return c;
+}
+
+MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl,
+                       int layer) {
+  const std::string pre = layer_prefix(layer);
+  MoeWeights w;
+  w.router = &pl.router;
+  w.w_gate = pl.expert_gate.data();
+  w.w_up = pl.expert_up.data();
+  w.w_down = pl.expert_down.data();
+  w.router_raw = params.get(pre + "moe.router");
+  w.w_gate_raw = params.get(pre + "moe.w_gate");
+  w.w_up_raw = params.get(pre + "moe.w_up");
+  w.w_down_raw = params.get(pre + "moe.w_down");
+  if (cfg.shared_expert_ff > 0) {
+    w.shared = pl.shared;
+    w.shared_gate_raw = params.get(pre + "moe.shared.w_gate");
+    w.shared_up_raw = params.get(pre + "moe.shared.w_up");
+    w.shared_down_raw = params.get(pre + "moe.shared.w_down");
+  }
+  return w;
+}
+
+MoeGrads moe_grads(const ModelConfig& cfg, ParamStore& grads, int layer) {
+  const std::string pre = layer_prefix(layer);
+  MoeGrads g;
+  g.router = grads.get(pre + "moe.router");
+  g.w_gate = grads.get(pre + "moe.w_gate");
+  g.w_up = grads.get(pre + "moe.w_up");
+  g.w_down = grads.get(pre + "moe.w_down");
+  if (cfg.shared_expert_ff > 0) {
+    g.shared_gate = grads.get(pre + "moe.shared.w_gate");
+    g.shared_up = grads.get(pre + "moe.shared.w_up");
+    g.shared_down = grads.get(pre + "moe.shared.w_down");
+  }
+  return g;
+}
+
+}  // namespace moerl

@@ -1,0 +1,96 @@
+// model.h — the decoder-only MoE transformer (and its dense twin) under a numerics profile.
+//
+// Two modes share every per-token kernel:
+//  * training mode: whole sequences, activations saved, hand-written backward (model_backward.cpp,
+//    the exact mirror of model_forward.cpp);
+//  * generation mode: prefill of the prompt, then one token at a time with a KV cache.
+// Under the exact fp32-ref profile the two give bit-identical log-probs and routing for the same
+// tokens (batch-invariant kernels: a row's reduction order never depends on the rows beside it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/numerics.h"
+#include "models/config.h"
+#include "models/params.h"
+
+namespace moerl {
+
+// Router mode (Megatron-style): not a fork of the model, a mode of the router.
+//  normal: own top-k;  replay: top-k ids given per (layer, token), gate weights = softmax of the
+//  engine's own logits restricted to the replayed set (R3 form, gradients reach the router).
+// Every forward records the ids it used (ForwardResult::topk_ids), so "record" is always on.
+enum class RouterMode : uint8_t { normal = 0, replay };
+
+struct ForwardRequest {
+  const int32_t* tokens = nullptr;  // [B, T]
+  int B = 0, T = 0;
+  const NumericsProfile* profile = nullptr;  // nullptr = fp32-ref
+  RouterMode router_mode = RouterMode::normal;
+  const int32_t* replay_ids = nullptr;  // [L, B*T, K] when replaying
+  bool save_for_backward = false;       // keep activations for model_backward
+  bool want_logits = false;             // fill ForwardResult::logits
+  uint64_t call = 0;                    // entity of this call in the profile's noise streams
+};
+
+struct ForwardResult {
+  std::vector<float> logprobs;     // [B, T-1]: log p(tokens[t+1] | tokens[..t])
+  std::vector<float> logits;       // [B*T, V] when want_logits (after the LM head, FP32)
+  std::vector<int32_t> topk_ids;   // [L, B*T, K] experts used, sorted by descending gate score
+  std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
+  std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert
+  float aux_loss = 0.0f;           // load-balancing + z losses summed over layers (coef included)
+};
+
+struct GenerationState;  // KV cache and per-sequence lengths (opaque)
+
+class Model {
+ public:
+  explicit Model(const ModelConfig& cfg);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  ParamStore& params() { return params_; }
+  const ParamStore& params() const { return params_; }
+  ParamStore& grads() { return grads_; }
+  // Expert selection bias b [L, E] (only used when cfg.expert_bias); not a trained parameter.
+  std::vector<float>& expert_bias() { return expert_bias_; }
+
+  // Training-mode forward over whole sequences.
+  void forward(ForwardResult* out, const ForwardRequest& req);
+  // Backward of the last forward (which must have save_for_backward): dlogp[B, T-1] is dLoss /
+  // dlogprobs; the aux losses' gradients are added with their coefficients. grads() += .
+  void backward(const float* dlogp);
+
+  // Generation with a KV cache. prefill runs the prompt [B, P] (all sequences the same length) and
+  // writes the last position's logits [B, V]; step appends one token per sequence and writes
+  // logits [B, V]. topk_ids / router_logp receive [L, B*P, K] (prefill) or [L, B, K] (step) when
+  // non-null: the routing of each position at the step that computed it. replay_ids, when non-null,
+  // gives the ids to use in the same layout.
+  void generation_begin(GenerationState** state, int B, int max_len, const NumericsProfile* profile);
+  void generation_prefill(GenerationState* state, float* logits, int32_t* topk_ids,
+                          float* router_logp, const int32_t* prompt, int P,
+                          const int32_t* replay_ids = nullptr);
+  void generation_step(GenerationState* state, float* logits, int32_t* topk_ids,
+                       float* router_logp, const int32_t* tokens,
+                       const int32_t* replay_ids = nullptr);
+  void generation_end(GenerationState* state);
+
+  // Packed weights are cached per profile until the parameters change: call after every
+  // optimizer step or checkpoint load.
+  void invalidate_packed_weights();
+
+  struct Impl;  // private state (model_impl.h), opaque to users
+
+ private:
+  ModelConfig cfg_;
+  ParamStore params_, grads_;
+  std::vector<float> expert_bias_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace moerl

@@ -1,0 +1,195 @@
+// model_forward.cpp — training-mode forward over whole sequences, and the per-layer forward that
+// generation shares with it (generation.cpp). Every op's output is rounded to the profile's
+// storage format, as a low-precision engine stores it; backward (model_backward.cpp) mirrors this
+// file line by line, straight-through the roundings.
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/precision.h"
+#include "models/layer_forward.h"
+#include "models/model_impl.h"
+
+namespace moerl {
+
+namespace {
+const NumericsProfile& default_profile() {
+  static const NumericsProfile p = [] {
+    NumericsProfile q;
+    profile_builtin("fp32-ref", &q);
+    return q;
+  }();
+  return p;
+}
+
+void add_round(float* out, const float* a, const float* b, size_t n, Format f) {
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  round_array(out, static_cast<int64_t>(n), f);
+}
+}  // namespace
+
+float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* load,
+                    const LayerCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const NumericsProfile& p = *c.profile;
+  const ParamStore& params = *c.params;
+  const PackedLayer& pl = *c.packed;
+  const int N = c.N, D = cfg.d_model, H = cfg.n_heads, Dh = cfg.head_dim(), l = c.layer;
+  const size_t ND = static_cast<size_t>(N) * D;
+  const std::string pre = layer_prefix(l);
+  auto key = [&](Site s) { return site_key(p, l, s, c.call); };
+  auto lin = [&](Site s) { return site_linear_numerics(p, LinearKind::matmul, key(s)); };
+  for (auto* v : {&a->h_attn, &a->q, &a->k, &a->v, &a->ctx, &a->o, &a->x_mid, &a->h_mlp, &a->y})
+    v->resize(ND);
+  a->rstd_attn.resize(N);
+  a->rstd_mlp.resize(N);
+
+  // attention block
+  cpu::rmsnorm_forward(a->h_attn.data(), a->rstd_attn.data(), a->x_in.data(),
+                       params.get(pre + "attn_norm"), N, D, cfg.norm_eps,
+                       site_reduce(p, p.norm_order, key(Site::attn_norm)));
+  round_array(a->h_attn.data(), ND, p.activations);
+  linear_forward(a->q.data(), a->h_attn.data(), pl.wq, N, lin(Site::wq));
+  linear_forward(a->k.data(), a->h_attn.data(), pl.wk, N, lin(Site::wk));
+  linear_forward(a->v.data(), a->h_attn.data(), pl.wv, N, lin(Site::wv));
+  round_array(a->q.data(), ND, p.activations);
+  round_array(a->k.data(), ND, p.activations);
+  round_array(a->v.data(), ND, p.activations);
+  cpu::rope_forward(a->q.data(), c.positions, N, H, Dh, cfg.rope_theta);
+  cpu::rope_forward(a->k.data(), c.positions, N, H, Dh, cfg.rope_theta);
+  round_array(a->q.data(), ND, p.attention);
+  round_array(a->k.data(), ND, p.attention);
+  round_array(a->v.data(), ND, p.attention);
+  // Attention rows draw their order noise by (sequence, position, head): call 0 in both modes.
+  const ReduceCtx attn_ctx = site_reduce(p, p.attn_order, site_key(p, l, Site::attention, 0));
+  if (c.decode) {
+    GenerationState* st = c.decode;
+    float* kc = st->kcache[l].data();
+    float* vc = st->vcache[l].data();
+    std::vector<int32_t> len(N);
+    for (int b = 0; b < N; ++b) {
+      const size_t row = (static_cast<size_t>(b) * st->max_len + c.positions[b]) * D;
+      std::memcpy(kc + row, a->k.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
+      std::memcpy(vc + row, a->v.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
+      len[b] = c.positions[b] + 1;
+    }
+    cpu::attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->max_len, H, Dh,
+                          attn_ctx);
+  } else {
+    a->att.resize(static_cast<size_t>(c.B) * H * c.T * c.T);
+    cpu::attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
+                           c.B, c.T, H, Dh, attn_ctx);
+  }
+  round_array(a->ctx.data(), ND, p.activations);
+  linear_forward(a->o.data(), a->ctx.data(), pl.wo, N, lin(Site::wo));
+  round_array(a->o.data(), ND, p.activations);
+  add_round(a->x_mid.data(), a->x_in.data(), a->o.data(), ND, p.activations);
+
+  // feed-forward block
+  cpu::rmsnorm_forward(a->h_mlp.data(), a->rstd_mlp.data(), a->x_mid.data(),
+                       params.get(pre + "mlp_norm"), N, D, cfg.norm_eps,
+                       site_reduce(p, p.norm_order, key(Site::mlp_norm)));
+  round_array(a->h_mlp.data(), ND, p.activations);
+  float aux = 0.0f;
+  if (cfg.is_moe()) {
+    const MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
+                                c.training);
+    aux = moe_forward(a->y.data(), &a->moe, router_logp, load, a->h_mlp.data(),
+                      moe_weights(cfg, params, pl, l), N, mc);
+  } else {
+    ffn_forward(a->y.data(), &a->ffn, a->h_mlp.data(), pl.mlp_gate, pl.mlp_up, pl.mlp_down, N,
+                ffn_numerics(p, l, Site::mlp_gate, Site::mlp_up, Site::mlp_down, c.call));
+  }
+  add_round(x_out, a->x_mid.data(), a->y.data(), ND, p.activations);
+  return aux;
+}
+
+void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
+                   const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
+                   const NumericsProfile& p, int N, uint64_t call) {
+  const int L = cfg.n_layers;
+  cpu::rmsnorm_forward(h_final, rstd_final, x, params.get("final_norm"), N, cfg.d_model,
+                       cfg.norm_eps, site_reduce(p, p.norm_order, site_key(p, L, Site::final_norm, call)));
+  round_array(h_final, static_cast<int64_t>(N) * cfg.d_model, p.activations);
+  // Logits stay FP32 (samplers upcast them): only the LM head's operands are rounded.
+  linear_forward(logits, h_final, lm_head, N,
+                 site_linear_numerics(p, LinearKind::lm_head, site_key(p, L, Site::lm_head, call)));
+}
+
+void Model::forward(ForwardResult* out, const ForwardRequest& req) {
+  const NumericsProfile& p = req.profile ? *req.profile : default_profile();
+  const int B = req.B, T = req.T, N = B * T, D = cfg_.d_model, L = cfg_.n_layers,
+            V = cfg_.vocab_size, K = cfg_.top_k;
+  if (B < 1 || T < 2 || T > cfg_.max_seq_len)
+    throw std::invalid_argument("forward: need B >= 1 and 2 <= T <= model.max_seq_len = " +
+                                std::to_string(cfg_.max_seq_len) + " (got B=" + std::to_string(B) +
+                                ", T=" + std::to_string(T) + ")");
+  for (int i = 0; i < N; ++i)
+    if (req.tokens[i] < 0 || req.tokens[i] >= V)
+      throw std::invalid_argument("forward: token " + std::to_string(req.tokens[i]) +
+                                  " at index " + std::to_string(i) + " outside [0, " +
+                                  std::to_string(V) + ")");
+  Impl& im = *impl_;
+  const PackedSet& ps = model_packed(&im, cfg_, params_, p);
+  im.saved = false;
+  im.B = B; im.T = T;
+  im.profile = p;
+  im.mode = req.router_mode;
+  im.call = req.call;
+  im.tokens.assign(req.tokens, req.tokens + N);
+  if (req.router_mode == RouterMode::replay) {
+    if (!cfg_.is_moe() || !req.replay_ids)
+      throw std::invalid_argument("forward: replay needs an MoE model and replay ids");
+    im.replay_ids.assign(req.replay_ids, req.replay_ids + static_cast<size_t>(L) * N * K);
+  }
+  im.positions.resize(N);
+  im.targets.resize(N);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      im.positions[b * T + t] = t;
+      im.targets[b * T + t] = t + 1 < T ? req.tokens[b * T + t + 1] : -1;
+    }
+
+  const bool moe = cfg_.is_moe();
+  out->topk_ids.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0);
+  out->router_logp.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0.0f);
+  out->expert_load.assign(moe ? static_cast<size_t>(L) * cfg_.n_experts : 0, 0);
+  out->aux_loss = 0.0f;
+
+  im.layers.resize(L);
+  std::vector<float> x(static_cast<size_t>(N) * D);
+  cpu::embedding_forward(x.data(), req.tokens, params_.get("embed"), N, D);
+  round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
+  for (int l = 0; l < L; ++l) {
+    LayerActs& a = im.layers[l];
+    a.x_in = x;
+    LayerCall c;
+    c.cfg = &cfg_; c.profile = &p; c.params = &params_; c.packed = &ps.layers[l];
+    c.layer = l; c.N = N; c.B = B; c.T = T; c.positions = im.positions.data(); c.call = req.call;
+    c.router_mode = req.router_mode;
+    c.replay_ids = req.router_mode == RouterMode::replay ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
+    c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
+    c.training = true;
+    out->aux_loss += layer_forward(&a, x.data(), moe ? &out->router_logp[static_cast<size_t>(l) * N * K] : nullptr,
+                                   moe ? &out->expert_load[static_cast<size_t>(l) * cfg_.n_experts] : nullptr, c);
+    if (moe)
+      std::memcpy(&out->topk_ids[static_cast<size_t>(l) * N * K], a.moe.router.ids.data(),
+                  sizeof(int32_t) * N * K);
+  }
+  im.x_final = x;
+  im.h_final.resize(static_cast<size_t>(N) * D);
+  im.rstd_final.resize(N);
+  im.logits.resize(static_cast<size_t>(N) * V);
+  final_forward(im.logits.data(), im.h_final.data(), im.rstd_final.data(), x.data(), ps.lm_head,
+                params_, cfg_, p, N, req.call);
+
+  std::vector<float> lp(N);
+  cpu::logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
+  out->logprobs.resize(static_cast<size_t>(B) * (T - 1));
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t + 1 < T; ++t) out->logprobs[static_cast<size_t>(b) * (T - 1) + t] = lp[b * T + t];
+  if (req.want_logits) out->logits = im.logits;
+  im.saved = req.save_for_backward;
+  if (!im.saved) im.layers.clear();
+}
+
+}  // namespace moerl

@@ -1,0 +1,87 @@
+// model_impl.h — private state of Model: packed weights per profile, saved activations of the last
+// training forward, and the helpers shared by forward, backward and generation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "models/ffn.h"
+#include "models/model.h"
+#include "models/moe_layer.h"
+#include "models/sites.h"
+
+namespace moerl {
+
+// One profile's packed (fake-quantised, kernel-laid-out) weights.
+struct PackedLayer {
+  PackedWeight wq, wk, wv, wo, router, mlp_gate, mlp_up, mlp_down;
+  std::vector<PackedWeight> expert_gate, expert_up, expert_down;  // [E]
+  PackedWeight shared[3];                                          // gate, up, down
+};
+struct PackedSet {
+  std::string profile;
+  std::vector<PackedLayer> layers;
+  PackedWeight lm_head;
+};
+
+// Activations of one layer, as stored (rounded to the profile's formats).
+struct LayerActs {
+  std::vector<float> x_in;       // [N, D] residual entering the layer
+  std::vector<float> h_attn;     // [N, D] attn_norm output
+  std::vector<float> rstd_attn;  // [N]
+  std::vector<float> q, k, v;    // [N, D] after RoPE, attention operand format
+  std::vector<float> att;        // [B, H, T, T] probabilities (training mode only)
+  std::vector<float> ctx;        // [N, D] attention output before W_o
+  std::vector<float> o;          // [N, D] W_o output
+  std::vector<float> x_mid;      // [N, D] residual after attention
+  std::vector<float> h_mlp;      // [N, D] mlp_norm output
+  std::vector<float> rstd_mlp;   // [N]
+  std::vector<float> y;          // [N, D] FFN / MoE output
+  MoeActs moe;
+  FfnActs ffn;
+};
+
+struct GenerationState {
+  int B = 0, max_len = 0, pos = 0;
+  NumericsProfile profile;
+  std::vector<std::vector<float>> kcache, vcache;  // per layer [B, max_len, D]
+  std::vector<LayerActs> layers;                   // workspace for the current rows
+  std::vector<float> x, h_final, rstd_final;
+};
+
+struct Model::Impl {
+  std::vector<PackedSet> packed;
+
+  // saved by the last forward with save_for_backward
+  bool saved = false;
+  int B = 0, T = 0;
+  NumericsProfile profile;
+  RouterMode mode = RouterMode::normal;
+  std::vector<int32_t> replay_ids;
+  uint64_t call = 0;
+  std::vector<int32_t> tokens, targets, positions;
+  std::vector<LayerActs> layers;
+  std::vector<float> x_final, h_final, rstd_final, logits;
+};
+
+// Packs (once per parameter version) the weights of `profile`.
+const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
+                              const NumericsProfile& profile);
+
+// Numerics of the FFN sites of a layer.
+FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up, Site down,
+                         uint64_t call);
+
+// The RouterCall / MoeCall of one layer for one call.
+MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,
+                 RouterMode mode, const int32_t* replay_ids, const float* bias, int seq_len,
+                 bool training);
+
+// Views of one layer's raw weights / gradients (MoE part).
+MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl, int layer);
+MoeGrads moe_grads(const ModelConfig& cfg, ParamStore& grads, int layer);
+
+std::string layer_prefix(int layer);
+
+}  // namespace moerl

@@ -1,0 +1,211 @@
+// router.cpp — see router.h. Formulas: reference §7.1 (scoring, top-k, renormalisation),
+// §7.2 (switch / sequence aux loss, z-loss), §3.1 (R3: replayed ids, gates from own logits).
+#include "models/router.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/precision.h"
+
+namespace moerl {
+
+namespace {
+
+float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// log Σ_e exp(z_e) of one row, max-subtracted, summed in index order.
+float row_logsumexp(const float* z, int E) {
+  float m = z[0];
+  for (int e = 1; e < E; ++e) m = std::fmax(m, z[e]);
+  float s = 0.0f;
+  for (int e = 0; e < E; ++e) s += std::exp(z[e] - m);
+  return m + std::log(s);
+}
+
+// p̂ of the aux losses: the full softmax for softmax routers, σ(z) normalised over all experts
+// for sigmoid routers (reference §7.2).
+void aux_probs(float* phat, const float* scores, int E, Scoring scoring) {
+  if (scoring == Scoring::softmax) {
+    std::memcpy(phat, scores, sizeof(float) * E);
+    return;
+  }
+  float s = 0.0f;
+  for (int e = 0; e < E; ++e) s += scores[e];
+  for (int e = 0; e < E; ++e) phat[e] = scores[e] / s;
+}
+
+// Switch-style balance loss over rows [r0, r1): L = c·E·Σ_e f_e·P_e with f_e = n_e/(K·n),
+// P_e = mean p̂_e, n_e from the top-k of p̂ itself (not the routing actually used, which may be
+// replayed or biased). Writes dL/dp̂ = c·E·f_e/n · scale into aux_weight rows; returns L.
+float balance_loss(float* aux_weight, const float* scores, int r0, int r1, int E, int K,
+                   Scoring scoring, float coef, float scale) {
+  const int n = r1 - r0;
+  std::vector<float> phat(static_cast<size_t>(n) * E);
+  for (int r = 0; r < n; ++r) aux_probs(&phat[static_cast<size_t>(r) * E], scores + static_cast<size_t>(r0 + r) * E, E, scoring);
+  std::vector<int32_t> ids(static_cast<size_t>(n) * K);
+  std::vector<float> vals(static_cast<size_t>(n) * K);
+  cpu::topk_forward(ids.data(), vals.data(), phat.data(), n, E, K, TieBreak::lowest, NoiseKey{});
+  std::vector<double> count(E, 0.0), mean_p(E, 0.0);
+  for (int i = 0; i < n * K; ++i) count[ids[i]] += 1.0;
+  for (int r = 0; r < n; ++r)
+    for (int e = 0; e < E; ++e) mean_p[e] += phat[static_cast<size_t>(r) * E + e];
+  double loss = 0.0;
+  for (int e = 0; e < E; ++e) {
+    const double f = count[e] / (static_cast<double>(K) * n);
+    loss += f * mean_p[e] / n;
+    const float w = static_cast<float>(coef * E * f / n * scale);
+    for (int r = 0; r < n; ++r) aux_weight[static_cast<size_t>(r0 + r) * E + e] = w;
+  }
+  return static_cast<float>(coef * E * loss);
+}
+
+}  // namespace
+
+float router_forward(RouterActs* a, float* router_logp, int64_t* load, const float* h,
+                     const PackedWeight& w_router, int N, const RouterCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const int E = cfg.n_experts, K = cfg.top_k;
+  const size_t NE = static_cast<size_t>(N) * E, NK = static_cast<size_t>(N) * K;
+  a->logits.resize(NE);
+  a->scores.resize(NE);
+  a->ids.resize(NK);
+  a->gate.resize(NK);
+
+  linear_forward(a->logits.data(), h, w_router, N, c.linear);
+  round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
+  const float* z = a->logits.data();
+  if (cfg.scoring == Scoring::softmax) {
+    cpu::softmax_forward(a->scores.data(), z, N, E);
+  } else {
+    for (size_t i = 0; i < NE; ++i) a->scores[i] = sigmoidf(z[i]);
+  }
+
+  if (c.mode == RouterMode::replay) {
+    std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
+  } else {
+    // Selection on the logits themselves when there is no bias: scores are monotone in z, and
+    // exp/σ could merge two distinct logits into one float and invent a tie.
+    const float* sel = z;
+    std::vector<float> biased;
+    if (c.bias) {
+      biased.resize(NE);
+      for (int n = 0; n < N; ++n)
+        for (int e = 0; e < E; ++e) biased[static_cast<size_t>(n) * E + e] = a->scores[static_cast<size_t>(n) * E + e] + c.bias[e];
+      sel = biased.data();
+    }
+    std::vector<float> vals(NK);
+    cpu::topk_forward(a->ids.data(), vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+  }
+
+  for (int n = 0; n < N; ++n) {
+    const float* zn = z + static_cast<size_t>(n) * E;
+    const float* sn = a->scores.data() + static_cast<size_t>(n) * E;
+    const int32_t* id = a->ids.data() + static_cast<size_t>(n) * K;
+    float* g = a->gate.data() + static_cast<size_t>(n) * K;
+    if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
+      // softmax over the k selected logits (= full softmax, top-k, renormalise)
+      float m = zn[id[0]];
+      for (int k = 1; k < K; ++k) m = std::fmax(m, zn[id[k]]);
+      float s = 0.0f;
+      for (int k = 0; k < K; ++k) { g[k] = std::exp(zn[id[k]] - m); s += g[k]; }
+      for (int k = 0; k < K; ++k) g[k] /= s;
+    } else {
+      float s = 0.0f;
+      for (int k = 0; k < K; ++k) { g[k] = sn[id[k]]; s += g[k]; }
+      if (cfg.scoring == Scoring::sigmoid && cfg.norm_topk_prob && K > 1)
+        for (int k = 0; k < K; ++k) g[k] /= s;
+    }
+    if (router_logp) {
+      const float lse = row_logsumexp(zn, E);
+      for (int k = 0; k < K; ++k) router_logp[static_cast<size_t>(n) * K + k] = zn[id[k]] - lse;
+    }
+    if (load)
+      for (int k = 0; k < K; ++k) load[id[k]] += 1;
+  }
+
+  if (!c.training) return 0.0f;
+  float aux = 0.0f;
+  a->aux_weight.assign(NE, 0.0f);
+  if (cfg.load_balance == LoadBalance::aux_loss) {
+    aux += balance_loss(a->aux_weight.data(), a->scores.data(), 0, N, E, K, cfg.scoring,
+                        cfg.aux_loss_coef, 1.0f);
+  } else if (cfg.load_balance == LoadBalance::seq_aux_loss) {
+    const int T = c.seq_len, B = N / T;
+    for (int b = 0; b < B; ++b)
+      aux += balance_loss(a->aux_weight.data(), a->scores.data(), b * T, (b + 1) * T, E, K,
+                          cfg.scoring, cfg.aux_loss_coef, 1.0f / B) / B;
+  }
+  if (cfg.z_loss_coef > 0.0f) {
+    double zl = 0.0;
+    for (int n = 0; n < N; ++n) {
+      const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
+      zl += lse * lse;
+    }
+    aux += static_cast<float>(cfg.z_loss_coef * zl / N);
+  }
+  return aux;
+}
+
+void router_backward(float* dh, float* dw_router, const float* dgate, const RouterActs& a,
+                     const float* h, const float* w_router, int N, const RouterCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model;
+  std::vector<float> dz(static_cast<size_t>(N) * E, 0.0f);
+  std::vector<float> dp(E), phat(E);
+  for (int n = 0; n < N; ++n) {
+    const float* zn = a.logits.data() + static_cast<size_t>(n) * E;
+    const float* sn = a.scores.data() + static_cast<size_t>(n) * E;
+    const int32_t* id = a.ids.data() + static_cast<size_t>(n) * K;
+    const float* g = a.gate.data() + static_cast<size_t>(n) * K;
+    const float* dg = dgate + static_cast<size_t>(n) * K;
+    float* dzn = dz.data() + static_cast<size_t>(n) * E;
+
+    // gate weights ← logits (mirror of the gate computation in router_forward)
+    if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
+      float dot = 0.0f;
+      for (int k = 0; k < K; ++k) dot += g[k] * dg[k];
+      for (int k = 0; k < K; ++k) dzn[id[k]] += g[k] * (dg[k] - dot);
+    } else if (cfg.scoring == Scoring::softmax) {
+      std::fill(dp.begin(), dp.end(), 0.0f);
+      for (int k = 0; k < K; ++k) dp[id[k]] += dg[k];
+      float dot = 0.0f;
+      for (int e = 0; e < E; ++e) dot += sn[e] * dp[e];
+      for (int e = 0; e < E; ++e) dzn[e] += sn[e] * (dp[e] - dot);
+    } else {
+      float S = 0.0f, dot = 0.0f;
+      for (int k = 0; k < K; ++k) { S += sn[id[k]]; dot += g[k] * dg[k]; }
+      const bool norm = cfg.norm_topk_prob && K > 1;
+      for (int k = 0; k < K; ++k) {
+        const float s = sn[id[k]];
+        const float ds = norm ? (dg[k] - dot) / S : dg[k];
+        dzn[id[k]] += ds * s * (1.0f - s);
+      }
+    }
+
+    // balance losses ← p̂ (aux_weight holds dL/dp̂)
+    if (cfg.load_balance != LoadBalance::none) {
+      const float* w = a.aux_weight.data() + static_cast<size_t>(n) * E;
+      aux_probs(phat.data(), sn, E, cfg.scoring);
+      float dot = 0.0f;
+      for (int e = 0; e < E; ++e) dot += phat[e] * w[e];
+      if (cfg.scoring == Scoring::softmax) {
+        for (int e = 0; e < E; ++e) dzn[e] += phat[e] * (w[e] - dot);
+      } else {
+        float S = 0.0f;
+        for (int e = 0; e < E; ++e) S += sn[e];
+        for (int e = 0; e < E; ++e) dzn[e] += (w[e] - dot) / S * sn[e] * (1.0f - sn[e]);
+      }
+    }
+
+    // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N
+    if (cfg.z_loss_coef > 0.0f) {
+      const float lse = row_logsumexp(zn, E);
+      const float f = 2.0f * cfg.z_loss_coef * lse / N;
+      for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
+    }
+  }
+  linear_backward(dh, dw_router, dz.data(), h, w_router, N, E, D);
+}
+
+}  // namespace moerl

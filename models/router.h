@@ -1,0 +1,45 @@
+// router.h — the MoE router: logits → selection scores → top-k (own or replayed) → gate weights,
+// and the load-balancing losses attached to it (reference §7.1–7.2, R3 replay §3.1).
+//
+// Forward writes its outputs with '='; backward accumulates dh and dW_r with '+='.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/linear.h"
+#include "models/config.h"
+#include "models/model.h"
+
+namespace moerl {
+
+struct RouterActs {
+  std::vector<float> logits;  // [N, E] z = W_r·h, rounded to the profile's router_logits format
+  std::vector<float> scores;  // [N, E] softmax(z) (softmax scoring) or σ(z) (sigmoid scoring)
+  std::vector<int32_t> ids;   // [N, K] selected experts, descending selection score
+  std::vector<float> gate;    // [N, K] gate weights of the selected experts
+  std::vector<float> aux_weight;  // [N, E] dL_aux/dp̂ (switch / sequence aux loss), for backward
+};
+
+struct RouterCall {
+  const ModelConfig* cfg = nullptr;
+  const NumericsProfile* profile = nullptr;
+  LinearNumerics linear;           // numerics of the router GEMM
+  NoiseKey topk_key;               // tie-break stream of this call
+  RouterMode mode = RouterMode::normal;
+  const int32_t* replay_ids = nullptr;  // [N, K] when mode == replay
+  const float* bias = nullptr;     // [E] selection bias (cfg.expert_bias), or null
+  int seq_len = 0;                 // T, for the sequence aux loss (N = B·T)
+  bool training = false;           // compute aux-loss gradients' weights
+};
+
+// h[N, D] → acts; router_logp[N, K] (log of softmax(z) at the ids, may be null); load[E] += counts;
+// returns the layer's aux loss (load balancing + z-loss, coefficients included; 0 when off).
+float router_forward(RouterActs* acts, float* router_logp, int64_t* load, const float* h,
+                     const PackedWeight& w_router, int N, const RouterCall& call);
+
+// dgate[N, K] (dLoss/dgate) → dh[N, D] +=, dw_router[E, D] +=; adds the aux and z-loss gradients.
+void router_backward(float* dh, float* dw_router, const float* dgate, const RouterActs& acts,
+                     const float* h, const float* w_router, int N, const RouterCall& call);
+
+}  // namespace moerl

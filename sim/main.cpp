@@ -1,0 +1,35 @@
+// main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, run one command.
+#include <cstdlib>
+#include <unistd.h>
+
+#include "sim/cli.h"
+#include "sim/comms.h"
+
+namespace {
+
+// OpenBLAS chooses its kernel family once, when the library is loaded — before main() runs. 0.3.21
+// does not recognise recent AVX-512 CPUs (e.g. Zen 4) and falls back to SSE3 "Prescott" kernels.
+// So when the CPU has AVX-512F and the user did not choose a core type, set OPENBLAS_CORETYPE and
+// re-execute this same binary with the same arguments (same process, so this also works under
+// mpirun). MOERL_REEXEC guards against a loop if the exec'd image still lacks the variable.
+void reexec_with_openblas_coretype(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MOERL_REEXEC")) return;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f")) return;
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  setenv("MOERL_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  // exec failed (no /proc?): carry on with the kernels OpenBLAS picked.
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reexec_with_openblas_coretype(argv);
+  moerl::Comms comms = moerl::comms_init(&argc, &argv);
+  const int code =
+      moerl::comms_run_guarded(comms, [&] { return moerl::cli_main(comms, argc, argv); });
+  moerl::comms_finalize(&comms);
+  return code;
+}

@@ -1,0 +1,483 @@
+// scenario.cpp — INI → typed structs. Boost.Program_options tokenises the INI text (sections become
+// "section.key"); the key table below (one line per key, with its doc) converts each value to its
+// field with a message that says what is allowed; each struct's validate() checks ranges.
+#include "sim/scenario.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <boost/program_options.hpp>
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+
+// Thrown by a field's setter: what values are allowed.
+struct BadValue {
+  std::string allowed;
+};
+
+struct Field {
+  std::string key;
+  std::string doc;
+  std::function<void(const std::string&)> set;
+  std::function<std::string()> get;
+};
+
+std::string format_float(float v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest text that reads back bit-exactly
+  return std::string(buf, r.ptr);
+}
+
+// The key table of one scenario (or of one profile section).
+class Fields {
+ public:
+  std::vector<Field> list;
+
+  void custom(const std::string& key, const std::string& doc,
+              std::function<void(const std::string&)> set, std::function<std::string()> get) {
+    list.push_back(Field{key, doc, std::move(set), std::move(get)});
+  }
+  void i32(const std::string& key, int* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             int x = 0;
+             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
+               throw BadValue{"must be an integer"};
+             *p = x;
+           },
+           [p] { return std::to_string(*p); });
+  }
+  void u64(const std::string& key, uint64_t* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             uint64_t x = 0;
+             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
+               throw BadValue{"must be an integer in [0, 2^64)"};
+             *p = x;
+           },
+           [p] { return std::to_string(*p); });
+  }
+  void f32(const std::string& key, float* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             float x = 0;
+             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
+               throw BadValue{"must be a number"};
+             if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
+             *p = x;
+           },
+           [p] { return format_float(*p); });
+  }
+  void boolean(const std::string& key, bool* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             if (v == "true" || v == "1" || v == "yes" || v == "on") *p = true;
+             else if (v == "false" || v == "0" || v == "no" || v == "off") *p = false;
+             else throw BadValue{"must be true or false"};
+           },
+           [p] { return std::string(*p ? "true" : "false"); });
+  }
+  void str(const std::string& key, std::string* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             if (v.empty()) throw BadValue{"must not be empty"};
+             *p = v;
+           },
+           [p] { return *p; });
+  }
+  void format(const std::string& key, Format* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             if (!format_parse(v, p)) throw BadValue{"must be one of fp32, bf16, fp16, fp8_e4m3, fp8_e5m2"};
+           },
+           [p] { return std::string(format_name(*p)); });
+  }
+  void scaling(const std::string& key, Scaling* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             if (!scaling_parse(v, p)) throw BadValue{"must be one of none, tensor, row, block"};
+           },
+           [p] { return std::string(scaling_name(*p)); });
+  }
+  void order(const std::string& key, ReduceOrder* p, const std::string& doc) {
+    custom(key, doc,
+           [p](const std::string& v) {
+             if (!reduce_order_parse(v, p))
+               throw BadValue{"must be fixed, reversed or split_k:N with N in 2..64"};
+           },
+           [p] { return reduce_order_name(*p); });
+  }
+};
+
+// ---- the key tables: one line per key ----------------------------------------------------------
+
+void bind_model(Fields& f, ModelConfig* m) {
+  f.i32("model.vocab_size", &m->vocab_size, "V: vocabulary size");
+  f.i32("model.d_model", &m->d_model, "D: residual width");
+  f.i32("model.n_layers", &m->n_layers, "L: transformer blocks");
+  f.i32("model.n_heads", &m->n_heads, "H: attention heads (D/H even, for RoPE)");
+  f.i32("model.n_experts", &m->n_experts, "E: routed experts per MoE layer; 0 = the dense twin");
+  f.i32("model.top_k", &m->top_k, "K: experts per token (dense twin: MLP width top_k*d_ff)");
+  f.i32("model.d_ff", &m->d_ff, "F: SwiGLU width of one expert");
+  f.i32("model.shared_expert_ff", &m->shared_expert_ff, "width of an always-on shared expert (0 = none)");
+  f.i32("model.max_seq_len", &m->max_seq_len, "longest sequence (KV cache, RoPE table)");
+  f.f32("model.rope_theta", &m->rope_theta, "RoPE base: theta_j = rope_theta^(-2j/d_head)");
+  f.f32("model.norm_eps", &m->norm_eps, "RMSNorm epsilon");
+  f.boolean("model.norm_topk_prob", &m->norm_topk_prob, "renormalise the k gate weights to sum to 1");
+  f.custom("model.scoring", "router scoring: softmax | sigmoid",
+           [m](const std::string& v) {
+             if (!scoring_parse(v, &m->scoring)) throw BadValue{"must be softmax or sigmoid"};
+           },
+           [m] { return std::string(scoring_name(m->scoring)); });
+  f.boolean("model.expert_bias", &m->expert_bias, "aux-loss-free expert selection bias (DeepSeek-V3)");
+  f.f32("model.bias_update_rate", &m->bias_update_rate, "u in b_e += u*sign(mean load - load_e)");
+  f.custom("model.load_balance", "load-balancing loss: none | aux_loss | seq_aux_loss",
+           [m](const std::string& v) {
+             if (!load_balance_parse(v, &m->load_balance))
+               throw BadValue{"must be none, aux_loss or seq_aux_loss"};
+           },
+           [m] { return std::string(load_balance_name(m->load_balance)); });
+  f.f32("model.aux_loss_coef", &m->aux_loss_coef, "coefficient of the load-balancing loss");
+  f.f32("model.z_loss_coef", &m->z_loss_coef, "coefficient of the router z-loss (0 = off)");
+  f.f32("model.init_std", &m->init_std, "weights ~ N(0, init_std^2); norms start at 1");
+}
+
+void bind_run(Fields& f, RunConfig* r) {
+  f.u64("run.seed", &r->seed, "root seed of every named stream (init, data, sampling)");
+}
+
+void bind_engines(Fields& f, EnginesConfig* e) {
+  f.str("engines.rollout", &e->rollout, "numerics profile of the rollout engine");
+  f.str("engines.train", &e->train, "numerics profile of the train engine");
+}
+
+void bind_audit(Fields& f, AuditConfig* a) {
+  f.i32("audit.prompts", &a->prompts, "sequences sampled when no tokens are given");
+  f.i32("audit.prompt_len", &a->prompt_len, "uniform random prompt tokens per sequence");
+  f.i32("audit.response_len", &a->response_len, "tokens sampled per sequence under profile A");
+  f.f32("audit.temperature", &a->temperature, "sampling temperature (0 = greedy)");
+}
+
+void bind_bench(Fields& f, BenchConfig* b) {
+  f.i32("bench.sequences", &b->sequences, "sequences per batch");
+  f.i32("bench.seq_len", &b->seq_len, "sequence length of the timed training step");
+  f.i32("bench.prompt_len", &b->prompt_len, "prompt length of the timed generation (prefill)");
+  f.i32("bench.decode_steps", &b->decode_steps, "tokens generated per sequence (KV-cache decode)");
+}
+
+// Keys of a [profile.NAME] section other than `base`; prefix = "profile.NAME.".
+void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
+  f.format(x + "matmul", &p->matmul, "operand format of attention projections, experts, dense MLP");
+  f.scaling(x + "act_scaling", &p->act_scaling, "scaling of quantised activation operands");
+  f.scaling(x + "weight_scaling", &p->weight_scaling, "scaling of quantised weight operands");
+  f.i32(x + "scale_block", &p->scale_block, "B of the 1xB / BxB scaling blocks");
+  f.i32(x + "accum_bits", &p->accum_bits, "fraction bits of the limited accumulator (0 = FP32)");
+  f.i32(x + "promote_every", &p->promote_every, "products summed before promotion to FP32");
+  f.format(x + "router", &p->router, "operand format of the router GEMM");
+  f.format(x + "attention", &p->attention, "operand format of QK^T and P*V");
+  f.format(x + "lm_head", &p->lm_head, "operand format of the LM head");
+  f.format(x + "activations", &p->activations, "storage format of every op's output");
+  f.format(x + "router_logits", &p->router_logits, "storage format of router logits before top-k");
+  f.order(x + "gemm_order", &p->gemm_order, "reduction order of linear layers");
+  f.order(x + "norm_order", &p->norm_order, "reduction order of the RMSNorm sum of squares");
+  f.order(x + "attn_order", &p->attn_order, "reduction order inside attention");
+  f.order(x + "combine_order", &p->combine_order, "order of the MoE combine of k expert outputs");
+  f.boolean(x + "batch_invariant", &p->batch_invariant, "reductions independent of the batch size");
+  f.custom(x + "tie_break", "top-k tie-breaking: lowest | highest | random",
+           [p](const std::string& v) {
+             if (!tie_break_parse(v, &p->tie_break)) throw BadValue{"must be lowest, highest or random"};
+           },
+           [p] { return std::string(tie_break_name(p->tie_break)); });
+  f.u64(x + "seed", &p->seed, "seed of this profile's noise streams");
+}
+
+void bind_fixed(Fields& f, Scenario* s) {
+  bind_model(f, &s->model);
+  bind_run(f, &s->run);
+  bind_engines(f, &s->engines);
+  bind_audit(f, &s->audit);
+  bind_bench(f, &s->bench);
+}
+
+const char* kSections = "model, run, engines, audit, bench, profile.NAME";
+
+// ---- helpers -----------------------------------------------------------------------------------
+
+void check_min(const char* key, int v, int lo) {
+  if (v < lo)
+    throw std::invalid_argument(std::string(key) + " = " + std::to_string(v) + ": must be >= " +
+                                std::to_string(lo));
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// " (did you mean X?)" for the closest known key within a small edit distance, else "".
+std::string did_you_mean(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const std::string& k : known) {
+    const size_t d = edit_distance(key, k);
+    if (d < best_d) { best_d = d; best = k; }
+  }
+  if (best_d <= std::max<size_t>(2, key.size() / 5)) return " (did you mean " + best + "?)";
+  return "";
+}
+
+struct RawValue {
+  std::string value;
+  std::string origin;  // the file, or "--set"
+};
+
+bool valid_profile_name(const std::string& n) {
+  if (n.empty()) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_')) return false;
+  return true;
+}
+
+}  // namespace
+
+// ---- validation ---------------------------------------------------------------------------------
+
+void AuditConfig::validate() const {
+  check_min("audit.prompts", prompts, 1);
+  check_min("audit.prompt_len", prompt_len, 1);
+  check_min("audit.response_len", response_len, 1);
+  if (!(temperature >= 0.0f))
+    throw std::invalid_argument("audit.temperature = " + format_float(temperature) +
+                                ": must be >= 0 (0 = greedy)");
+}
+
+void BenchConfig::validate() const {
+  check_min("bench.sequences", sequences, 1);
+  check_min("bench.seq_len", seq_len, 2);
+  check_min("bench.prompt_len", prompt_len, 1);
+  check_min("bench.decode_steps", decode_steps, 1);
+}
+
+// ---- parsing ------------------------------------------------------------------------------------
+
+Scenario Scenario::parse(const std::string& text, const std::string& source,
+                         const std::vector<std::string>& overrides) {
+  // 1. Tokenise: Program_options reads sections and keys; every key is "unregistered" here
+  //    because the key table below, not Program_options, knows the types.
+  std::vector<std::pair<std::string, RawValue>> entries;
+  try {
+    std::istringstream in(text);
+    po::options_description none;
+    const po::parsed_options parsed = po::parse_config_file(in, none, true);
+    for (const po::option& o : parsed.options) {
+      const std::string value = o.value.empty() ? "" : trim(o.value.front());
+      entries.push_back({o.string_key, RawValue{value, source}});
+    }
+  } catch (const po::error& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
+  std::map<std::string, RawValue> raw;
+  for (auto& [key, v] : entries) {
+    if (raw.count(key))
+      throw std::invalid_argument(source + ": key '" + key + "' is given more than once");
+    raw[key] = v;
+  }
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos)
+      throw std::invalid_argument("--set " + o + ": expected section.key=value");
+    const std::string key = trim(o.substr(0, eq));
+    if (key.find('.') == std::string::npos)
+      throw std::invalid_argument("--set " + o + ": expected section.key=value (key '" + key +
+                                  "' has no section)");
+    raw[key] = RawValue{trim(o.substr(eq + 1)), "--set"};
+  }
+
+  // 2. Fixed sections through the key table.
+  Scenario s;
+  s.source_ = source;
+  Fields fixed;
+  bind_fixed(fixed, &s);
+  std::vector<std::string> fixed_keys;
+  for (const Field& f : fixed.list) fixed_keys.push_back(f.key);
+  std::map<std::string, std::map<std::string, RawValue>> profile_raw;  // NAME → field → value
+  for (const auto& [key, v] : raw) {
+    if (key.rfind("profile.", 0) == 0) {
+      const std::string rest = key.substr(8);
+      const size_t dot = rest.rfind('.');
+      if (dot == std::string::npos || !valid_profile_name(rest.substr(0, dot)))
+        throw std::invalid_argument(
+            v.origin + ": key '" + key +
+            "': profile keys are profile.NAME.field with NAME of letters, digits, '-' and '_'");
+      profile_raw[rest.substr(0, dot)][rest.substr(dot + 1)] = v;
+      continue;
+    }
+    auto it = std::find_if(fixed.list.begin(), fixed.list.end(),
+                           [&](const Field& f) { return f.key == key; });
+    if (it == fixed.list.end()) {
+      const size_t dot = key.find('.');
+      const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+      const bool known_section = section == "model" || section == "run" || section == "engines" ||
+                                 section == "audit" || section == "bench";
+      if (dot == std::string::npos)
+        throw std::invalid_argument(v.origin + ": key '" + key + "' outside any section" +
+                                    did_you_mean(key, fixed_keys) + "; sections: " + kSections);
+      if (!known_section)
+        throw std::invalid_argument(v.origin + ": unknown section [" + section + "] (key '" + key +
+                                    "')" + did_you_mean(key, fixed_keys) + "; sections: " +
+                                    kSections);
+      throw std::invalid_argument(v.origin + ": unknown key '" + key + "'" +
+                                  did_you_mean(key, fixed_keys));
+    }
+    try {
+      it->set(v.value);
+    } catch (const BadValue& b) {
+      throw std::invalid_argument(v.origin + ": " + key + " = " + v.value + ": " + b.allowed);
+    }
+  }
+
+  // 3. User profiles: start from the base built-in, then apply the section's fields.
+  for (auto& [name, fields_raw] : profile_raw) {
+    std::string base = "fp32-ref";
+    auto b = fields_raw.find("base");
+    if (b != fields_raw.end()) base = b->second.value;
+    NumericsProfile p;
+    if (!profile_builtin(base, &p))
+      throw std::invalid_argument(
+          (b != fields_raw.end() ? b->second.origin : source) + ": profile." + name +
+          ".base = " + base + ": must be a built-in profile (" + profile_builtin_names() + ")");
+    p.name = name;
+    Fields pf;
+    const std::string prefix = "profile." + name + ".";
+    bind_profile(pf, prefix, &p);
+    std::vector<std::string> known = {prefix + "base"};
+    for (const Field& f : pf.list) known.push_back(f.key);
+    for (const auto& [field, v] : fields_raw) {
+      if (field == "base") continue;
+      const std::string key = prefix + field;
+      auto it = std::find_if(pf.list.begin(), pf.list.end(),
+                             [&](const Field& f) { return f.key == key; });
+      if (it == pf.list.end())
+        throw std::invalid_argument(v.origin + ": unknown key '" + key + "'" +
+                                    did_you_mean(key, known));
+      try {
+        it->set(v.value);
+      } catch (const BadValue& bad) {
+        throw std::invalid_argument(v.origin + ": " + key + " = " + v.value + ": " + bad.allowed);
+      }
+    }
+    try {
+      p.validate();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(source + ": " + e.what());
+    }
+    s.profiles.push_back(p);
+  }
+
+  // 4. Validate once, whole structs and cross-references.
+  try {
+    s.model.validate();
+    s.run.validate();
+    s.audit.validate();
+    s.bench.validate();
+    for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"engines.rollout", &s.engines.rollout},
+                                    {"engines.train", &s.engines.train}}) {
+      if (!s.has_profile(*name)) {
+        std::string user;
+        for (const NumericsProfile& p : s.profiles) user += ", " + p.name;
+        throw std::invalid_argument(std::string(key) + " = " + *name +
+                                    ": unknown profile (built-in: " + profile_builtin_names() +
+                                    (user.empty() ? "" : "; user:" + user.substr(1)) + ")");
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
+
+  // 5. The effective text: every key, canonical form.
+  std::string eff = "# effective scenario (source: " + source + ")\n";
+  for (const Field& f : fixed.list) eff += f.key + " = " + f.get() + "\n";
+  for (NumericsProfile& p : s.profiles) {
+    NumericsProfile copy = p;
+    Fields pf;
+    bind_profile(pf, "profile." + p.name + ".", &copy);
+    eff += "profile." + p.name + ".base = fp32-ref\n";
+    for (const Field& f : pf.list) eff += f.key + " = " + f.get() + "\n";
+  }
+  s.effective_ = eff;
+  return s;
+}
+
+Scenario Scenario::load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read scenario file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path, overrides);
+}
+
+Scenario Scenario::defaults(const std::vector<std::string>& overrides) {
+  return parse("", "<defaults>", overrides);
+}
+
+bool Scenario::has_profile(const std::string& name) const {
+  for (const NumericsProfile& p : profiles)
+    if (p.name == name) return true;
+  NumericsProfile tmp;
+  return profile_builtin(name, &tmp);
+}
+
+NumericsProfile Scenario::profile(const std::string& name) const {
+  for (const NumericsProfile& p : profiles)
+    if (p.name == name) return p;
+  NumericsProfile p;
+  if (profile_builtin(name, &p)) return p;
+  std::string user;
+  for (const NumericsProfile& q : profiles) user += ", " + q.name;
+  throw std::invalid_argument("unknown profile '" + name + "' (built-in: " +
+                              profile_builtin_names() +
+                              (user.empty() ? "" : "; in " + source_ + ":" + user.substr(1)) + ")");
+}
+
+std::string Scenario::reference() {
+  Scenario s;
+  Fields f;
+  bind_fixed(f, &s);
+  NumericsProfile p;
+  bind_profile(f, "profile.NAME.", &p);
+  std::string out;
+  for (const Field& x : f.list) out += x.key + " = " + x.get() + "    # " + x.doc + "\n";
+  out += "profile.NAME.base = fp32-ref    # built-in profile the section starts from (" +
+         profile_builtin_names() + ")\n";
+  return out;
+}
+
+}  // namespace moerl

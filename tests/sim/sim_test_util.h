@@ -1,0 +1,59 @@
+// sim_test_util.h — helpers shared by the tests of sim/ and of the HDF5 files: a scratch
+// directory removed with its contents, and file listing.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace moerl::test {
+
+// A fresh directory under $TMPDIR (or /tmp), removed recursively when the object dies.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/moerl-test-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = buf.data();
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Names of the entries in the directory, sorted.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path_))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  std::string path_;
+};
+
+// Asserts that fn throws an exception of type E whose what() contains every one of `parts`.
+template <class E, class Fn>
+void expect_throw_with(Fn&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an exception";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(what.find(p), std::string::npos) << "message: " << what << "\nlacks: " << p;
+  }
+}
+
+}  // namespace moerl::test
