@@ -100,7 +100,7 @@ inline __m512i round_bits_v(__m512i u) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i a = _mm512_and_si512(u, abs_mask);
-  const __m512i sign = _mm512_andnot_si512(abs_mask, u);
+  const __m512i sign = _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
   const __mmask16 odd = _mm512_test_epi32_mask(a, _mm512_set1_epi32(1 << s));
   __m512i r = _mm512_add_epi32(a, _mm512_set1_epi32((1 << (s - 1)) - 1));
   r = _mm512_mask_add_epi32(r, odd, r, one);
@@ -110,8 +110,8 @@ inline __m512i round_bits_v(__m512i u) {
     const __mmask16 normal = _mm512_test_epi32_mask(a, _mm512_set1_epi32(0x7F800000));
     const __m512i frac = _mm512_and_si512(a, _mm512_set1_epi32(0x7FFFFF));
     const __m512i mant = _mm512_mask_or_epi32(frac, normal, frac, _mm512_set1_epi32(0x800000));
-    __m512i sh = _mm512_sub_epi32(_mm512_set1_epi32(s + F::kEminB), _mm512_max_epi32(e, one));
-    sh = _mm512_min_epi32(_mm512_max_epi32(sh, one), _mm512_set1_epi32(31));
+    __m512i sh = _mm512_sub_epi32(_mm512_set1_epi32(s + F::kEminB), _mm512_maskz_max_epi32(0xFFFF, e, one));
+    sh = _mm512_maskz_min_epi32(0xFFFF, _mm512_maskz_max_epi32(0xFFFF, sh, one), _mm512_set1_epi32(31));
     const __m512i half_m1 = _mm512_sub_epi32(
         _mm512_maskz_sllv_epi32(0xFFFF, one, _mm512_sub_epi32(sh, one)), one);
     const __m512i lsb = _mm512_and_si512(_mm512_maskz_srlv_epi32(0xFFFF, mant, sh), one);
@@ -120,7 +120,7 @@ inline __m512i round_bits_v(__m512i u) {
     constexpr float quantum =
         static_cast<float>(1.0 / static_cast<double>(1ull << (127 - F::kEminB + F::kM)));
     const __m512i sub = _mm512_castps_si512(
-        _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(quantum)));
+        _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, q), _mm512_set1_ps(quantum)));
     const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(F::kEminB << 23));
     r = _mm512_mask_mov_epi32(r, is_sub, sub);
   }

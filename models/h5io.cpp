@@ -289,15 +289,30 @@ hid_t H5File::open_object(const std::string& obj, bool create_group) const {
   const std::string where = n.empty() ? "/" : n;
   if (!exists(n)) {
     if (!create_group) fail(where, "no such group");
-    Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-    H5Pset_create_intermediate_group(lcpl.get(), 1);
-    const hid_t g = H5Gcreate2(id_, n.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) fail(where, "cannot create group");
-    return g;
+    ensure_groups(n);
   }
   const hid_t o = H5Oopen(id_, n.empty() ? "/" : n.c_str(), H5P_DEFAULT);
-  if (o < 0) fail(where, "cannot open");
+  if (o < 0) fail(where, is_dataset(n) ? "is a dataset, not a group" : "cannot open");
   return o;
+}
+
+// Creates every missing group along `path` ("a/b/c" creates a, a/b, a/b/c). Objects are created
+// without modification times, so the same content gives the same bytes.
+void H5File::ensure_groups(const std::string& path) const {
+  const std::string n = strip_slash(path);
+  size_t pos = 0;
+  while (pos <= n.size() && !n.empty()) {
+    const size_t slash = n.find('/', pos);
+    const std::string prefix = n.substr(0, slash);
+    if (!exists(prefix)) {
+      Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+      H5Pset_obj_track_times(gcpl.get(), 0);
+      Handle g(H5Gcreate2(id_, prefix.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose);
+      if (!g.ok()) fail(prefix, "cannot create group");
+    }
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
 }
 
 // ---- dataset writes ----------------------------------------------------------------------------
@@ -312,10 +327,13 @@ void H5File::create_dataset(const std::string& name, H5Type t, const std::vector
                              : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                H5Sclose);
   if (!space.ok()) fail(name, "cannot create dataspace " + h5_shape_str(shape));
-  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
-  Handle ds(H5Dcreate2(id_, strip_slash(name).c_str(), file_type(t), space.get(), lcpl.get(),
-                       H5P_DEFAULT, H5P_DEFAULT),
+  const std::string n = strip_slash(name);
+  const size_t slash = n.rfind('/');
+  if (slash != std::string::npos) ensure_groups(n.substr(0, slash));
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_obj_track_times(dcpl.get(), 0);
+  Handle ds(H5Dcreate2(id_, n.c_str(), file_type(t), space.get(), H5P_DEFAULT, dcpl.get(),
+                       H5P_DEFAULT),
             H5Dclose);
   if (!ds.ok()) fail(name, "cannot create dataset");
 }

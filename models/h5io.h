@@ -11,6 +11,7 @@
 // Datasets are row-major with shape vector<int64_t> (empty = scalar); names are paths ("a/b/c"),
 // and writing creates intermediate groups. Attributes hang on "/" or any group path (created on
 // write if missing). Strings are stored as variable-length UTF-8 (h5py reads them as str).
+// Objects are written without modification times: the same content gives the same bytes.
 // Not thread-safe: one thread per file (the HDF5 build is not thread-safe either).
 #pragma once
 
@@ -116,6 +117,7 @@ class H5File {
   void read_any(const std::string& name, const std::vector<int64_t>& expected, H5Type t,
                 void* out) const;
   hid_t open_object(const std::string& obj, bool create_group) const;
+  void ensure_groups(const std::string& path) const;
 
   std::string path_;      // final path
   std::string tmp_path_;  // where a writer actually writes

@@ -59,7 +59,7 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
     }
     po::notify(*vm);
   } catch (const po::error& e) {
-    throw usage_error("moerl " + command + ": " + e.what() + " (see moerl " + command + " --help)");
+    throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   }
   return true;
 }

@@ -29,8 +29,7 @@ namespace moerl::cpu {
 namespace {
 
 constexpr int kRows = 6;       // rows per register tile: 6×2 zmm accumulators (+6 in limited mode)
-constexpr int kMaxSplit = 64;  // reduce_order_parse caps split_k at 64; batch variance may
-                               // multiply it, clamped here (documented in docs/numerics.md)
+constexpr int kMaxSplit = 256;  // split_k:64 (the parse limit) × 4 (batch variance)
 
 struct Limited {
   int shift = 0;  // 23 − accum_bits: low fraction bits cleared by the accumulator's rounding
@@ -189,6 +188,30 @@ const MicroTable& micro_table() {
   return t;
 }
 
+// dst[0..cols) = 0 + part[order[0]] + part[order[1]] + ... (left to right), where chunk c's
+// partial sums of this row start at part + c·kRows·kGemmPanel.
+inline void combine_row(float* dst, const float* part, const int* order, int split, int cols) {
+  constexpr int64_t kChunkStride = kRows * kGemmPanel;
+#ifdef __AVX512F__
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  for (int j = 0; j < split; ++j) {
+    const float* p = part + order[j] * kChunkStride;
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + 16));
+  }
+  const int c0 = std::min(cols, 16), c1 = cols - c0;
+  _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << c0) - 1u), s0);
+  if (c1 > 0) _mm512_mask_storeu_ps(dst + 16, static_cast<__mmask16>((1u << c1) - 1u), s1);
+#else
+  float sum[kGemmPanel] = {};
+  for (int j = 0; j < split; ++j) {
+    const float* p = part + order[j] * kChunkStride;
+    for (int i = 0; i < kGemmPanel; ++i) sum[i] = sum[i] + p[i];
+  }
+  std::memcpy(dst, sum, sizeof(float) * cols);
+#endif
+}
+
 struct Plan {
   int split;
   bool rev, lim;
@@ -236,14 +259,9 @@ void compute_block(float* out, const float* inp, const float* packed, int N, int
         tab.f[rows - 1][V - 1][plan.rev][plan.lim](buf.data() + c * kRows * kGemmPanel, kGemmPanel,
                                                    16, x, K, wp, k0, k1, plan.limited);
       }
-      for (int r = 0; r < rows; ++r) {
-        float sum[kGemmPanel] = {};
-        for (int j = 0; j < split; ++j) {
-          const float* part = buf.data() + (order[r][j] * kRows + r) * kGemmPanel;
-          for (int i = 0; i < kGemmPanel; ++i) sum[i] = sum[i] + part[i];
-        }
-        std::memcpy(dst + static_cast<int64_t>(r) * N, sum, sizeof(float) * cols);
-      }
+      for (int r = 0; r < rows; ++r)
+        combine_row(dst + static_cast<int64_t>(r) * N, buf.data() + r * kGemmPanel, order[r], split,
+                    cols);
     }
   }
 }

@@ -21,6 +21,7 @@ using test_ops::bit_diffs;
 using test_ops::expect_bits;
 using test_ops::expect_close;
 using test_ops::kEps;
+using test_ops::label;
 using test_ops::normals;
 
 struct Shape {
@@ -77,17 +78,18 @@ TEST(OpsAttention, ForwardCpuEqualsRefBitwise) {
     std::vector<float> out_r, att_r, out_c, att_c;
     ref_forward(&out_r, &att_r, in);
     cpu_forward(&out_c, &att_c, in, ReduceCtx{});
-    const std::string what = "B" + std::to_string(s.B) + " T" + std::to_string(s.T) + " H" +
-                             std::to_string(s.H) + " Dh" + std::to_string(s.Dh);
-    expect_bits(out_r, out_c, "out " + what);
-    expect_bits(att_r, att_c, "att " + what);
+    const std::string what = label("B%d T%d H%d Dh%d", s.B, s.T, s.H, s.Dh);
+    expect_bits(out_r, out_c, label("out %s", what.c_str()));
+    expect_bits(att_r, att_c, label("att %s", what.c_str()));
     // Probability rows sum to one (within T roundings) and are causal.
     for (int r = 0; r < s.B * s.H * s.T; ++r) {
       const int t = r % s.T;
       double sum = 0.0;
       for (int j = 0; j < s.T; ++j) {
         sum += att_r[static_cast<size_t>(r) * s.T + j];
-        if (j > t) ASSERT_EQ(att_r[static_cast<size_t>(r) * s.T + j], 0.0f);
+        if (j > t) {
+          ASSERT_EQ(att_r[static_cast<size_t>(r) * s.T + j], 0.0f);
+        }
       }
       ASSERT_NEAR(sum, 1.0, 4.0 * s.T * kEps) << what;
     }
@@ -139,9 +141,9 @@ void check_decode_matches_forward(const Shape& s, const ReduceCtx& ctx) {
                           s.Dh, ctx);
     ref::attention_decode(got_ref.data(), qd.data(), kc.data(), vc.data(), len.data(), s.B, Tmax,
                           s.H, s.Dh);
-    expect_bits(want, got, "cpu decode vs cpu forward, t=" + std::to_string(t) + " order " +
-                               reduce_order_name(ctx.order));
-    expect_bits(want_ref, got_ref, "ref decode vs ref forward, t=" + std::to_string(t));
+    expect_bits(want, got, label("cpu decode vs cpu forward, t=%d order %s", t,
+                                 reduce_order_name(ctx.order).c_str()));
+    expect_bits(want_ref, got_ref, label("ref decode vs ref forward, t=%d", t));
   }
 }
 
@@ -189,8 +191,8 @@ TEST(OpsAttention, ReorderedWithinToleranceOfFixed) {
     std::vector<float> out_c, att_c;
     cpu_forward(&out_c, &att_c, in, ctx);
     const std::string name = reduce_order_name(ctx.order);
-    expect_close(out_r, out_c, 2.0 * s.T * kEps * vmax + kEps, kEps, "out " + name);
-    expect_close(att_r, att_c, 0.0, (s.T + 2) * kEps, "att " + name);
+    expect_close(out_r, out_c, 2.0 * s.T * kEps * vmax + kEps, kEps, label("out %s", name.c_str()));
+    expect_close(att_r, att_c, 0.0, (s.T + 2) * kEps, label("att %s", name.c_str()));
     EXPECT_GT(bit_diffs(out_r, out_c), 0u) << name << " should change some bits at T=33";
   }
 }
@@ -250,10 +252,10 @@ TEST(OpsAttention, BackwardCpuEqualsRefBitwise) {
                             in.q.data(), in.k.data(), in.v.data(), s.B, s.T, s.H, s.Dh);
     cpu::attention_backward(dq_c.data(), dk_c.data(), dv_c.data(), dout.data(), att.data(),
                             in.q.data(), in.k.data(), in.v.data(), s.B, s.T, s.H, s.Dh);
-    const std::string what = "T" + std::to_string(s.T) + " Dh" + std::to_string(s.Dh);
-    expect_bits(dq_r, dq_c, "dq " + what);
-    expect_bits(dk_r, dk_c, "dk " + what);
-    expect_bits(dv_r, dv_c, "dv " + what);
+    const std::string what = label("T%d Dh%d", s.T, s.Dh);
+    expect_bits(dq_r, dq_c, label("dq %s", what.c_str()));
+    expect_bits(dk_r, dk_c, label("dk %s", what.c_str()));
+    expect_bits(dv_r, dv_c, label("dv %s", what.c_str()));
   }
 }
 
@@ -272,10 +274,10 @@ TEST(OpsAttention, BackwardMatchesFiniteDifferences) {
       ref_forward(&o, &a, in);
       return test_ops::weighted_sum(w, o);
     };
-    const std::string what = "T" + std::to_string(s.T) + " Dh" + std::to_string(s.Dh);
-    test_ops::check_grad(in.q, dq, J, "dq " + what);
-    test_ops::check_grad(in.k, dk, J, "dk " + what);
-    test_ops::check_grad(in.v, dv, J, "dv " + what);
+    const std::string what = label("T%d Dh%d", s.T, s.Dh);
+    test_ops::check_grad(in.q, dq, J, label("dq %s", what.c_str()));
+    test_ops::check_grad(in.k, dk, J, label("dk %s", what.c_str()));
+    test_ops::check_grad(in.v, dv, J, label("dv %s", what.c_str()));
   }
 }
 

@@ -17,13 +17,14 @@ namespace {
 using test_ops::check_grad;
 using test_ops::expect_bits;
 using test_ops::kEps;
+using test_ops::label;
 using test_ops::normals;
 using test_ops::weighted_sum;
 
 const int kRowsGrid[] = {1, 3, 17, 100};
 const int kWidthGrid[] = {1, 5, 64, 130};
 
-std::string size_name(int N, int C) { return "N" + std::to_string(N) + " C" + std::to_string(C); }
+std::string size_name(int N, int C) { return label("N%d C%d", N, C); }
 
 // ---- embedding ----------------------------------------------------------------------------------
 std::vector<int32_t> tokens(int N, int V, uint64_t tag) {
@@ -42,12 +43,12 @@ TEST(OpsEmbedding, CpuEqualsRefBitwiseForwardBackward) {
       std::vector<float> out_r(static_cast<size_t>(N) * D, -1.0f), out_c = out_r;
       ref::embedding_forward(out_r.data(), tok.data(), table.data(), N, D);
       cpu::embedding_forward(out_c.data(), tok.data(), table.data(), N, D);
-      expect_bits(out_r, out_c, "forward " + size_name(N, D));
+      expect_bits(out_r, out_c, label("forward %s", size_name(N, D).c_str()));
       auto dout = normals(out_r.size(), 2, N, D);
       auto dt_r = normals(table.size(), 3, D), dt_c = dt_r;  // '+=' onto non-zero
       ref::embedding_backward(dt_r.data(), dout.data(), tok.data(), N, D);
       cpu::embedding_backward(dt_c.data(), dout.data(), tok.data(), N, D);
-      expect_bits(dt_r, dt_c, "backward " + size_name(N, D));
+      expect_bits(dt_r, dt_c, label("backward %s", size_name(N, D).c_str()));
     }
 }
 
@@ -78,10 +79,10 @@ TEST(OpsRope, CpuEqualsRefBitwiseForwardBackward) {
           auto xr = x, xc = x;
           ref::rope_forward(xr.data(), pos.data(), N, H, Dh, 10000.0f);
           cpu::rope_forward(xc.data(), pos.data(), N, H, Dh, 10000.0f);
-          expect_bits(xr, xc, "forward " + size_name(N, Dh));
+          expect_bits(xr, xc, label("forward %s", size_name(N, Dh).c_str()));
           ref::rope_backward(xr.data(), pos.data(), N, H, Dh, 10000.0f);
           cpu::rope_backward(xc.data(), pos.data(), N, H, Dh, 10000.0f);
-          expect_bits(xr, xc, "backward " + size_name(N, Dh));
+          expect_bits(xr, xc, label("backward %s", size_name(N, Dh).c_str()));
           // A rotation and its transpose: back to x within a few roundings.
           test_ops::expect_close(x, xr, 8 * kEps, 8 * kEps, "rope round trip");
         }
@@ -110,15 +111,15 @@ TEST(OpsSoftmax, CpuEqualsRefBitwise) {
       std::vector<float> yr(x.size(), -1.0f), yc = yr, lr = yr, lc = yr;
       ref::softmax_forward(yr.data(), x.data(), N, C);
       cpu::softmax_forward(yc.data(), x.data(), N, C);
-      expect_bits(yr, yc, "softmax " + size_name(N, C));
+      expect_bits(yr, yc, label("softmax %s", size_name(N, C).c_str()));
       ref::log_softmax_forward(lr.data(), x.data(), N, C);
       cpu::log_softmax_forward(lc.data(), x.data(), N, C);
-      expect_bits(lr, lc, "log_softmax " + size_name(N, C));
+      expect_bits(lr, lc, label("log_softmax %s", size_name(N, C).c_str()));
       auto dy = normals(x.size(), 10, N, C);
       auto dx_r = normals(x.size(), 11, N, C), dx_c = dx_r;
       ref::softmax_backward(dx_r.data(), dy.data(), yr.data(), N, C);
       cpu::softmax_backward(dx_c.data(), dy.data(), yr.data(), N, C);
-      expect_bits(dx_r, dx_c, "softmax_backward " + size_name(N, C));
+      expect_bits(dx_r, dx_c, label("softmax_backward %s", size_name(N, C).c_str()));
       // log_softmax has no backward of its own: check it against double precision instead.
       // |Δ| ≤ (|x−m| + |lse|)·eps-ish roundings plus log's C·eps from the sum: (C + 8)·eps·(1 + |ref|).
       for (int n = 0; n < N; ++n) {
@@ -164,15 +165,15 @@ TEST(OpsSwiglu, CpuEqualsRefBitwiseForwardBackward) {
       std::vector<float> yr(g.size(), -1.0f), yc = yr;
       ref::swiglu_forward(yr.data(), g.data(), u.data(), N, F);
       cpu::swiglu_forward(yc.data(), g.data(), u.data(), N, F);
-      expect_bits(yr, yc, "swiglu forward " + size_name(N, F));
+      expect_bits(yr, yc, label("swiglu forward %s", size_name(N, F).c_str()));
       for (float y : yr) ASSERT_TRUE(std::isfinite(y));
       auto dout = normals(g.size(), 16, N, F);
       auto dg_r = normals(g.size(), 17, N, F), du_r = normals(g.size(), 18, N, F);
       auto dg_c = dg_r, du_c = du_r;
       ref::swiglu_backward(dg_r.data(), du_r.data(), dout.data(), g.data(), u.data(), N, F);
       cpu::swiglu_backward(dg_c.data(), du_c.data(), dout.data(), g.data(), u.data(), N, F);
-      expect_bits(dg_r, dg_c, "swiglu dgate " + size_name(N, F));
-      expect_bits(du_r, du_c, "swiglu dup " + size_name(N, F));
+      expect_bits(dg_r, dg_c, label("swiglu dgate %s", size_name(N, F).c_str()));
+      expect_bits(du_r, du_c, label("swiglu dup %s", size_name(N, F).c_str()));
     }
 }
 
@@ -207,7 +208,7 @@ TEST(OpsLogprob, CpuEqualsRefBitwiseForwardBackward) {
       std::vector<float> lr(N, -1.0f), lc(N, -1.0f), ls(x.size());
       ref::logprob_forward(lr.data(), x.data(), t.data(), N, V);
       cpu::logprob_forward(lc.data(), x.data(), t.data(), N, V);
-      expect_bits(lr, lc, "logprob " + size_name(N, V));
+      expect_bits(lr, lc, label("logprob %s", size_name(N, V).c_str()));
       ref::log_softmax_forward(ls.data(), x.data(), N, V);
       for (int n = 0; n < N; ++n) {
         if (t[n] < 0) {
@@ -220,7 +221,7 @@ TEST(OpsLogprob, CpuEqualsRefBitwiseForwardBackward) {
       auto dr = normals(x.size(), 24, N, V), dc = dr, before = dr;
       ref::logprob_backward(dr.data(), dlogp.data(), x.data(), t.data(), N, V);
       cpu::logprob_backward(dc.data(), dlogp.data(), x.data(), t.data(), N, V);
-      expect_bits(dr, dc, "logprob backward " + size_name(N, V));
+      expect_bits(dr, dc, label("logprob backward %s", size_name(N, V).c_str()));
       for (int n = 0; n < N; n += 3)  // ignored rows untouched
         ASSERT_EQ(test_ops::bit_diffs(dr.data() + n * V, before.data() + n * V, V), 0u);
     }

@@ -16,6 +16,7 @@ using test_ops::bit_diffs;
 using test_ops::expect_bits;
 using test_ops::expect_close;
 using test_ops::kEps;
+using test_ops::label;
 using test_ops::normals;
 
 constexpr float kNormEps = 1e-5f;
@@ -56,9 +57,9 @@ TEST(OpsRmsnorm, ForwardCpuEqualsRefBitwise) {
       auto x = normals(static_cast<size_t>(N) * D, 1, N, D, 3.0f);
       auto w = normals(D, 2, D);
       Result r = run_ref(x, w, N, D), c = run_cpu(x, w, N, D, ReduceCtx{});
-      const std::string what = "N" + std::to_string(N) + " D" + std::to_string(D);
-      expect_bits(r.out, c.out, "out " + what);
-      expect_bits(r.rstd, c.rstd, "rstd " + what);
+      const std::string what = label("N%d D%d", N, D);
+      expect_bits(r.out, c.out, label("out %s", what.c_str()));
+      expect_bits(r.rstd, c.rstd, label("rstd %s", what.c_str()));
       // Sanity of the reference itself: rstd ≈ 1/rms in double.
       for (int n = 0; n < N; ++n) {
         double ss = 0.0;
@@ -79,8 +80,8 @@ TEST(OpsRmsnorm, ReorderedWithinToleranceOfFixed) {
                         make_ctx(OrderKind::split_k, 64)}) {
     Result c = run_cpu(x, w, N, D, ctx);
     const std::string name = reduce_order_name(ctx.order);
-    expect_close(r.out, c.out, 0.0, (D + 4) * kEps, "out " + name);
-    expect_close(r.rstd, c.rstd, 0.0, (D + 4) * kEps, "rstd " + name);
+    expect_close(r.out, c.out, 0.0, (D + 4) * kEps, label("out %s", name.c_str()));
+    expect_close(r.rstd, c.rstd, 0.0, (D + 4) * kEps, label("rstd %s", name.c_str()));
     EXPECT_GT(bit_diffs(r.rstd, c.rstd), 0u) << name << " should change some rstd bits";
   }
 }
@@ -136,9 +137,9 @@ TEST(OpsRmsnorm, BackwardCpuEqualsRefBitwise) {
                             r.rstd.data(), N, D);
       cpu::rmsnorm_backward(dx_c.data(), dw_c.data(), dout.data(), x.data(), w.data(),
                             r.rstd.data(), N, D);
-      const std::string what = "N" + std::to_string(N) + " D" + std::to_string(D);
-      expect_bits(dx_r, dx_c, "dinp " + what);
-      expect_bits(dw_r, dw_c, "dweight " + what);
+      const std::string what = label("N%d D%d", N, D);
+      expect_bits(dx_r, dx_c, label("dinp %s", what.c_str()));
+      expect_bits(dw_r, dw_c, label("dweight %s", what.c_str()));
       // Null gradient pointers are skipped.
       cpu::rmsnorm_backward(nullptr, dw_c.data(), dout.data(), x.data(), w.data(), r.rstd.data(), N, D);
       cpu::rmsnorm_backward(dx_c.data(), nullptr, dout.data(), x.data(), w.data(), r.rstd.data(), N, D);
@@ -154,9 +155,9 @@ TEST(OpsRmsnorm, BackwardMatchesFiniteDifferences) {
     std::vector<float> dx(x.size(), 0.0f), dw(D, 0.0f);
     ref::rmsnorm_backward(dx.data(), dw.data(), wj.data(), x.data(), wt.data(), r.rstd.data(), N, D);
     auto J = [&] { return test_ops::weighted_sum(wj, run_ref(x, wt, N, D).out); };
-    const std::string what = "N" + std::to_string(N) + " D" + std::to_string(D);
-    test_ops::check_grad(x, dx, J, "dinp " + what);
-    test_ops::check_grad(wt, dw, J, "dweight " + what);
+    const std::string what = label("N%d D%d", N, D);
+    test_ops::check_grad(x, dx, J, label("dinp %s", what.c_str()));
+    test_ops::check_grad(wt, dw, J, label("dweight %s", what.c_str()));
   }
 }
 

@@ -14,6 +14,7 @@
 namespace moerl {
 namespace {
 
+using test_ops::label;
 using test_ops::normals;
 
 struct TopK {
@@ -61,8 +62,7 @@ TEST(OpsTopk, CpuEqualsRefOnTiesNansAndAllRules) {
       auto s = tied_scores(N, E, static_cast<uint64_t>(E * 1000 + K));
       for (TieBreak tie : {TieBreak::lowest, TieBreak::highest, TieBreak::random}) {
         TopK r = run_ref(s, N, E, K, tie, key_of(1)), c = run_cpu(s, N, E, K, tie, key_of(1));
-        const std::string what = "E" + std::to_string(E) + " K" + std::to_string(K) + " " +
-                                 tie_break_name(tie);
+        const std::string what = label("E%d K%d %s", E, K, tie_break_name(tie));
         ASSERT_EQ(r.ids, c.ids) << what;
         ASSERT_EQ(test_ops::bit_diffs(r.vals, c.vals), 0u) << what;
         // Sorted by descending score with NaN ranked as −inf; ids distinct and in range.
@@ -74,7 +74,9 @@ TEST(OpsTopk, CpuEqualsRefOnTiesNansAndAllRules) {
             seen[id] = 1;
             ASSERT_EQ(test_ops::bit_diffs(&r.vals[n * K + i], &s[static_cast<size_t>(n) * E + id], 1), 0u);
             auto key = [](float v) { return std::isnan(v) ? -INFINITY : v; };
-            if (i > 0) ASSERT_GE(key(r.vals[n * K + i - 1]), key(r.vals[n * K + i])) << what;
+            if (i > 0) {
+              ASSERT_GE(key(r.vals[n * K + i - 1]), key(r.vals[n * K + i])) << what;
+            }
           }
           // Nothing left out beats the last chosen score.
           const float last = std::isnan(r.vals[n * K + K - 1]) ? -INFINITY : r.vals[n * K + K - 1];

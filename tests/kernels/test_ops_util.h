@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -16,6 +18,16 @@
 #include "kernels/rng.h"
 
 namespace moerl::test_ops {
+
+// printf-style label for assertion messages (string operator+ chains trip GCC 12's -Wrestrict).
+inline std::string label(const char* fmt, ...) {
+  char buf[256];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, args);
+  va_end(args);
+  return buf;
+}
 
 inline constexpr float kEps = std::numeric_limits<float>::epsilon() / 2;  // 2^-24, fp32 unit roundoff
 

@@ -1,0 +1,199 @@
+// cmd_audit.cpp — `moerl audit`: run the same tokens through two numerics profiles and report
+// routing flips and the train–inference mismatch (metric definitions: sim/audit.h).
+//
+// Tokens: given (--tokens, every position t >= 1 audited), or sampled from the model under
+// profile A with the generation API: audit.prompt_len uniform random prompt tokens
+// (Stream::data) and audit.response_len tokens at audit.temperature (Stream::sampling), both
+// streams keyed by (run.seed, sequence index); then only response positions are audited.
+// A token at position t is audited with its own routing (row t, the token as input) and its
+// log-prob (the logits of row t−1 predicting it), from both profiles' training-mode forward.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "models/h5io.h"
+#include "sim/audit.h"
+#include "sim/cli.h"
+#include "sim/model_io.h"
+#include "sim/sampling.h"
+#include "sim/scenario.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+
+// Samples N sequences of P prompt + R response tokens under `profile`, in batches.
+std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profile,
+                                      const AuditConfig& a, uint64_t seed, int batch) {
+  const int N = a.prompts, P = a.prompt_len, R = a.response_len, T = P + R;
+  const int V = model->config().vocab_size;
+  std::vector<int32_t> tokens(static_cast<size_t>(N) * T);
+  for (int n = 0; n < N; ++n) {
+    Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(n)}));
+    for (int t = 0; t < P; ++t)
+      tokens[static_cast<size_t>(n) * T + t] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+  }
+  for (int n0 = 0; n0 < N; n0 += batch) {
+    const int B = std::min(batch, N - n0);
+    std::vector<Rng> rngs;
+    for (int b = 0; b < B; ++b)
+      rngs.emplace_back(rng_derive(seed, static_cast<uint64_t>(Stream::sampling),
+                                   {static_cast<uint64_t>(n0 + b)}));
+    std::vector<int32_t> prompt(static_cast<size_t>(B) * P), next(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b)
+      std::copy_n(tokens.begin() + static_cast<int64_t>(n0 + b) * T, P, prompt.begin() + b * P);
+    std::vector<float> logits(static_cast<size_t>(B) * V);
+    GenerationState* st = nullptr;
+    model->generation_begin(&st, B, T, &profile);
+    try {
+      model->generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
+      for (int s = 0; s < R; ++s) {
+        for (int b = 0; b < B; ++b) {
+          next[b] = sampling_draw(logits.data() + static_cast<size_t>(b) * V, V, a.temperature,
+                                  &rngs[static_cast<size_t>(b)]);
+          tokens[static_cast<size_t>(n0 + b) * T + P + s] = next[b];
+        }
+        if (s + 1 < R) model->generation_step(st, logits.data(), nullptr, nullptr, next.data());
+      }
+    } catch (...) {
+      model->generation_end(st);
+      throw;
+    }
+    model->generation_end(st);
+  }
+  return tokens;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Writes text to path atomically (temporary file, then rename).
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw std::runtime_error(path + ": cannot write " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw std::runtime_error(path + ": cannot rename " + tmp + " into place");
+  }
+}
+
+}  // namespace
+
+int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
+  std::string checkpoint, tokens_path, name_a, name_b, scenario_path, out;
+  int batch = 256;
+  std::vector<std::string> sets;
+  po::options_description desc("moerl audit options");
+  desc.add_options()
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint (HDF5)")
+      ("tokens", po::value(&tokens_path), "tokens file (tokens [N, T] int32); default: sample [audit] sequences under profile A")
+      ("profile-a", po::value(&name_a), "profile A, the rollout side (default: engines.rollout)")
+      ("profile-b", po::value(&name_b), "profile B, the train side (default: engines.train)")
+      ("scenario", po::value(&scenario_path), "scenario: [audit], [run] seed, [engines], [profile.NAME]")
+      ("out", po::value(&out), "write the numbers to .h5/.hdf5 (HDF5) or .json")
+      ("batch", po::value(&batch)->default_value(256), "sequences per forward call");
+  cli_add_set_option(&desc, &sets);
+  po::variables_map vm;
+  if (!cli_parse(comms, "audit",
+                 "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
+                 "[--out audit.h5|audit.json] [--set section.key=value]...",
+                 desc, po::positional_options_description(), args, &vm))
+    return 0;
+  if (batch < 1) throw usage_error("audit: --batch " + std::to_string(batch) + ": must be >= 1");
+  if (!out.empty() && !ends_with(out, ".h5") && !ends_with(out, ".hdf5") && !ends_with(out, ".json"))
+    throw usage_error("audit: --out " + out + ": the extension must be .h5, .hdf5 or .json");
+  if (!comms.is_root) return 0;  // single-rank command for now
+
+  const Scenario scenario =
+      scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
+  if (name_a.empty()) name_a = scenario.engines.rollout;
+  if (name_b.empty()) name_b = scenario.engines.train;
+  const NumericsProfile prof_a = scenario.profile(name_a), prof_b = scenario.profile(name_b);
+  std::unique_ptr<Model> model = model_load_checkpoint(checkpoint);
+  const ModelConfig& cfg = model->config();
+  const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size;
+
+  AuditInfo info;
+  info.checkpoint = checkpoint;
+  info.profile_a = name_a;
+  info.profile_b = name_b;
+  info.scenario = scenario.effective_text();
+  std::vector<int32_t> tokens;
+  int64_t N = 0;
+  int T = 0, first = 1;  // audited positions: first..T-1
+  if (!tokens_path.empty()) {
+    tokens = tokens_read(tokens_path, cfg, &N, &T);
+    info.tokens_source = tokens_path;
+  } else {
+    const AuditConfig& a = scenario.audit;
+    if (a.prompt_len + a.response_len > cfg.max_seq_len)
+      throw std::invalid_argument(
+          "audit.prompt_len + audit.response_len = " + std::to_string(a.prompt_len + a.response_len) +
+          ": exceeds the checkpoint's max_seq_len = " + std::to_string(cfg.max_seq_len));
+    tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch);
+    N = a.prompts;
+    T = a.prompt_len + a.response_len;
+    first = a.prompt_len;
+    info.tokens_source = "sampled under " + name_a + " (seed " + std::to_string(scenario.run.seed) +
+                         ", temperature " + std::to_string(a.temperature) + ")";
+  }
+  info.sequences = N;
+  info.positions = (first == 1 ? "positions " : "response positions ") + std::to_string(first) +
+                   ".." + std::to_string(T - 1);
+
+  AuditAccum acc;
+  audit_init(&acc, cfg.is_moe() ? L : 0);
+  ForwardResult ra, rb;
+  for (int64_t n0 = 0; n0 < N; n0 += batch) {
+    const int B = static_cast<int>(std::min<int64_t>(batch, N - n0));
+    ForwardRequest req;
+    req.tokens = tokens.data() + n0 * T;
+    req.B = B;
+    req.T = T;
+    req.want_logits = true;
+    req.call = static_cast<uint64_t>(n0);
+    req.profile = &prof_a;
+    model->forward(&ra, req);
+    req.profile = &prof_b;
+    model->forward(&rb, req);
+    // Row r = b*T + t. Routing mask: rows of audited tokens; log-prob mask: the rows before them.
+    const size_t rows = static_cast<size_t>(B) * T;
+    std::vector<uint8_t> route_mask(rows, 0), logit_mask(rows, 0);
+    std::vector<int32_t> targets(rows, 0);
+    for (int b = 0; b < B; ++b)
+      for (int t = first; t < T; ++t) {
+        const size_t r = static_cast<size_t>(b) * T + t;
+        route_mask[r] = 1;
+        logit_mask[r - 1] = 1;
+        targets[r - 1] = req.tokens[r];
+      }
+    if (cfg.is_moe())
+      audit_add_routing(&acc, ra.topk_ids.data(), rb.topk_ids.data(), route_mask.data(), L,
+                        static_cast<int>(rows), K);
+    audit_add_logprobs(&acc, ra.logits.data(), rb.logits.data(), targets.data(), logit_mask.data(),
+                       static_cast<int>(rows), V);
+  }
+  const AuditMetrics m = audit_finish(acc);
+  std::fputs(audit_format_table(m, info).c_str(), stdout);
+  if (!out.empty()) {
+    if (ends_with(out, ".json")) write_text_atomic(out, audit_format_json(m, info));
+    else audit_write_h5(out, m, info);
+    std::printf("wrote %s\n", out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace moerl

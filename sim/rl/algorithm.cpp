@@ -1,0 +1,115 @@
+// algorithm.cpp — names, aggregation, the shared per-token driver and the algorithm registry.
+#include <stdexcept>
+
+#include "sim/rl/policy_loss.h"
+
+namespace moerl {
+
+const char* aggregation_name(Aggregation a) {
+  switch (a) {
+    case Aggregation::token_mean: return "token-mean";
+    case Aggregation::seq_mean_token_mean: return "seq-mean-token-mean";
+    case Aggregation::seq_mean_token_sum: return "seq-mean-token-sum";
+  }
+  return "?";
+}
+
+bool aggregation_parse(const std::string& s, Aggregation* out) {
+  for (Aggregation a : {Aggregation::token_mean, Aggregation::seq_mean_token_mean,
+                        Aggregation::seq_mean_token_sum})
+    if (s == aggregation_name(a)) { *out = a; return true; }
+  return false;
+}
+
+const char* correction_name(Correction c) {
+  switch (c) {
+    case Correction::none: return "none";
+    case Correction::tis: return "tis";
+    case Correction::mis: return "mis";
+    case Correction::icepop: return "icepop";
+  }
+  return "?";
+}
+
+bool correction_parse(const std::string& s, Correction* out) {
+  for (Correction c : {Correction::none, Correction::tis, Correction::mis, Correction::icepop})
+    if (s == correction_name(c)) { *out = c; return true; }
+  return false;
+}
+
+namespace rl {
+
+void aggregation_scales(double* scale, Aggregation agg, const LossBatch& b) {
+  double tokens = 0.0, seqs = 0.0;
+  std::vector<double> len(b.S, 0.0);
+  for (int i = 0; i < b.S; ++i) {
+    for (int t = 0; t < b.R; ++t) len[i] += b.mask[static_cast<size_t>(i) * b.R + t];
+    tokens += len[i];
+    seqs += len[i] > 0.0 ? 1.0 : 0.0;
+  }
+  const double nt = b.norm_tokens > 0.0 ? b.norm_tokens : std::max(tokens, 1.0);
+  const double ns = b.norm_seqs > 0.0 ? b.norm_seqs : std::max(seqs, 1.0);
+  for (int i = 0; i < b.S; ++i) {
+    switch (agg) {
+      case Aggregation::token_mean: scale[i] = 1.0 / nt; break;
+      case Aggregation::seq_mean_token_mean: scale[i] = len[i] > 0.0 ? 1.0 / (len[i] * ns) : 0.0; break;
+      case Aggregation::seq_mean_token_sum: scale[i] = 1.0 / ns; break;
+    }
+  }
+}
+
+void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggregation agg,
+                 Correction corr, const RatioFn& ratio_of) {
+  const size_t n = static_cast<size_t>(b.S) * b.R;
+  out->dlogp.assign(n, 0.0f);
+  out->ratio.assign(n, 1.0f);
+  out->weight.assign(n, 1.0f);
+  out->term.assign(n, 0.0f);
+  out->loss = out->kl_loss = 0.0;
+  out->clipped_tokens = out->masked_tokens = out->tokens = 0.0;
+  std::vector<double> scale(b.S);
+  aggregation_scales(scale.data(), agg, b);
+  for (int i = 0; i < b.S; ++i) {
+    const double A = b.advantages[i];
+    for (int t = 0; t < b.R; ++t) {
+      const size_t j = static_cast<size_t>(i) * b.R + t;
+      if (b.mask[j] == 0.0f) continue;
+      const double m = b.mask[j];
+      const double rho = std::exp(clamp20(static_cast<double>(b.logp_old[j]) - b.logp_rollout[j]));
+      const double w = correction_weight(c, corr, rho);
+      const RatioValue x = ratio_of(i, t);
+      const Surrogate s = surrogate(A, x.value, x.grad, c);
+      double term = w * s.value, grad = w * s.grad;
+      if (c.kl_coef > 0.0f) {
+        double kv, kg;
+        k3(b.logp_ref[j], b.logp_new[j], &kv, &kg);
+        term += c.kl_coef * kv;
+        grad += c.kl_coef * kg;
+        out->kl_loss += scale[i] * m * c.kl_coef * kv;
+      }
+      out->loss += scale[i] * m * term;
+      out->dlogp[j] = static_cast<float>(scale[i] * m * grad);
+      out->ratio[j] = static_cast<float>(x.value);
+      out->weight[j] = static_cast<float>(corr == Correction::none ? x.weight : w);
+      out->term[j] = static_cast<float>(term);
+      out->tokens += 1.0;
+      out->clipped_tokens += s.clipped ? 1.0 : 0.0;
+      out->masked_tokens += w == 0.0 ? 1.0 : 0.0;
+    }
+  }
+}
+
+}  // namespace rl
+
+std::string algorithm_names() { return "grpo, gspo, icepop, r3, rspo"; }
+
+std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg) {
+  const std::string& a = cfg.algorithm;
+  if (a == "grpo" || a == "r3") return rl::make_grpo(cfg);
+  if (a == "gspo") return rl::make_gspo(cfg);
+  if (a == "rspo") return rl::make_rspo(cfg);
+  if (a == "icepop") return rl::make_icepop(cfg);
+  throw std::invalid_argument("rl.algorithm = " + a + ": must be one of " + algorithm_names());
+}
+
+}  // namespace moerl

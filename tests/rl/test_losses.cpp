@@ -1,0 +1,223 @@
+// Policy losses against an independent computation: each algorithm's value is recomputed here
+// from the formulas of ../shared/reference/algorithms.md in plain double arithmetic, and its
+// gradient dLoss/dlogp_new is checked against central differences of that independent value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "kernels/rng.h"
+#include "sim/rl/loss.h"
+
+namespace moerl {
+namespace {
+
+struct Data {
+  int S = 6, R = 9;
+  std::vector<float> lnew, lold, lroll, mask, adv, gamma, lref;
+  LossBatch batch() const {
+    LossBatch b;
+    b.S = S; b.R = R;
+    b.logp_new = lnew.data(); b.logp_old = lold.data(); b.logp_rollout = lroll.data();
+    b.mask = mask.data(); b.advantages = adv.data(); b.gamma = gamma.data(); b.logp_ref = lref.data();
+    return b;
+  }
+};
+
+// Log-probs around −1.5 with ratio spreads that cross the clip bands; ragged masks.
+Data make_data(uint64_t seed, double spread) {
+  Data d;
+  Rng rng(rng_derive(seed, 77, {}));
+  const size_t n = static_cast<size_t>(d.S) * d.R;
+  for (size_t j = 0; j < n; ++j) {
+    const float base = -1.5f + 0.5f * rng.normal();
+    d.lold.push_back(base);
+    d.lnew.push_back(base + static_cast<float>(spread) * rng.normal());
+    d.lroll.push_back(base + 0.6f * rng.normal());
+    d.lref.push_back(base + 0.3f * rng.normal());
+    d.gamma.push_back(0.3f + 0.7f * rng.uniform());
+  }
+  for (int i = 0; i < d.S; ++i) {
+    const int len = 2 + static_cast<int>(rng.below(d.R - 1));
+    for (int t = 0; t < d.R; ++t) d.mask.push_back(t < len ? 1.0f : 0.0f);
+    d.adv.push_back(rng.normal());
+  }
+  d.adv[0] = -1.3f;  // make sure both signs of A occur
+  d.adv[1] = 0.9f;
+  return d;
+}
+
+// ---- the independent reference -------------------------------------------------------------
+double clipd(double x, double lo, double hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+double ref_surrogate(double A, double r, const LossConfig& c) {
+  double l = std::max(-A * r, -A * clipd(r, 1.0 - c.clip_low, 1.0 + c.clip_high));
+  if (c.dual_clip > 0 && A < 0) l = std::min(l, -A * c.dual_clip);
+  return l;
+}
+
+double ref_weight(const LossConfig& c, Correction k, double rho) {
+  if (k == Correction::tis) return std::min(rho, (double)c.correction_cap);
+  if (k == Correction::mis) return rho <= c.correction_cap ? rho : 0.0;
+  if (k == Correction::icepop) return (rho >= c.icepop_low && rho <= c.icepop_high) ? rho : 0.0;
+  return 1.0;
+}
+
+// lnew as doubles so that finite differences are not limited by float storage.
+double ref_loss(const Data& d, const std::vector<double>& lnew, const LossConfig& c) {
+  const bool gspo = c.algorithm == "gspo";
+  Aggregation agg = gspo ? Aggregation::seq_mean_token_mean : c.aggregation;
+  Correction corr = c.algorithm == "icepop" ? Correction::icepop : c.correction;
+  double total_tokens = 0, seqs = 0;
+  std::vector<double> len(d.S, 0);
+  for (int i = 0; i < d.S; ++i) {
+    for (int t = 0; t < d.R; ++t) len[i] += d.mask[i * d.R + t];
+    total_tokens += len[i];
+    seqs += len[i] > 0;
+  }
+  double loss = 0;
+  for (int i = 0; i < d.S; ++i) {
+    double seq_sum = 0;
+    double mean_lr = 0;
+    for (int t = 0; t < d.R; ++t) mean_lr += d.mask[i * d.R + t] * (lnew[i * d.R + t] - d.lold[i * d.R + t]);
+    const double s_i = std::exp(std::min(mean_lr / std::max(len[i], 1.0), 10.0));
+    for (int t = 0; t < d.R; ++t) {
+      const int j = i * d.R + t;
+      if (!d.mask[j]) continue;
+      double r = gspo ? s_i : std::exp(lnew[j] - d.lold[j]);
+      if (c.algorithm == "rspo") r *= d.gamma[j];
+      const double rho = std::exp((double)d.lold[j] - d.lroll[j]);
+      LossConfig cc = c;
+      if (gspo) cc.dual_clip = 0;
+      double term = ref_weight(c, corr, rho) * ref_surrogate(d.adv[i], r, cc);
+      if (c.kl_coef > 0) {
+        const double x = d.lref[j] - lnew[j];
+        term += c.kl_coef * (std::exp(x) - x - 1);
+      }
+      seq_sum += term;
+    }
+    if (agg == Aggregation::token_mean) loss += seq_sum / total_tokens;
+    if (agg == Aggregation::seq_mean_token_mean && len[i] > 0) loss += seq_sum / len[i] / seqs;
+    if (agg == Aggregation::seq_mean_token_sum) loss += seq_sum / seqs;
+  }
+  return loss;
+}
+
+// Checks value and gradient; returns the output for further checks.
+LossOutput check(const Data& d, const LossConfig& c) {
+  LossOutput out;
+  algorithm_create(c)->loss(&out, d.batch());
+  std::vector<double> lnew(d.lnew.begin(), d.lnew.end());
+  const double ref = ref_loss(d, lnew, c);
+  EXPECT_NEAR(out.loss, ref, 1e-9 * (1 + std::fabs(ref))) << c.algorithm;
+  int compared = 0;
+  for (size_t j = 0; j < lnew.size(); ++j) {
+    const double h = 1e-6;
+    std::vector<double> p = lnew, m = lnew;
+    p[j] += h; m[j] -= h;
+    const double lp = ref_loss(d, p, c), lm = ref_loss(d, m, c);
+    const double fwd = (lp - ref) / h, bwd = (ref - lm) / h;
+    if (std::fabs(fwd - bwd) > 1e-4 * (1 + std::fabs(fwd))) continue;  // a kink (clip boundary)
+    EXPECT_NEAR(out.dlogp[j], (lp - lm) / (2 * h), 1e-5 * (1 + std::fabs(fwd))) << c.algorithm << " token " << j;
+    ++compared;
+  }
+  EXPECT_GT(compared, static_cast<int>(lnew.size()) / 2);
+  return out;
+}
+
+TEST(Losses, GrpoAllAggregationsAndDualClip) {
+  const Data d = make_data(1, 0.3);
+  for (Aggregation agg : {Aggregation::token_mean, Aggregation::seq_mean_token_mean,
+                          Aggregation::seq_mean_token_sum}) {
+    LossConfig c;
+    c.aggregation = agg;
+    const LossOutput o = check(d, c);
+    EXPECT_GT(o.clipped_tokens, 0);  // the spread reaches outside [0.8, 1.2]
+    c.dual_clip = 1.5f;
+    check(d, c);
+  }
+}
+
+TEST(Losses, TisAndMisCorrections) {
+  const Data d = make_data(2, 0.2);
+  for (Correction k : {Correction::tis, Correction::mis}) {
+    LossConfig c;
+    c.correction = k;
+    const LossOutput o = check(d, c);
+    for (size_t j = 0; j < d.lnew.size(); ++j) {
+      if (!d.mask[j]) continue;
+      const double rho = std::exp((double)d.lold[j] - d.lroll[j]);
+      EXPECT_FLOAT_EQ(o.weight[j], static_cast<float>(ref_weight(c, k, rho)));
+    }
+    if (k == Correction::mis) EXPECT_GT(o.masked_tokens, 0);
+  }
+}
+
+TEST(Losses, GspoTokenFormEqualsSequenceLevelObjective) {
+  const Data d = make_data(3, 0.01);
+  LossConfig c;
+  c.algorithm = "gspo";
+  c.clip_low = 3e-4f;
+  c.clip_high = 4e-4f;
+  const LossOutput o = check(d, c);  // value and gradient vs the sequence-level formula above
+  // every token of a sequence carries the same ratio s_i
+  for (int i = 0; i < d.S; ++i)
+    for (int t = 1; t < d.R; ++t)
+      if (d.mask[i * d.R + t]) EXPECT_EQ(o.ratio[i * d.R + t], o.ratio[i * d.R]);
+  EXPECT_GT(o.clipped_tokens, 0);  // with |log s| ~ 1e-2 ≫ 4e-4, most sequences clip
+}
+
+TEST(Losses, IcepopMasksOutOfBandTokensButKeepsThemInDenominators) {
+  Data d = make_data(4, 0.2);
+  d.lroll[3] = d.lold[3] + 2.0f;   // ρ = e^-2 < 0.5: masked
+  d.lroll[5] = d.lold[5] - 2.0f;   // ρ = e^2 ≈ 7.4 > 5: masked
+  d.mask[3] = d.mask[5] = 1.0f;
+  LossConfig c;
+  c.algorithm = "icepop";
+  const LossOutput o = check(d, c);
+  EXPECT_EQ(o.dlogp[3], 0.0f);
+  EXPECT_EQ(o.dlogp[5], 0.0f);
+  EXPECT_EQ(o.term[3], 0.0f);
+  EXPECT_GE(o.masked_tokens, 2);
+  // denominators: the loss is Σ of in-band terms over ALL masked tokens
+  double total = 0, tokens = 0;
+  for (size_t j = 0; j < d.lnew.size(); ++j) { total += d.mask[j] * o.term[j]; tokens += d.mask[j]; }
+  EXPECT_NEAR(o.loss, total / tokens, 1e-6 * std::fabs(o.loss));  // terms are stored as float
+}
+
+TEST(Losses, RspoScalesTheRatioBeforeClippingAndReducesToGrpoAtGammaOne) {
+  Data d = make_data(5, 0.2);
+  LossConfig c;
+  c.algorithm = "rspo";
+  check(d, c);
+  std::fill(d.gamma.begin(), d.gamma.end(), 1.0f);
+  LossOutput rspo, grpo;
+  algorithm_create(c)->loss(&rspo, d.batch());
+  LossConfig g;
+  algorithm_create(g)->loss(&grpo, d.batch());
+  EXPECT_EQ(rspo.loss, grpo.loss);
+  EXPECT_EQ(rspo.dlogp, grpo.dlogp);
+}
+
+TEST(Losses, K3KlToReference) {
+  const Data d = make_data(6, 0.1);
+  LossConfig c;
+  c.kl_coef = 0.3f;
+  const LossOutput o = check(d, c);
+  EXPECT_GT(o.kl_loss, 0.0);
+}
+
+TEST(Losses, UnknownAlgorithmIsRejectedWithItsName) {
+  LossConfig c;
+  c.algorithm = "ppo2";
+  try {
+    algorithm_create(c);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ppo2"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("gspo"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace moerl
