@@ -99,7 +99,11 @@ void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
     quantize_activations(q.get(), inp, M, K, nm);
     x = q.get();
   }
-  cpu::gemm_forward(out, x, w.data.data(), M, N, K, plan_reduce(nm, M, K, 0));
+  cpu::GemmReduce red = plan_reduce(nm, M, K, 0);
+  if (red.accum_bits > 0)
+    red.operands_nan_free = cpu::gemm_nan_free(x, static_cast<int64_t>(M) * K) &&
+                            cpu::gemm_nan_free(w.data.data(), static_cast<int64_t>(w.data.size()));
+  cpu::gemm_forward(out, x, w.data.data(), M, N, K, red);
 }
 
 // out[offsets[E], N], inp[offsets[E], K]; expert e owns rows offsets[e]..offsets[e+1]-1.
@@ -141,9 +145,16 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
       tile * static_cast<int>(std::max<int64_t>(1, (1 << 16) / (per_row * tile)));
   std::vector<Item> items;
   std::vector<cpu::GemmReduce> plans(E);
+  const bool x_nan_free =
+      nm.accum_bits > 0 &&
+      cpu::gemm_nan_free(x + static_cast<int64_t>(offsets[0]) * K,
+                         static_cast<int64_t>(rows_end - offsets[0]) * K);
   for (int e = 0; e < E; ++e) {
     const int Me = offsets[e + 1] - offsets[e];
     plans[e] = plan_reduce(nm, Me, K, static_cast<uint64_t>(e));
+    if (x_nan_free && Me > 0)
+      plans[e].operands_nan_free =
+          cpu::gemm_nan_free(w[e].data.data(), static_cast<int64_t>(w[e].data.size()));
     for (int m0 = 0; m0 < Me; m0 += rows_per_item) items.push_back({e, m0, std::min(Me, m0 + rows_per_item)});
   }
   tbb::parallel_for(tbb::blocked_range<size_t>(0, items.size()),

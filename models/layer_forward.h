@@ -19,6 +19,8 @@ struct LayerCall {
   RouterMode router_mode = RouterMode::normal;
   const int32_t* replay_ids = nullptr;  // [N, K]
   const float* bias = nullptr;          // [E]
+  const int32_t* probe_ids = nullptr;   // [N, K]
+  int32_t* own_ids = nullptr;           // [N, K]
   bool training = false;                // aux-loss bookkeeping for backward
 };
 

@@ -32,14 +32,20 @@ struct ForwardRequest {
   const int32_t* replay_ids = nullptr;  // [L, B*T, K] when replaying
   bool save_for_backward = false;       // keep activations for model_backward
   bool want_logits = false;             // fill ForwardResult::logits
+  bool want_own_topk = false;           // fill ForwardResult::own_topk_ids (flip metrics under replay)
+  const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
+  float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
 };
 
 struct ForwardResult {
   std::vector<float> logprobs;     // [B, T-1]: log p(tokens[t+1] | tokens[..t])
-  std::vector<float> logits;       // [B*T, V] when want_logits (after the LM head, FP32)
+  std::vector<float> logits;       // [B*T, V] when want_logits (after the LM head, FP32, before
+                                   // the temperature)
   std::vector<int32_t> topk_ids;   // [L, B*T, K] experts used, sorted by descending gate score
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
+                                   // (of probe_ids when given)
+  std::vector<int32_t> own_topk_ids;  // [L, B*T, K] the router's own choice (when want_own_topk)
   std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert
   float aux_loss = 0.0f;           // load-balancing + z losses summed over layers (coef included)
 };

@@ -23,7 +23,14 @@ void Model::backward(const float* dlogp) {
   for (int b = 0; b < B; ++b)
     for (int t = 0; t + 1 < T; ++t) dlp[b * T + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
   std::vector<float> dlogits(static_cast<size_t>(N) * V, 0.0f);
-  cpu::logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
+  if (im.temperature == 1.0f) {
+    cpu::logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
+  } else {  // logprobs of softmax(logits / τ): the chain rule adds 1/τ
+    std::vector<float> scaled(im.logits);
+    for (float& z : scaled) z /= im.temperature;
+    cpu::logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im.targets.data(), N, V);
+    for (float& d : dlogits) d /= im.temperature;
+  }
 
   // final_forward: logits = h_final·lm_headᵀ ; h_final = rmsnorm(x_final)
   std::vector<float> dh(ND, 0.0f), dx(ND, 0.0f);

@@ -91,8 +91,10 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   round_array(a->h_mlp.data(), ND, p.activations);
   float aux = 0.0f;
   if (cfg.is_moe()) {
-    const MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
-                                c.training);
+    MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
+                          c.training);
+    mc.router.probe_ids = c.probe_ids;
+    mc.router.own_ids = c.own_ids;
     aux = moe_forward(a->y.data(), &a->moe, router_logp, load, a->h_mlp.data(),
                       moe_weights(cfg, params, pl, l), N, mc);
   } else {
@@ -154,6 +156,10 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   out->router_logp.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0.0f);
   out->expert_load.assign(moe ? static_cast<size_t>(L) * cfg_.n_experts : 0, 0);
   out->aux_loss = 0.0f;
+  out->own_topk_ids.assign(moe && req.want_own_topk ? static_cast<size_t>(L) * N * K : 0, 0);
+  if (!(req.temperature > 0.0f))
+    throw std::invalid_argument("forward: temperature must be > 0 (got " + std::to_string(req.temperature) + ")");
+  im.temperature = req.temperature;
 
   im.layers.resize(L);
   std::vector<float> x(static_cast<size_t>(N) * D);
@@ -169,11 +175,16 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     c.replay_ids = req.router_mode == RouterMode::replay ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
     c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
     c.training = true;
+    const size_t lo = static_cast<size_t>(l) * N * K;
+    if (moe && req.probe_ids) c.probe_ids = req.probe_ids + lo;
+    if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
     out->aux_loss += layer_forward(&a, x.data(), moe ? &out->router_logp[static_cast<size_t>(l) * N * K] : nullptr,
                                    moe ? &out->expert_load[static_cast<size_t>(l) * cfg_.n_experts] : nullptr, c);
-    if (moe)
-      std::memcpy(&out->topk_ids[static_cast<size_t>(l) * N * K], a.moe.router.ids.data(),
-                  sizeof(int32_t) * N * K);
+    if (moe) {
+      std::memcpy(&out->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
+      if (req.want_own_topk && req.router_mode == RouterMode::normal)
+        std::memcpy(&out->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
+    }
   }
   im.x_final = x;
   im.h_final.resize(static_cast<size_t>(N) * D);
@@ -183,7 +194,13 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
                 params_, cfg_, p, N, req.call);
 
   std::vector<float> lp(N);
-  cpu::logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
+  if (req.temperature == 1.0f) {
+    cpu::logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
+  } else {
+    std::vector<float> scaled(im.logits);
+    for (float& z : scaled) z /= req.temperature;
+    cpu::logprob_forward(lp.data(), scaled.data(), im.targets.data(), N, V);
+  }
   out->logprobs.resize(static_cast<size_t>(B) * (T - 1));
   for (int b = 0; b < B; ++b)
     for (int t = 0; t + 1 < T; ++t) out->logprobs[static_cast<size_t>(b) * (T - 1) + t] = lp[b * T + t];

@@ -60,6 +60,7 @@ struct Model::Impl {
   RouterMode mode = RouterMode::normal;
   std::vector<int32_t> replay_ids;
   uint64_t call = 0;
+  float temperature = 1.0f;
   std::vector<int32_t> tokens, targets, positions;
   std::vector<LayerActs> layers;
   std::vector<float> x_final, h_final, rstd_final, logits;

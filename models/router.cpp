@@ -83,7 +83,9 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
 
   if (c.mode == RouterMode::replay) {
     std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
-  } else {
+  }
+  if (c.mode == RouterMode::normal || c.own_ids) {
+    int32_t* own = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
     // Selection on the logits themselves when there is no bias: scores are monotone in z, and
     // exp/σ could merge two distinct logits into one float and invent a tie.
     const float* sel = z;
@@ -95,7 +97,8 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
       sel = biased.data();
     }
     std::vector<float> vals(NK);
-    cpu::topk_forward(a->ids.data(), vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+    cpu::topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+    if (c.own_ids && own != c.own_ids) std::memcpy(c.own_ids, own, sizeof(int32_t) * NK);
   }
 
   for (int n = 0; n < N; ++n) {
@@ -118,7 +121,8 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
     }
     if (router_logp) {
       const float lse = row_logsumexp(zn, E);
-      for (int k = 0; k < K; ++k) router_logp[static_cast<size_t>(n) * K + k] = zn[id[k]] - lse;
+      const int32_t* at = c.probe_ids ? c.probe_ids + static_cast<size_t>(n) * K : id;
+      for (int k = 0; k < K; ++k) router_logp[static_cast<size_t>(n) * K + k] = zn[at[k]] - lse;
     }
     if (load)
       for (int k = 0; k < K; ++k) load[id[k]] += 1;

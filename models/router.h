@@ -31,9 +31,12 @@ struct RouterCall {
   const float* bias = nullptr;     // [E] selection bias (cfg.expert_bias), or null
   int seq_len = 0;                 // T, for the sequence aux loss (N = B·T)
   bool training = false;           // compute aux-loss gradients' weights
+  const int32_t* probe_ids = nullptr;  // [N, K]: router_logp is taken at these ids (RSPO)
+  int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
 };
 
-// h[N, D] → acts; router_logp[N, K] (log of softmax(z) at the ids, may be null); load[E] += counts;
+// h[N, D] → acts; router_logp[N, K] (log of softmax(z) at the ids used — or at probe_ids when
+// given — may be null); load[E] += counts of the ids used;
 // returns the layer's aux loss (load balancing + z-loss, coefficients included; 0 when off).
 float router_forward(RouterActs* acts, float* router_logp, int64_t* load, const float* h,
                      const PackedWeight& w_router, int N, const RouterCall& call);

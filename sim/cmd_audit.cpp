@@ -147,8 +147,10 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     N = a.prompts;
     T = a.prompt_len + a.response_len;
     first = a.prompt_len;
+    char temp[32];
+    std::snprintf(temp, sizeof temp, "%g", static_cast<double>(a.temperature));
     info.tokens_source = "sampled under " + name_a + " (seed " + std::to_string(scenario.run.seed) +
-                         ", temperature " + std::to_string(a.temperature) + ")";
+                         ", temperature " + temp + ")";
   }
   info.sequences = N;
   info.positions = (first == 1 ? "positions " : "response positions ") + std::to_string(first) +

@@ -38,7 +38,12 @@ struct GemmReduce {
   NoiseKey key;                       // draws of the split_k combine order
   int accum_bits = 0;                 // 0: FP32 chains; 1..23: limited-precision runs
   int promote_every = 128;            // run length of the limited accumulator
+  bool operands_nan_free = false;     // promise: no NaN in inp or W (enables the faster limited
+                                      // kernel; results are identical either way)
 };
+
+// True when no element of x[0..n) is NaN.
+bool gemm_nan_free(const float* x, int64_t n);
 
 // Rows m0..m1-1 of the call, computed on the calling thread.
 // out[M,N], inp[M,K] (row m at inp + m·K), packed = gemm_pack of W[N,K].

@@ -300,6 +300,33 @@ TEST(Linear, LimitedAccumulatorMatchesScalarEmulation) {
   }
 }
 
+// NaN operands take the NaN-safe limited kernel; a NaN whose payload would carry into the sign
+// bit under the integer rounding (0x7FFFFFFF) must still come out as NaN.
+TEST(Linear, LimitedAccumulatorPropagatesNaN) {
+  const int M = 13, N = 20, K = 64;
+  auto x = randn(static_cast<size_t>(M) * K, 29), w = randn(static_cast<size_t>(N) * K, 30);
+  float nan;
+  const uint32_t payload = 0x7FFFFFFFu;
+  std::memcpy(&nan, &payload, 4);
+  x[7 * K + 3] = nan;   // row 7
+  w[11 * K + 40] = nan;  // column 11
+  LinearNumerics nm;
+  nm.format = Format::bf16;
+  nm.accum_bits = 7;
+  nm.promote_every = 16;
+  const auto y = forward(x, w, M, N, K, nm);
+  const auto want = emulate_forward(x, w, M, N, K, nm);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      const float a = y[m * N + n], b = want[m * N + n];
+      ASSERT_EQ(std::isnan(a), m == 7 || n == 11) << m << "," << n;
+      ASSERT_EQ(std::isnan(a), std::isnan(b));
+      if (!std::isnan(b)) {
+        ASSERT_EQ(0, std::memcmp(&a, &b, 4)) << m << "," << n;
+      }
+    }
+}
+
 // The fp8-rollout recipe end to end (split_k:4, batch-variant, 13-bit accumulator, 128 blocks).
 TEST(Linear, RolloutRecipeMatchesEmulationAndIsThreadInvariant) {
   const int M = 70, N = 64, K = 256;

@@ -136,9 +136,19 @@ TEST(Replay, UsesExactlyTheGivenExpertsAndOwnIdsReproduceNormalMode) {
     do foreign[i + 1] = static_cast<int32_t>(rng.below(E)); while (foreign[i + 1] == foreign[i]);
   }
   req.replay_ids = foreign.data();
+  req.want_own_topk = true;
+  req.probe_ids = normal.topk_ids.data();
   ForwardResult replayed;
   m.forward(&replayed, req);
   EXPECT_EQ(replayed.topk_ids, foreign);
+  // The first layer's input does not depend on routing: there the router's own choice (reported
+  // for flip metrics under replay) and the log-probs probed at normal mode's ids equal normal mode's.
+  ASSERT_EQ(replayed.own_topk_ids.size(), normal.topk_ids.size());
+  for (int i = 0; i < N * K; ++i) {
+    EXPECT_EQ(replayed.own_topk_ids[i], normal.topk_ids[i]);
+    EXPECT_EQ(replayed.router_logp[i], normal.router_logp[i]);
+  }
+  EXPECT_NE(replayed.own_topk_ids, foreign);
   std::vector<int64_t> load(static_cast<size_t>(L) * E, 0);
   for (int l = 0; l < L; ++l)
     for (int i = 0; i < N * K; ++i) load[static_cast<size_t>(l) * E + foreign[static_cast<size_t>(l) * N * K + i]] += 1;

@@ -14,9 +14,9 @@ namespace moerl {
 namespace {
 
 double objective(Model& m, const std::vector<int32_t>& tok, int B, int T,
-                 const std::vector<float>& w, std::vector<int32_t>* ids) {
+                 const std::vector<float>& w, std::vector<int32_t>* ids, float temperature) {
   ForwardRequest req;
-  req.tokens = tok.data(); req.B = B; req.T = T;
+  req.tokens = tok.data(); req.B = B; req.T = T; req.temperature = temperature;
   ForwardResult r;
   m.forward(&r, req);
   double L = r.aux_loss;
@@ -25,7 +25,7 @@ double objective(Model& m, const std::vector<int32_t>& tok, int B, int T,
   return L;
 }
 
-void check_gradients(ModelConfig cfg, uint64_t seed) {
+void check_gradients(ModelConfig cfg, uint64_t seed, float temperature = 1.0f) {
   cfg.init_std = 0.1f;  // smooth enough for central differences at h ~ 1e-3
   Model m(cfg);
   params_init(&m.params(), cfg, seed);
@@ -35,6 +35,7 @@ void check_gradients(ModelConfig cfg, uint64_t seed) {
 
   ForwardRequest req;
   req.tokens = tok.data(); req.B = B; req.T = T; req.save_for_backward = true;
+  req.temperature = temperature;
   ForwardResult r;
   m.forward(&r, req);
   m.grads().zero();
@@ -56,10 +57,10 @@ void check_gradients(ModelConfig cfg, uint64_t seed) {
       std::vector<int32_t> ids_p, ids_m;
       for (int64_t j = 0; j < info.size; ++j) theta[j] = saved[j] + static_cast<float>(h) * u[j];
       m.invalidate_packed_weights();
-      const double lp = objective(m, tok, B, T, w, &ids_p);
+      const double lp = objective(m, tok, B, T, w, &ids_p, temperature);
       for (int64_t j = 0; j < info.size; ++j) theta[j] = saved[j] - static_cast<float>(h) * u[j];
       m.invalidate_packed_weights();
-      const double lm = objective(m, tok, B, T, w, &ids_m);
+      const double lm = objective(m, tok, B, T, w, &ids_m, temperature);
       std::copy(saved.begin(), saved.end(), theta);
       m.invalidate_packed_weights();
       smooth = ids_p == base_ids && ids_m == base_ids;
@@ -102,6 +103,8 @@ TEST(ModelGrad, MoeSigmoidSeqAuxSharedExpert) {
   c.shared_expert_ff = 12;
   check_gradients(c, 13);
 }
+
+TEST(ModelGrad, MoeWithSamplingTemperature) { check_gradients(test::tiny_moe_config(), 15, 0.7f); }
 
 TEST(ModelGrad, DenseTwin) {
   ModelConfig c = test::tiny_moe_config();

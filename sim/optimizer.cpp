@@ -1,0 +1,72 @@
+// optimizer.cpp — see optimizer.h.
+#include "sim/optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace moerl {
+
+void OptimConfig::validate(const std::string& s) const {
+  auto bad = [&](const char* key, double v, const char* allowed) {
+    throw std::invalid_argument(s + "." + key + " = " + std::to_string(v) + ": " + allowed);
+  };
+  if (!(lr > 0.0f && lr < 1.0f)) bad("lr", lr, "must be in (0, 1)");
+  if (!(beta1 >= 0.0f && beta1 < 1.0f)) bad("beta1", beta1, "must be in [0, 1)");
+  if (!(beta2 >= 0.0f && beta2 < 1.0f)) bad("beta2", beta2, "must be in [0, 1)");
+  if (!(eps > 0.0f)) bad("eps", eps, "must be > 0");
+  if (!(weight_decay >= 0.0f)) bad("weight_decay", weight_decay, "must be >= 0");
+  if (!(grad_clip >= 0.0f)) bad("grad_clip", grad_clip, "must be >= 0 (0 = off)");
+  if (warmup_steps < 0) bad("warmup_steps", warmup_steps, "must be >= 0");
+  if (!(min_lr_ratio >= 0.0f && min_lr_ratio <= 1.0f)) bad("min_lr_ratio", min_lr_ratio, "must be in [0, 1]");
+}
+
+float optim_lr_at(const OptimConfig& c, int64_t step, int64_t total) {
+  if (c.warmup_steps > 0 && step < c.warmup_steps)
+    return c.lr * static_cast<float>(step + 1) / static_cast<float>(c.warmup_steps);
+  const int64_t decay = std::max<int64_t>(total - c.warmup_steps, 1);
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / decay);
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return static_cast<float>(c.lr * (c.min_lr_ratio + (1.0 - c.min_lr_ratio) * cosine));
+}
+
+AdamW::AdamW(const OptimConfig& cfg, const ParamStore& layout) : cfg_(cfg) {
+  for (const ParamInfo& p : layout.infos())
+    tensors_.push_back({p.offset, p.size, p.shape.size() >= 2, false, p.name});
+  m_.assign(static_cast<size_t>(layout.size()), 0.0f);
+  v_.assign(static_cast<size_t>(layout.size()), 0.0f);
+}
+
+void AdamW::freeze(const std::string& pattern) {
+  for (Tensor& t : tensors_)
+    if (t.name.find(pattern) != std::string::npos) t.frozen = true;
+}
+
+double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step) {
+  float* w = params->data().data();
+  float* g = grads->data().data();
+  double sq = 0.0;
+  for (const Tensor& t : tensors_) {
+    if (t.frozen) continue;
+    for (int64_t j = t.offset; j < t.offset + t.size; ++j) sq += static_cast<double>(g[j]) * g[j];
+  }
+  const double norm = std::sqrt(sq);
+  const float clip = (cfg_.grad_clip > 0.0f && norm > cfg_.grad_clip && std::isfinite(norm))
+                         ? static_cast<float>(cfg_.grad_clip / norm) : 1.0f;
+  const double bc1 = 1.0 - std::pow(static_cast<double>(cfg_.beta1), static_cast<double>(step + 1));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(cfg_.beta2), static_cast<double>(step + 1));
+  for (const Tensor& t : tensors_) {
+    if (t.frozen) continue;
+    const float decay = t.decay ? lr * cfg_.weight_decay : 0.0f;
+    for (int64_t j = t.offset; j < t.offset + t.size; ++j) {
+      const float gj = g[j] * clip;
+      m_[j] = cfg_.beta1 * m_[j] + (1.0f - cfg_.beta1) * gj;
+      v_[j] = cfg_.beta2 * v_[j] + (1.0f - cfg_.beta2) * gj * gj;
+      const double mhat = m_[j] / bc1, vhat = v_[j] / bc2;
+      w[j] -= decay * w[j];
+      w[j] -= static_cast<float>(lr * mhat / (std::sqrt(vhat) + cfg_.eps));
+    }
+  }
+  return norm;
+}
+
+}  // namespace moerl

@@ -1,0 +1,51 @@
+// optimizer.h — AdamW on the FP32 master weights, global-norm gradient clipping, and the
+// learning-rate schedule (linear warm-up, then cosine decay to min_lr_ratio·lr).
+// Weight decay applies to matrices only (not to norm weights); frozen tensors (e.g. the routers
+// when rl.freeze_router is on) are left untouched, moments included.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/params.h"
+
+namespace moerl {
+
+struct OptimConfig {
+  float lr = 1e-4f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  float grad_clip = 1.0f;     // max global L2 norm (0 = off)
+  int warmup_steps = 0;
+  float min_lr_ratio = 0.1f;  // cosine floor as a share of lr
+  void validate(const std::string& section) const;
+};
+
+// lr at optimizer step `step` (0-based) of `total_steps`.
+float optim_lr_at(const OptimConfig& c, int64_t step, int64_t total_steps);
+
+class AdamW {
+ public:
+  AdamW(const OptimConfig& cfg, const ParamStore& layout);
+
+  // Marks tensors whose name contains `pattern` as frozen (no update, no decay).
+  void freeze(const std::string& pattern);
+
+  // Clips grads in place to cfg.grad_clip (global norm), then one AdamW step at lr.
+  // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
+  double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
+
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+
+ private:
+  OptimConfig cfg_;
+  struct Tensor { int64_t offset, size; bool decay, frozen; std::string name; };
+  std::vector<Tensor> tensors_;
+  std::vector<float> m_, v_;
+};
+
+}  // namespace moerl
