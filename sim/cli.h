@@ -22,6 +22,7 @@ struct Command {
   CommandFn run;
 };
 
+int cmd_run(const Comms& comms, const std::vector<std::string>& args);
 int cmd_sft(const Comms& comms, const std::vector<std::string>& args);
 int cmd_score(const Comms& comms, const std::vector<std::string>& args);
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args);

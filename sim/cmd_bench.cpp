@@ -5,7 +5,7 @@
 //  (b) generation under fp32-ref: prefill of prompt_len tokens, then decode_steps KV-cache steps;
 //  (c) the FP32 GEMM ceiling measured in the same run (BLAS sgemm, and moerl's exact kernel).
 // Reports seconds (median of --repeat runs after one warm-up), tokens/s, achieved GFLOP/s from the
-// analytic counts of sim/flops.h, % of the BLAS ceiling, the BLAS kernel and peak memory.
+// analytic counts of sim/flops.h, % of the ceiling (the faster of the two GEMM measurements), the BLAS kernel and peak memory.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -99,6 +99,8 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   // (c) first: the ceiling the other numbers are compared with.
   const double ceiling_blas = gemm_measure_gflops(gemm_n, gemm_seconds, true);
   const double ceiling_own = gemm_measure_gflops(gemm_n, gemm_seconds, false);
+  // The ceiling is the faster of the two: what this machine reaches on a large FP32 product.
+  const double ceiling = std::max(ceiling_blas, ceiling_own);
   std::printf("FP32 GEMM ceiling (%d^3): BLAS %.1f GFLOP/s, moerl exact kernel %.1f GFLOP/s\n\n",
               gemm_n, ceiling_blas, ceiling_own);
 
@@ -115,7 +117,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   auto report = [&](const std::string& name, double sec, double tokens_done, double flops) {
     const double gf = flops / sec * 1e-9;
     std::printf("%-40s %10.4f %12.0f %10.2f %8.1f%%\n", name.c_str(), sec, tokens_done / sec, gf,
-                100.0 * gf / ceiling_blas);
+                100.0 * gf / ceiling);
     std::fflush(stdout);
   };
 

@@ -179,6 +179,80 @@ void bind_bench(Fields& f, BenchConfig* b) {
   f.i32("bench.decode_steps", &b->decode_steps, "tokens generated per sequence (KV-cache decode)");
 }
 
+void bind_optim(Fields& f, const std::string& sec, OptimConfig* o) {
+  f.f32(sec + ".lr", &o->lr, "peak learning rate");
+  f.f32(sec + ".beta1", &o->beta1, "AdamW beta1");
+  f.f32(sec + ".beta2", &o->beta2, "AdamW beta2");
+  f.f32(sec + ".eps", &o->eps, "AdamW epsilon");
+  f.f32(sec + ".weight_decay", &o->weight_decay, "decoupled weight decay (matrices only)");
+  f.f32(sec + ".grad_clip", &o->grad_clip, "max global gradient L2 norm (0 = off)");
+  f.i32(sec + ".warmup_steps", &o->warmup_steps, "linear warm-up steps, then cosine decay");
+  f.f32(sec + ".min_lr_ratio", &o->min_lr_ratio, "cosine floor as a share of lr");
+}
+
+void bind_task(Fields& f, TaskConfig* t) {
+  f.str("task.name", &t->name, "verifiable task: sort | reverse | modadd");
+  f.i32("task.length", &t->length, "values per prompt (modadd: digits per operand)");
+  f.i32("task.base", &t->base, "value range / digit base");
+  f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions");
+}
+
+void bind_sft(Fields& f, SftConfig* s) {
+  f.i32("sft.steps", &s->steps, "supervised warm-up steps making the base policy (0 = fresh init)");
+  f.i32("sft.batch", &s->batch, "examples per warm-up step");
+  bind_optim(f, "sft", &s->optim);
+}
+
+void bind_rl(Fields& f, RlConfig* r) {
+  f.str("rl.algorithm", &r->loss.algorithm, "grpo | gspo | rspo | icepop | r3 (= grpo + rollout routing replay)");
+  f.f32("rl.clip_low", &r->loss.clip_low, "epsilon_low (negative = algorithm default: 0.2, gspo 3e-4)");
+  f.f32("rl.clip_high", &r->loss.clip_high, "epsilon_high (negative = algorithm default: 0.2, gspo 4e-4)");
+  f.f32("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");
+  f.custom("rl.aggregation", "token-mean | seq-mean-token-mean | seq-mean-token-sum (gspo forces seq-mean-token-mean)",
+           [r](const std::string& v) {
+             if (!aggregation_parse(v, &r->loss.aggregation))
+               throw BadValue{"must be token-mean, seq-mean-token-mean or seq-mean-token-sum"};
+           },
+           [r] { return std::string(aggregation_name(r->loss.aggregation)); });
+  f.custom("rl.correction", "train/inference IS correction: none | tis | mis (icepop sets its band mask)",
+           [r](const std::string& v) {
+             if (!correction_parse(v, &r->loss.correction) || r->loss.correction == Correction::icepop)
+               throw BadValue{"must be none, tis or mis (for icepop set rl.algorithm = icepop)"};
+           },
+           [r] { return std::string(correction_name(r->loss.correction == Correction::icepop ? Correction::none : r->loss.correction)); });
+  f.f32("rl.correction_cap", &r->loss.correction_cap, "C of tis (truncate) and mis (mask above)");
+  f.f32("rl.icepop_low", &r->loss.icepop_low, "IcePop band lower bound alpha on pi_old/pi_rollout");
+  f.f32("rl.icepop_high", &r->loss.icepop_high, "IcePop band upper bound beta");
+  f.f32("rl.rspo_floor", &r->loss.rspo_floor, "RSPO floor gamma_min of the router-shift weight");
+  f.f32("rl.kl_coef", &r->loss.kl_coef, "coefficient of the k3 KL to the base policy (0 = off)");
+  f.custom("rl.old_logprobs", "pi_old: recompute (train engine) | rollout (bypass mode)",
+           [r](const std::string& v) {
+             if (!old_logprobs_parse(v, &r->old_logprobs)) throw BadValue{"must be recompute or rollout"};
+           },
+           [r] { return std::string(old_logprobs_name(r->old_logprobs)); });
+  f.custom("rl.routing_replay", "train-engine routing: none | old (R2) | rollout (R3)",
+           [r](const std::string& v) {
+             if (!routing_replay_parse(v, &r->routing_replay)) throw BadValue{"must be none, old or rollout"};
+           },
+           [r] { return std::string(routing_replay_name(r->routing_replay)); });
+  f.i32("rl.steps", &r->steps, "RL steps (one rollout batch each)");
+  f.i32("rl.prompts_per_step", &r->prompts_per_step, "prompts per step");
+  f.i32("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
+  f.i32("rl.minibatches", &r->minibatches, "optimizer steps per rollout batch (later ones off-policy)");
+  f.f32("rl.temperature", &r->sampling.temperature, "sampling temperature (0 = greedy)");
+  f.f32("rl.top_p", &r->sampling.top_p, "nucleus sampling mass");
+  f.boolean("rl.adv_std_norm", &r->adv_std_norm, "divide advantages by the group std (false = Dr.GRPO)");
+  f.f32("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
+  f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
+  f.i32("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
+  f.i32("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
+  f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
+  f.i32("rl.checkpoint_every", &r->checkpoint_every, "steps between checkpoints (0 = at the end)");
+  f.f32("rl.collapse_frac", &r->collapse_frac, "collapse: reward below this share of its running peak ...");
+  f.i32("rl.collapse_patience", &r->collapse_patience, "... for this many steps in a row (or any NaN/inf)");
+  f.boolean("rl.continue_after_collapse", &r->continue_after_collapse, "keep training after a collapse");
+}
+
 // Keys of a [profile.NAME] section other than `base`; prefix = "profile.NAME.".
 void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.format(x + "matmul", &p->matmul, "operand format of attention projections, experts, dense MLP");
@@ -211,9 +285,13 @@ void bind_fixed(Fields& f, Scenario* s) {
   bind_engines(f, &s->engines);
   bind_audit(f, &s->audit);
   bind_bench(f, &s->bench);
+  bind_rl(f, &s->rl);
+  bind_task(f, &s->task);
+  bind_optim(f, "optim", &s->optim);
+  bind_sft(f, &s->sft);
 }
 
-const char* kSections = "model, run, engines, audit, bench, profile.NAME";
+const char* kSections = "model, run, engines, audit, bench, rl, task, optim, sft, profile.NAME";
 
 // ---- helpers -----------------------------------------------------------------------------------
 
@@ -346,6 +424,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       const size_t dot = key.find('.');
       const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
       const bool known_section = section == "model" || section == "run" || section == "engines" ||
+                                 section == "rl" || section == "task" || section == "optim" || section == "sft" ||
                                  section == "audit" || section == "bench";
       if (dot == std::string::npos)
         throw std::invalid_argument(v.origin + ": key '" + key + "' outside any section" +
@@ -408,6 +487,14 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
     s.run.validate();
     s.audit.validate();
     s.bench.validate();
+    s.task.validate();
+    s.optim.validate("optim");
+    s.sft.validate();
+    s.rl.resolve();
+    s.rl.validate();
+    if (!s.has_profile(s.rl.eval_profile))
+      throw std::invalid_argument("rl.eval_profile = " + s.rl.eval_profile + ": unknown profile (built-in: " +
+                                  profile_builtin_names() + ")");
     for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"engines.rollout", &s.engines.rollout},
                                     {"engines.train", &s.engines.train}}) {
       if (!s.has_profile(*name)) {

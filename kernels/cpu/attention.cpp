@@ -32,34 +32,87 @@ namespace moerl::cpu {
 
 namespace {
 
-// kT[Dh, L] (leading dimension L) = rows 0..L-1 of a [*, ld] matrix, columns 0..Dh-1.
-void transpose_block(float* kT, const float* k, int64_t ld, int L, int Dh) {
-  for (int j = 0; j < L; ++j)
-    for (int d = 0; d < Dh; ++d) kT[static_cast<int64_t>(d) * L + j] = k[j * ld + d];
+// Keys per register block of the dot products; transposed blocks are padded to a multiple of it.
+constexpr int kKeyBlock = 64;
+int padded_keys(int L) { return (L + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
+
+// kT[Dh, ldk] = rows 0..L-1 of a [*, ld] matrix, columns 0..Dh-1, transposed; columns L..ldk-1
+// zero (the dot kernels read, and discard, whole register blocks).
+void transpose_block(float* kT, int ldk, const float* k, int64_t ld, int L, int Dh) {
+  for (int d = 0; d < Dh; ++d) {
+    float* row = kT + static_cast<int64_t>(d) * ldk;
+    for (int j = 0; j < L; ++j) row[j] = k[j * ld + d];
+    for (int j = L; j < ldk; ++j) row[j] = 0.0f;
+  }
 }
 
-// s[L] = scale · q·k_j, kT[Dh, ldk] the transposed keys.
+// s[j0..j0+W) = fma chains over d of x_d·kT[d][j], held in registers across d.
+template <int W>
+void dots_block(float* s, const float* x, const float* kT, int ldk, int j0, int n, int Dh) {
+  float acc[W] = {};
+  for (int d = 0; d < Dh; ++d) {
+    const float xd = x[d];
+    const float* kr = kT + static_cast<int64_t>(d) * ldk + j0;
+    for (int i = 0; i < W; ++i) acc[i] = std::fma(xd, kr[i], acc[i]);
+  }
+  for (int i = 0; i < n; ++i) s[j0 + i] = acc[i];
+}
+
+// s[L]: s_j = fma chain of x_d·kT[d][j] over d = 0..Dh-1 from 0 — one lane per key, the
+// reference's order per key. kT[Dh, ldk] with ldk ≥ padded_keys(L).
+void dots_transposed(float* s, const float* x, const float* kT, int ldk, int L, int Dh) {
+  int j0 = 0;
+  for (; L - j0 > 32; j0 += 64) dots_block<64>(s, x, kT, ldk, j0, std::min(64, L - j0), Dh);
+  if (L - j0 > 16) {
+    dots_block<32>(s, x, kT, ldk, j0, L - j0, Dh);
+  } else if (L - j0 > 0) {
+    dots_block<16>(s, x, kT, ldk, j0, L - j0, Dh);
+  }
+}
+
+// s[L] = scale · q·k_j (the dot first, then one multiplication, as in the reference).
 void attention_scores(float* s, const float* q, const float* kT, int ldk, int L, int Dh,
                       float scale) {
-  for (int j = 0; j < L; ++j) s[j] = 0.0f;
-  for (int d = 0; d < Dh; ++d) {
-    const float qd = q[d];
-    const float* kr = kT + static_cast<int64_t>(d) * ldk;
-    for (int j = 0; j < L; ++j) s[j] = std::fma(qd, kr[j], s[j]);
-  }
+  dots_transposed(s, q, kT, ldk, L, Dh);
   for (int j = 0; j < L; ++j) s[j] = s[j] * scale;
 }
 
-// acc[Dh] = Σ_{j in [lo,hi)} p_j·v_j as fma chains from 0 (forward, or from hi-1 down if rev).
-void pv_chunk(float* acc, const float* p, const float* v, int64_t ld, int lo, int hi, int Dh,
-              bool rev) {
-  for (int d = 0; d < Dh; ++d) acc[d] = 0.0f;
-  for (int i = lo; i < hi; ++i) {
-    const int j = rev ? lo + hi - 1 - i : i;
-    const float pj = p[j];
-    const float* vr = v + j * ld;
-    for (int d = 0; d < Dh; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+// out[0..W) = Σ_{j in [lo,hi)} p_j·v_j[0..W) as fma chains from 0 (or from out's values when
+// `accumulate`), accumulators in registers.
+template <int W>
+void pv_block(float* out, const float* p, const float* v, int64_t ld, int lo, int hi, bool rev,
+              bool accumulate) {
+  float acc[W] = {};
+  if (accumulate)
+    for (int i = 0; i < W; ++i) acc[i] = out[i];
+  if (!rev) {
+    for (int j = lo; j < hi; ++j) {
+      const float pj = p[j];
+      const float* vr = v + j * ld;
+      for (int i = 0; i < W; ++i) acc[i] = std::fma(pj, vr[i], acc[i]);
+    }
+  } else {
+    for (int j = hi - 1; j >= lo; --j) {
+      const float pj = p[j];
+      const float* vr = v + j * ld;
+      for (int i = 0; i < W; ++i) acc[i] = std::fma(pj, vr[i], acc[i]);
+    }
   }
+  for (int i = 0; i < W; ++i) out[i] = acc[i];
+}
+
+// acc[Dh] = Σ_{j in [lo,hi)} p_j·v_j as fma chains (forward, or from hi-1 down if rev) starting
+// from 0, or from acc's values when `accumulate`; Dh is cut into register blocks of 64, 32, …, 1.
+void pv_chunk(float* acc, const float* p, const float* v, int64_t ld, int lo, int hi, int Dh,
+              bool rev, bool accumulate = false) {
+  int d = 0;
+  for (; d + 64 <= Dh; d += 64) pv_block<64>(acc + d, p, v + d, ld, lo, hi, rev, accumulate);
+  if (d + 32 <= Dh) pv_block<32>(acc + d, p, v + d, ld, lo, hi, rev, accumulate), d += 32;
+  if (d + 16 <= Dh) pv_block<16>(acc + d, p, v + d, ld, lo, hi, rev, accumulate), d += 16;
+  if (d + 8 <= Dh) pv_block<8>(acc + d, p, v + d, ld, lo, hi, rev, accumulate), d += 8;
+  if (d + 4 <= Dh) pv_block<4>(acc + d, p, v + d, ld, lo, hi, rev, accumulate), d += 4;
+  if (d + 2 <= Dh) pv_block<2>(acc + d, p, v + d, ld, lo, hi, rev, accumulate), d += 2;
+  if (d + 1 <= Dh) pv_block<1>(acc + d, p, v + d, ld, lo, hi, rev, accumulate);
 }
 
 // out[Dh]; p[L]: scores in, probabilities out; v rows at stride ld; part[split·Dh] scratch.
@@ -127,18 +180,19 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   const int rows = B * T;
   tbb::parallel_for(tbb::blocked_range<int>(0, B * H), [&](const tbb::blocked_range<int>& br) {
-    std::vector<float> kT(static_cast<size_t>(T) * Dh), part;
+    const int ldk = padded_keys(T);
+    std::vector<float> kT(static_cast<size_t>(ldk) * Dh), part;
     RowOrder order;
     for (int bh = br.begin(); bh < br.end(); ++bh) {
       const int b = bh / H, h = bh % H;
       const int64_t base = static_cast<int64_t>(b) * T * ld + static_cast<int64_t>(h) * Dh;
-      transpose_block(kT.data(), k + base, ld, T, Dh);
+      transpose_block(kT.data(), ldk, k + base, ld, T, Dh);
       for (int t = 0; t < T; ++t) {
         const int L = t + 1;
         float* p = att + (static_cast<int64_t>(bh) * T + t) * T;
         row_order_set(&order, ctx, rows, L, b, t, h);
         part.resize(static_cast<size_t>(order.split()) * Dh);
-        attention_scores(p, q + base + t * ld, kT.data(), T, L, Dh, scale);
+        attention_scores(p, q + base + t * ld, kT.data(), ldk, L, Dh, scale);
         attention_row(out + base + t * ld, p, v + base, ld, L, Dh, order, part.data());
         for (int j = L; j < T; ++j) p[j] = 0.0f;
       }
@@ -159,12 +213,13 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
       const int L = len[b];
       const int64_t cache = static_cast<int64_t>(b) * Tmax * ld + static_cast<int64_t>(h) * Dh;
       const int64_t row = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
-      kT.resize(static_cast<size_t>(L) * Dh);
+      const int ldk = padded_keys(L);
+      kT.resize(static_cast<size_t>(ldk) * Dh);
       p.resize(L);
-      transpose_block(kT.data(), kcache + cache, ld, L, Dh);
+      transpose_block(kT.data(), ldk, kcache + cache, ld, L, Dh);
       row_order_set(&order, ctx, B, L, b, L - 1, h);
       part.resize(static_cast<size_t>(order.split()) * Dh);
-      attention_scores(p.data(), q + row, kT.data(), L, L, Dh, scale);
+      attention_scores(p.data(), q + row, kT.data(), ldk, L, Dh, scale);
       attention_row(out + row, p.data(), vcache + cache, ld, L, Dh, order, part.data());
     }
   });
@@ -177,22 +232,18 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const int64_t ld = static_cast<int64_t>(H) * Dh;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   tbb::parallel_for(tbb::blocked_range<int>(0, B * H), [&](const tbb::blocked_range<int>& br) {
-    std::vector<float> vT(static_cast<size_t>(T) * Dh), dp(T), g(T), dqi(Dh);
+    const int ldv = padded_keys(T);
+    std::vector<float> vT(static_cast<size_t>(ldv) * Dh), dp(T), g(T);
     for (int bh = br.begin(); bh < br.end(); ++bh) {
       const int b = bh / H, h = bh % H;
       const int64_t base = static_cast<int64_t>(b) * T * ld + static_cast<int64_t>(h) * Dh;
-      transpose_block(vT.data(), v + base, ld, T, Dh);
+      transpose_block(vT.data(), ldv, v + base, ld, T, Dh);
       for (int i = 0; i < T; ++i) {
         const int L = i + 1;
         const float* p = att + (static_cast<int64_t>(bh) * T + i) * T;
         const float* go = dout + base + i * ld;
-        // dp_j = Σ_d dout_id·v_jd  (from out_i = Σ_j p_ij v_j), lanes over j
-        for (int j = 0; j < L; ++j) dp[j] = 0.0f;
-        for (int d = 0; d < Dh; ++d) {
-          const float gd = go[d];
-          const float* vr = vT.data() + static_cast<int64_t>(d) * T;
-          for (int j = 0; j < L; ++j) dp[j] = std::fma(gd, vr[j], dp[j]);
-        }
+        // dp_j = Σ_d dout_id·v_jd  (from out_i = Σ_j p_ij v_j)
+        dots_transposed(dp.data(), go, vT.data(), ldv, L, Dh);
         // dv_j += p_ij·dout_i
         for (int j = 0; j < L; ++j) {
           float* dvj = dv + base + j * ld;
@@ -203,20 +254,14 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         float ds = 0.0f;
         for (int j = 0; j < L; ++j) ds = std::fma(p[j], dp[j], ds);
         for (int j = 0; j < L; ++j) g[j] = p[j] * (dp[j] - ds) * scale;
-        // dq_i += Σ_j g_j k_j ; dk_j += g_j q_i  (from s_ij = scale·q_i·k_j)
-        float* dq_row = dq + base + i * ld;
+        // dq_i += Σ_j g_j k_j (j in order) ; dk_j += g_j q_i  (from s_ij = scale·q_i·k_j)
+        pv_chunk(dq + base + i * ld, g.data(), k + base, ld, 0, L, Dh, false, true);
         const float* q_row = q + base + i * ld;
-        for (int d = 0; d < Dh; ++d) dqi[d] = dq_row[d];
         for (int j = 0; j < L; ++j) {
           const float gj = g[j];
-          const float* kj = k + base + j * ld;
           float* dkj = dk + base + j * ld;
-          for (int d = 0; d < Dh; ++d) {
-            dqi[d] = std::fma(gj, kj[d], dqi[d]);
-            dkj[d] = std::fma(gj, q_row[d], dkj[d]);
-          }
+          for (int d = 0; d < Dh; ++d) dkj[d] = std::fma(gj, q_row[d], dkj[d]);
         }
-        for (int d = 0; d < Dh; ++d) dq_row[d] = dqi[d];
       }
     }
   });

@@ -200,23 +200,25 @@ const MicroTable& micro_table() {
   return t;
 }
 
-// dst[0..cols) = 0 + part[order[0]] + part[order[1]] + ... (left to right), where chunk c's
+// dst[0..cols) = part[order[0]] + part[order[1]] + ... (left to right), where chunk c's
 // partial sums of this row start at part + c·kRows·kGemmPanel.
 inline void combine_row(float* dst, const float* part, const int* order, int split, int cols) {
   constexpr int64_t kChunkStride = kRows * kGemmPanel;
 #ifdef __AVX512F__
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-  for (int j = 0; j < split; ++j) {
-    const float* p = part + order[j] * kChunkStride;
-    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p));
-    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + 16));
-  }
   const int c0 = std::min(cols, 16), c1 = cols - c0;
+  __m512 s0 = _mm512_loadu_ps(part + order[0] * kChunkStride);
+  for (int j = 1; j < split; ++j) s0 = _mm512_add_ps(s0, _mm512_loadu_ps(part + order[j] * kChunkStride));
   _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << c0) - 1u), s0);
-  if (c1 > 0) _mm512_mask_storeu_ps(dst + 16, static_cast<__mmask16>((1u << c1) - 1u), s1);
+  if (c1 > 0) {  // the second 16 columns exist only in 32-wide panels
+    __m512 s1 = _mm512_loadu_ps(part + order[0] * kChunkStride + 16);
+    for (int j = 1; j < split; ++j)
+      s1 = _mm512_add_ps(s1, _mm512_loadu_ps(part + order[j] * kChunkStride + 16));
+    _mm512_mask_storeu_ps(dst + 16, static_cast<__mmask16>((1u << c1) - 1u), s1);
+  }
 #else
-  float sum[kGemmPanel] = {};
-  for (int j = 0; j < split; ++j) {
+  float sum[kGemmPanel];
+  std::memcpy(sum, part + order[0] * kChunkStride, sizeof(sum));
+  for (int j = 1; j < split; ++j) {
     const float* p = part + order[j] * kChunkStride;
     for (int i = 0; i < kGemmPanel; ++i) sum[i] = sum[i] + p[i];
   }

@@ -10,8 +10,9 @@
 //    accum_bits > 0 the chunk is walked in runs of promote_every products, each run summed in a
 //    limited-precision accumulator p = round_to_bits(fma(x_k, w_k, p), accum_bits) from 0.0f and
 //    then promoted: acc = acc + p (FP32);
-//  * the chunks' partial sums are added from 0.0f in chunk order 0,1,.. (fixed), split−1,..,0
-//    (reversed) or in a permutation drawn per row (split_k): row m of the call shuffles its chunks
+//  * the chunks' partial sums are added left to right with no leading zero (as in
+//    cpu/row_order.h), part[o_0] + part[o_1] + ..., in chunk order o = 0,1,.. (fixed),
+//    split−1,..,0 (reversed) or a permutation drawn per row (split_k): row m shuffles its chunks
 //    with Rng(rng_derive(key.seed, Stream::gemm_order, {key.layer, key.site, key.call, m})).
 //    Per row, so different tokens see different orders (like different output tiles of a GPU
 //    split-K kernel), and nothing depends on the thread count or on the other rows of the call.

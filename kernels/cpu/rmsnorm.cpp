@@ -22,10 +22,28 @@ namespace moerl::cpu {
 namespace {
 constexpr int kRows = 8;  // rows whose reductions run interleaved
 
-// Pointers to the rows n0..n0+R-1 of a [N, D] matrix, padded to kRows by repeating row n0 (the
-// padding lanes compute values that are thrown away).
-void block_rows(const float** rows, const float* base, int64_t n0, int R, int D) {
-  for (int r = 0; r < kRows; ++r) rows[r] = base + (n0 + (r < R ? r : 0)) * D;
+// acc[r] = Σ x_ri² over i in [lo, hi) (from hi-1 down if rev) for the R consecutive rows at x, each
+// one fma chain from 0; R independent chains keep the FMA units busy.
+template <int R>
+void sumsq_rows(float* acc, const float* x, int D, int lo, int hi, bool rev) {
+  float a[R] = {};
+  if (!rev) {
+    for (int i = lo; i < hi; ++i)
+      for (int r = 0; r < R; ++r) a[r] = std::fma(x[r * D + i], x[r * D + i], a[r]);
+  } else {
+    for (int i = hi - 1; i >= lo; --i)
+      for (int r = 0; r < R; ++r) a[r] = std::fma(x[r * D + i], x[r * D + i], a[r]);
+  }
+  for (int r = 0; r < R; ++r) acc[r] = a[r];
+}
+
+// dot[r] = Σ_i (dy_ri·w_i)·x_ri for the R consecutive rows, each one fma chain from 0.
+template <int R>
+void gx_dot_rows(float* dot, const float* dy, const float* x, const float* w, int D) {
+  float a[R] = {};
+  for (int i = 0; i < D; ++i)
+    for (int r = 0; r < R; ++r) a[r] = std::fma(dy[r * D + i] * w[i], x[r * D + i], a[r]);
+  for (int r = 0; r < R; ++r) dot[r] = a[r];
 }
 }  // namespace
 
@@ -41,19 +59,15 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
     for (int blk = br.begin(); blk < br.end(); ++blk) {
       const int64_t n0 = static_cast<int64_t>(blk) * kRows;
       const int R = std::min<int64_t>(kRows, N - n0);
-      const float* x[kRows];
-      block_rows(x, inp, n0, R, D);
+      const float* x0 = inp + n0 * D;
       for (int c = 0; c < S; ++c) {
         const int lo = RowOrder::bound(c, D, S), hi = RowOrder::bound(c + 1, D, S);
-        float acc[kRows] = {};
-        if (!rev) {
-          for (int i = lo; i < hi; ++i)
-            for (int r = 0; r < kRows; ++r) acc[r] = std::fma(x[r][i], x[r][i], acc[r]);
+        float* pc = part.data() + c * kRows;
+        if (R == kRows) {
+          sumsq_rows<kRows>(pc, x0, D, lo, hi, rev);
         } else {
-          for (int i = hi - 1; i >= lo; --i)
-            for (int r = 0; r < kRows; ++r) acc[r] = std::fma(x[r][i], x[r][i], acc[r]);
+          for (int r = 0; r < R; ++r) sumsq_rows<1>(pc + r, x0 + r * D, D, lo, hi, rev);
         }
-        for (int r = 0; r < kRows; ++r) part[c * kRows + r] = acc[r];
       }
       for (int r = 0; r < R; ++r) {
         const int64_t n = n0 + r;
@@ -66,7 +80,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
           for (int i = 1; i < S; ++i) ss += part[order.combine(i) * kRows + r];
         }
         const float rs = 1.0f / std::sqrt(ss / static_cast<float>(D) + eps);
-        const float* xr = x[r];
+        const float* xr = x0 + r * D;
         float* y = out + n * D;
         for (int i = 0; i < D; ++i) y[i] = (xr[i] * rs) * weight[i];
         rstd[n] = rs;
@@ -84,16 +98,17 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
       for (int blk = br.begin(); blk < br.end(); ++blk) {
         const int64_t n0 = static_cast<int64_t>(blk) * kRows;
         const int R = std::min<int64_t>(kRows, N - n0);
-        const float *x[kRows], *dy[kRows];
-        block_rows(x, inp, n0, R, D);
-        block_rows(dy, dout, n0, R, D);
-        float dot[kRows] = {};  // Σ_j (dy_j·w_j)·x_j, one fma chain per row
-        for (int i = 0; i < D; ++i)
-          for (int r = 0; r < kRows; ++r) dot[r] = std::fma(dy[r][i] * weight[i], x[r][i], dot[r]);
+        const float *x0 = inp + n0 * D, *dy0 = dout + n0 * D;
+        float dot[kRows];  // Σ_j (dy_j·w_j)·x_j, one fma chain per row
+        if (R == kRows) {
+          gx_dot_rows<kRows>(dot, dy0, x0, weight, D);
+        } else {
+          for (int r = 0; r < R; ++r) gx_dot_rows<1>(dot + r, dy0 + r * D, x0 + r * D, weight, D);
+        }
         for (int r = 0; r < R; ++r) {
           const float rs = rstd[n0 + r];
           const float coef = dot[r] * (rs * rs * rs) / static_cast<float>(D);
-          const float *xr = x[r], *g = dy[r];
+          const float *xr = x0 + r * D, *g = dy0 + r * D;
           float* dx = dinp + (n0 + r) * D;
           for (int i = 0; i < D; ++i) dx[i] += (g[i] * weight[i]) * rs - coef * xr[i];
         }

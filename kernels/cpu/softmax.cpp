@@ -3,9 +3,11 @@
 // (sequential max and exp-sum, std::exp), so every kernel here equals the reference bit for bit
 // and no result depends on the thread count; the element-wise passes vectorise.
 #include <tbb/blocked_range.h>
+#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu/ops.h"
 
@@ -85,16 +87,22 @@ void logprob_forward(float* logp, const float* logits, const int32_t* targets, i
 // dlogits[N,V] +=, dlogp[N], logits[N,V], targets[N]
 void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
                       const int32_t* targets, int N, int V) {
+  tbb::enumerable_thread_specific<std::vector<float>> scratch(static_cast<size_t>(V));  // e[V]
   for_rows(N, [&](int64_t n) {
     if (targets[n] < 0) return;
     const float* x = logits + n * V;
     float* d = dlogits + n * V;
+    float* e = scratch.local().data();
     const float m = row_max(x, V);
-    const float sum = row_sum_exp(x, m, V);
+    float sum = 0.0f;
+    for (int j = 0; j < V; ++j) {  // each exp once (the reference evaluates it twice, same bits)
+      e[j] = std::exp(x[j] - m);
+      sum += e[j];
+    }
     const float g = dlogp[n];
     for (int j = 0; j < V; ++j) {
       const float onehot = j == targets[n] ? 1.0f : 0.0f;
-      d[j] += g * (onehot - std::exp(x[j] - m) / sum);
+      d[j] += g * (onehot - e[j] / sum);
     }
   });
 }

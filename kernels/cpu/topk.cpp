@@ -1,7 +1,7 @@
 // cpu/topk.cpp — top-k per row, TBB over rows, writes ids and vals with '='.
 // Same total order as ref/topk.cpp (descending score, NaN ranked as −inf, exact ties by the tie
-// rule's rank; random: Rng::shuffle from Stream::topk_tie with call = key.call + row), realised with
-// std::partial_sort over the row's indices. The order is total, so the result is the reference's
+// rule's rank; random: Rng::shuffle from Stream::topk_tie with call = key.call + row), realised by
+// repeated arg-max for small K and std::partial_sort otherwise. The order is total, so the result is the reference's
 // bit for bit. The random permutation is drawn only for rows that contain an exact tie (the rank
 // matters for nothing else).
 #include <tbb/blocked_range.h>
@@ -16,6 +16,10 @@
 #include "kernels/rng.h"
 
 namespace moerl::cpu {
+
+namespace {
+constexpr int kSelectMax = 8;  // up to this K, selection by repeated arg-max; beyond, partial_sort
+}
 
 // ids[N,K], vals[N,K], scores[N,E]
 void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
@@ -40,10 +44,20 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
           for (int i = 0; i < E; ++i) rank[perm[i]] = i;
         }
       }
-      for (int e = 0; e < E; ++e) idx[e] = e;
-      std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int a, int b) {
+      auto before = [&](int a, int b) {
         return s[a] > s[b] || (s[a] == s[b] && rank[a] < rank[b]);
-      });
+      };
+      for (int e = 0; e < E; ++e) idx[e] = e;
+      if (K <= kSelectMax) {  // K arg-max passes over the shrinking tail: cheaper for small K
+        for (int slot = 0; slot < K; ++slot) {
+          int best = slot;
+          for (int i = slot + 1; i < E; ++i)
+            if (before(idx[i], idx[best])) best = i;
+          std::swap(idx[slot], idx[best]);
+        }
+      } else {
+        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), before);
+      }
       for (int slot = 0; slot < K; ++slot) {
         ids[static_cast<int64_t>(n) * K + slot] = idx[slot];
         vals[static_cast<int64_t>(n) * K + slot] = row[idx[slot]];

@@ -80,8 +80,8 @@ float emulate_dot(const float* x, const float* w, int K, int split, OrderKind ki
                        {key.layer, key.site, key.call, static_cast<uint64_t>(row)}));
     rng.shuffle(order.data(), split);
   }
-  float sum = 0.0f;
-  for (int j = 0; j < split; ++j) sum = sum + partial[order[j]];
+  float sum = partial[order[0]];
+  for (int j = 1; j < split; ++j) sum = sum + partial[order[j]];
   return sum;
 }
 

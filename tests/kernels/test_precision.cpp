@@ -42,6 +42,8 @@ const Spec kSpecs[] = {{Format::bf16, 8, 7, 127, false},
                        {Format::fp8_e4m3, 4, 3, 7, true},
                        {Format::fp8_e5m2, 5, 2, 15, false}};
 
+void PrintTo(const Spec& s, std::ostream* os) { *os << format_name(s.f); }
+
 enum class Kind { finite, inf, nan };
 
 // Independent model of one format, built from its bit layout only.

@@ -1,0 +1,47 @@
+// cmd_run.cpp — `moerl run SCENARIO [--set k=v]... [--out PATH]`: one RL run.
+#include <cstdio>
+#include <filesystem>
+
+#include "sim/cli.h"
+#include "sim/run.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
+  std::string scenario_path;
+  RunOptions opt;
+  std::vector<std::string> sets;
+  po::options_description desc("moerl run options");
+  desc.add_options()
+      ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
+      ("out", po::value(&opt.out), "results file (default results/<scenario name>.h5)")
+      ("base", po::value(&opt.base), "start from this checkpoint instead of the scenario's cached SFT base")
+      ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
+      ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5)")
+      ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")
+      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation");
+  cli_add_set_option(&desc, &sets);
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  if (!cli_parse(comms, "run", "SCENARIO [--set section.key=value]... [--out PATH] [--resume]", desc,
+                 pos, args, &vm))
+    return 0;
+  const Scenario s = Scenario::load(scenario_path, sets);
+  if (opt.out.empty())
+    opt.out = "results/" + std::filesystem::path(scenario_path).stem().string() + ".h5";
+  if (std::filesystem::path(opt.out).has_parent_path())
+    std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
+  opt.progress = comms.is_root;
+  const RunSummary sum = run_rl(s, opt);
+  if (comms.is_root)
+    std::printf("moerl run: %s after %lld steps%s: final reward %.3f, eval accuracy %.3f → %s\n",
+                sum.status.c_str(), static_cast<long long>(sum.steps),
+                sum.collapse_step >= 0 ? (" (collapse at step " + std::to_string(sum.collapse_step) + ")").c_str() : "",
+                sum.final_reward, sum.final_eval, opt.out.c_str());
+  return 0;
+}
+
+}  // namespace moerl

@@ -1,0 +1,69 @@
+// rl_config.cpp — names, alias resolution and validation of the [rl] section.
+#include "sim/rl/rl_config.h"
+
+#include <stdexcept>
+
+namespace moerl {
+
+const char* old_logprobs_name(OldLogprobs o) { return o == OldLogprobs::recompute ? "recompute" : "rollout"; }
+
+bool old_logprobs_parse(const std::string& s, OldLogprobs* out) {
+  if (s == "recompute") { *out = OldLogprobs::recompute; return true; }
+  if (s == "rollout") { *out = OldLogprobs::rollout; return true; }
+  return false;
+}
+
+const char* routing_replay_name(RoutingReplay r) {
+  switch (r) {
+    case RoutingReplay::none: return "none";
+    case RoutingReplay::old: return "old";
+    case RoutingReplay::rollout: return "rollout";
+  }
+  return "?";
+}
+
+bool routing_replay_parse(const std::string& s, RoutingReplay* out) {
+  for (RoutingReplay r : {RoutingReplay::none, RoutingReplay::old, RoutingReplay::rollout})
+    if (s == routing_replay_name(r)) { *out = r; return true; }
+  return false;
+}
+
+void RlConfig::resolve() {
+  const bool gspo = loss.algorithm == "gspo";
+  if (loss.clip_low < 0.0f) loss.clip_low = gspo ? 3e-4f : 0.2f;   // GSPO paper §5.1: 3e-4 / 4e-4
+  if (loss.clip_high < 0.0f) loss.clip_high = gspo ? 4e-4f : 0.2f;
+  if (loss.algorithm == "r3") routing_replay = RoutingReplay::rollout;
+  if (loss.algorithm == "icepop") loss.correction = Correction::icepop;
+}
+
+void RlConfig::validate() const {
+  auto bad = [](const std::string& key, const std::string& v, const std::string& allowed) {
+    throw std::invalid_argument("rl." + key + " = " + v + ": " + allowed);
+  };
+  if (steps < 1) bad("steps", std::to_string(steps), "must be >= 1");
+  if (prompts_per_step < 1) bad("prompts_per_step", std::to_string(prompts_per_step), "must be >= 1");
+  if (group_size < 1) bad("group_size", std::to_string(group_size), "must be >= 1");
+  if (minibatches < 1 || (prompts_per_step * group_size) % minibatches != 0)
+    bad("minibatches", std::to_string(minibatches),
+        "must divide the sequences per step (prompts_per_step × group_size = " +
+            std::to_string(prompts_per_step * group_size) + ")");
+  if (!(sampling.temperature >= 0.0f)) bad("temperature", std::to_string(sampling.temperature), "must be >= 0");
+  if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) bad("top_p", std::to_string(sampling.top_p), "must be in (0, 1]");
+  if (!(loss.clip_low >= 0.0f && loss.clip_low < 1.0f)) bad("clip_low", std::to_string(loss.clip_low), "must be in [0, 1)");
+  if (!(loss.clip_high >= 0.0f)) bad("clip_high", std::to_string(loss.clip_high), "must be >= 0");
+  if (loss.dual_clip != 0.0f && !(loss.dual_clip > 1.0f)) bad("dual_clip", std::to_string(loss.dual_clip), "must be 0 (off) or > 1");
+  if (!(loss.correction_cap > 0.0f)) bad("correction_cap", std::to_string(loss.correction_cap), "must be > 0");
+  if (!(loss.icepop_low >= 0.0f && loss.icepop_low < loss.icepop_high))
+    bad("icepop_low", std::to_string(loss.icepop_low), "must be in [0, rl.icepop_high)");
+  if (!(loss.rspo_floor >= 0.0f && loss.rspo_floor <= 1.0f)) bad("rspo_floor", std::to_string(loss.rspo_floor), "must be in [0, 1]");
+  if (!(loss.kl_coef >= 0.0f)) bad("kl_coef", std::to_string(loss.kl_coef), "must be >= 0");
+  if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
+  if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
+  if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");
+  if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");
+  if (collapse_patience < 1) bad("collapse_patience", std::to_string(collapse_patience), "must be >= 1");
+  if (loss.algorithm == "r3" && routing_replay != RoutingReplay::rollout)
+    bad("routing_replay", routing_replay_name(routing_replay), "r3 means routing_replay = rollout");
+}
+
+}  // namespace moerl

@@ -1,0 +1,47 @@
+// rl_config.h — the [rl] section: one RL run's algorithm, data flow and schedule.
+#pragma once
+
+#include <string>
+
+#include "sim/rl/loss.h"
+#include "sim/rl/rollout.h"
+
+namespace moerl {
+
+// Where π_old comes from (§6.2 of the reference): recomputed by the train engine (verl's default
+// flow) or taken from the rollout's log-probs (bypass mode).
+enum class OldLogprobs : uint8_t { recompute = 0, rollout };
+// Routing of the train engine: own top-k, π_old's recorded routing (R2), or the rollout's (R3).
+enum class RoutingReplay : uint8_t { none = 0, old, rollout };
+const char* old_logprobs_name(OldLogprobs o);
+bool old_logprobs_parse(const std::string& s, OldLogprobs* out);
+const char* routing_replay_name(RoutingReplay r);
+bool routing_replay_parse(const std::string& s, RoutingReplay* out);
+
+struct RlConfig {
+  RlConfig() { loss.clip_low = loss.clip_high = -1.0f; }  // negative: the algorithm's default
+  LossConfig loss;                 // algorithm, clip range, aggregation, corrections, kl
+  OldLogprobs old_logprobs = OldLogprobs::recompute;
+  RoutingReplay routing_replay = RoutingReplay::none;  // `r3` forces rollout
+  int steps = 100;                 // RL steps (one rollout batch each)
+  int prompts_per_step = 32;
+  int group_size = 8;
+  int minibatches = 1;             // optimizer steps per rollout batch (later ones are off-policy)
+  SamplingConfig sampling;
+  bool adv_std_norm = true;        // false: Dr.GRPO (no division by the group std)
+  float adv_eps = 1e-6f;
+  bool freeze_router = false;
+  int eval_every = 10;             // steps between greedy evaluations (0 = only at the end)
+  int eval_prompts = 256;
+  std::string eval_profile = "fp32-ref";
+  int checkpoint_every = 0;        // steps between checkpoints (0 = only at the end)
+  float collapse_frac = 0.5f;      // collapse: reward below this share of its running peak ...
+  int collapse_patience = 10;      // ... for this many consecutive steps, or any NaN/inf
+  bool continue_after_collapse = false;
+
+  // Resolves aliases (r3 → grpo + rollout replay; icepop's correction) and algorithm defaults.
+  void resolve();
+  void validate() const;
+};
+
+}  // namespace moerl

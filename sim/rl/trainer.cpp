@@ -1,0 +1,388 @@
+// trainer.cpp — see trainer.h. Positions: a sequence is prompt (P) + response (R) tokens, T = P+R.
+// Response token r sits at position P+r; its log-prob is computed at position P+r−1. Routing
+// metrics compare the response tokens' own positions P..T−1; RSPO's router shift is read at the
+// position that computes the log-prob.
+#include "sim/rl/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "kernels/rng.h"
+#include "sim/audit.h"
+#include "sim/rl/loss.h"
+#include "sim/rl/rollout.h"
+
+namespace moerl {
+
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::running: return "running";
+    case RunStatus::complete: return "complete";
+    case RunStatus::collapsed: return "collapsed";
+    case RunStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A profile whose noise streams are keyed by the run seed, the engine and the step.
+NumericsProfile keyed(const NumericsProfile& p, uint64_t seed, uint64_t engine, int64_t step) {
+  NumericsProfile q = p;
+  q.seed = rng_derive(p.seed ^ seed, 0x51E9ull, {engine, static_cast<uint64_t>(step)});
+  return q;
+}
+
+// Rows [L, S·T, K] of the given sequences, in order → [L, n·T, K].
+std::vector<int32_t> gather_ids(const std::vector<int32_t>& ids, const std::vector<int>& seqs, int L,
+                                int S, int T, int K) {
+  const int n = static_cast<int>(seqs.size());
+  std::vector<int32_t> out(static_cast<size_t>(L) * n * T * K);
+  for (int l = 0; l < L; ++l)
+    for (int i = 0; i < n; ++i)
+      std::memcpy(&out[((static_cast<size_t>(l) * n + i) * T) * K],
+                  &ids[((static_cast<size_t>(l) * S + seqs[i]) * T) * K], sizeof(int32_t) * T * K);
+  return out;
+}
+}  // namespace
+
+RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(model) {
+  s_.rl.resolve();
+  s_.rl.validate();
+  task_ = task_create(s_.task);
+  const ModelConfig& cfg = model_->config();
+  if (task_->vocab_size() > cfg.vocab_size)
+    throw std::invalid_argument("task." + std::string(task_->name()) + " needs vocab_size >= " +
+                                std::to_string(task_->vocab_size()) + " but model.vocab_size = " +
+                                std::to_string(cfg.vocab_size));
+  if (task_->prompt_len() + task_->answer_len() > cfg.max_seq_len)
+    throw std::invalid_argument("task needs sequences of " +
+                                std::to_string(task_->prompt_len() + task_->answer_len()) +
+                                " tokens but model.max_seq_len = " + std::to_string(cfg.max_seq_len));
+  if (s_.rl.routing_replay != RoutingReplay::none && !cfg.is_moe())
+    throw std::invalid_argument("rl.routing_replay = " + std::string(routing_replay_name(s_.rl.routing_replay)) +
+                                ": needs an MoE model (model.n_experts > 0)");
+  algo_ = algorithm_create(s_.rl.loss);
+  s_.optim.validate("optim");
+  adamw_ = std::make_unique<AdamW>(s_.optim, model_->params());
+  if (s_.rl.freeze_router) adamw_->freeze(".moe.router");
+  if (s_.rl.loss.kl_coef > 0.0f) {
+    ref_model_ = std::make_unique<Model>(cfg);
+    ref_model_->params().data() = model_->params().data();
+    ref_model_->expert_bias() = model_->expert_bias();
+  }
+}
+
+RlTrainer::~RlTrainer() = default;
+
+double RlTrainer::evaluate() const {
+  return rollout_eval_accuracy(*model_, *task_, s_.seed, s_.rl.eval_prompts, s_.eval);
+}
+
+void RlTrainer::step(int64_t step, RunResults* res) {
+  const auto t_step = Clock::now();
+  const ModelConfig& cfg = model_->config();
+  const RlConfig& rl = s_.rl;
+  const int G = rl.group_size, S = rl.prompts_per_step * G, P = task_->prompt_len(),
+            R = task_->answer_len(), T = P + R, L = cfg.n_layers, K = cfg.top_k,
+            E = cfg.n_experts, V = cfg.vocab_size;
+  const bool moe = cfg.is_moe();
+  const float tau = rl.sampling.temperature > 0.0f ? rl.sampling.temperature : 1.0f;
+  res->begin_step(step);
+
+  // 1. prompts, each repeated group_size times
+  std::vector<int32_t> prompts(static_cast<size_t>(S) * P), answers(static_cast<size_t>(S) * R);
+  for (int p = 0; p < rl.prompts_per_step; ++p) {
+    task_->example(&prompts[static_cast<size_t>(p) * G * P], &answers[static_cast<size_t>(p) * G * R],
+                   s_.seed, 0, static_cast<uint64_t>(step) * rl.prompts_per_step + p);
+    for (int g = 1; g < G; ++g) {
+      std::memcpy(&prompts[(static_cast<size_t>(p) * G + g) * P], &prompts[static_cast<size_t>(p) * G * P], sizeof(int32_t) * P);
+      std::memcpy(&answers[(static_cast<size_t>(p) * G + g) * R], &answers[static_cast<size_t>(p) * G * R], sizeof(int32_t) * R);
+    }
+  }
+
+  // 2. rollout engine
+  auto t0 = Clock::now();
+  const NumericsProfile roll = keyed(s_.rollout, s_.seed, 1, step);
+  const NumericsProfile train = keyed(s_.train, s_.seed, 2, step);
+  RolloutBatch rb;
+  rollout_generate(&rb, *model_, roll, prompts.data(), S, P, R, rl.sampling, s_.seed,
+                   static_cast<uint64_t>(step), 0);
+  const double time_rollout = seconds_since(t0);
+
+  // 3. rewards and group-normalised advantages (unbiased std; Dr.GRPO: no division)
+  std::vector<float> reward(S), adv(S);
+  for (int s = 0; s < S; ++s)
+    reward[s] = task_->reward(&answers[static_cast<size_t>(s) * R], &rb.tokens[static_cast<size_t>(s) * T + P],
+                              s_.task.partial_credit);
+  for (int p = 0; p < rl.prompts_per_step; ++p) {
+    double mean = 0.0, var = 0.0;
+    for (int g = 0; g < G; ++g) mean += reward[p * G + g];
+    mean /= G;
+    for (int g = 0; g < G; ++g) var += (reward[p * G + g] - mean) * (reward[p * G + g] - mean);
+    const double stdev = G > 1 ? std::sqrt(var / (G - 1)) : 1.0;
+    if (G == 1) mean = 0.0;
+    for (int g = 0; g < G; ++g) {
+      const double centred = reward[p * G + g] - mean;
+      adv[p * G + g] = static_cast<float>(rl.adv_std_norm ? centred / (stdev + rl.adv_eps) : centred);
+    }
+  }
+
+  // 4. train engine: π_old (always recomputed: the mismatch metrics need it even in bypass mode)
+  t0 = Clock::now();
+  ForwardRequest req;
+  req.tokens = rb.tokens.data(); req.B = S; req.T = T; req.profile = &train;
+  req.temperature = tau; req.want_logits = true; req.want_own_topk = moe;
+  if (rl.routing_replay == RoutingReplay::rollout) {
+    req.router_mode = RouterMode::replay;
+    req.replay_ids = rb.topk_ids.data();
+  }
+  ForwardResult old;
+  model_->forward(&old, req);
+  std::vector<float> logp_train(static_cast<size_t>(S) * R);
+  for (int s = 0; s < S; ++s)
+    for (int r = 0; r < R; ++r)
+      logp_train[static_cast<size_t>(s) * R + r] = old.logprobs[static_cast<size_t>(s) * (T - 1) + P - 1 + r];
+  const std::vector<float>& logp_old = rl.old_logprobs == OldLogprobs::rollout ? rb.logp : logp_train;
+  std::vector<float> logp_ref;
+  if (ref_model_) {
+    ForwardRequest rq = req;
+    rq.router_mode = RouterMode::normal;
+    rq.replay_ids = nullptr;
+    rq.want_logits = rq.want_own_topk = false;
+    ForwardResult ref;
+    ref_model_->forward(&ref, rq);
+    logp_ref.resize(logp_train.size());
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < R; ++r)
+        logp_ref[static_cast<size_t>(s) * R + r] = ref.logprobs[static_cast<size_t>(s) * (T - 1) + P - 1 + r];
+  }
+  const double time_old = seconds_since(t0);
+
+  // mismatch between the engines on the response tokens (rollout = A, train = B)
+  {
+    AuditAccum acc;
+    audit_init(&acc, L);
+    if (moe) {
+      std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
+      for (int s = 0; s < S; ++s)
+        for (int t = P; t < T; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+      audit_add_routing(&acc, rb.topk_ids.data(), old.own_topk_ids.data(), mask.data(), L, S * T, K);
+    }
+    std::vector<float> train_lp(static_cast<size_t>(S) * R * V);
+    std::vector<int32_t> targets(static_cast<size_t>(S) * R);
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < R; ++r) {
+        const float* z = &old.logits[(static_cast<size_t>(s) * T + P - 1 + r) * V];
+        float* dst = &train_lp[(static_cast<size_t>(s) * R + r) * V];
+        for (int v = 0; v < V; ++v) dst[v] = z[v] / tau;
+        targets[static_cast<size_t>(s) * R + r] = rb.tokens[static_cast<size_t>(s) * T + P + r];
+      }
+    audit_add_logprobs(&acc, rb.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
+    const AuditMetrics am = audit_finish(acc);
+    res->set("kl_rollout_train", am.k3);
+    res->set("kl_rollout_train_full", am.kl);
+    res->set("extreme_token_frac", am.extreme_share);
+    res->set("any_flip_frac", moe ? am.any_flip_share : 0.0);
+    res->set("flip_rate_mean", moe ? am.mean_flipped_layers / L : 0.0);
+    if (moe) res->set_row("flip_rate", {L}, am.flip_rate);
+    double rmin = std::numeric_limits<double>::infinity(), rmax = 0.0, rsum = 0.0;
+    for (size_t j = 0; j < logp_train.size(); ++j) {
+      const double rho = std::exp(static_cast<double>(logp_train[j]) - rb.logp[j]);
+      rmin = std::min(rmin, rho); rmax = std::max(rmax, rho); rsum += rho;
+    }
+    res->set("is_ratio_mean", rsum / logp_train.size());
+    res->set("is_ratio_min", rmin);
+    res->set("is_ratio_max", rmax);
+  }
+
+  // 5. mini-batches: a seeded permutation of the sequences, one optimizer step each
+  t0 = Clock::now();
+  std::vector<int> order(S);
+  std::iota(order.begin(), order.end(), 0);
+  Rng perm(rng_derive(s_.seed, static_cast<uint64_t>(Stream::data), {2, static_cast<uint64_t>(step)}));
+  perm.shuffle(order.data(), S);
+  const int M = rl.minibatches, Smb = S / M;
+  const std::vector<int32_t>* replay_src = rl.routing_replay == RoutingReplay::rollout ? &rb.topk_ids
+                                          : rl.routing_replay == RoutingReplay::old ? &old.topk_ids
+                                                                                    : nullptr;
+  const bool rspo = std::string(algo_->name()) == "rspo";
+  double loss_sum = 0.0, gnorm_sum = 0.0, aux_sum = 0.0, clipped = 0.0, masked = 0.0, tokens = 0.0;
+  double gamma_sum = 0.0, gamma_min = 1.0, gamma_n = 0.0;
+  bool finite = true;
+  for (int m = 0; m < M; ++m) {
+    std::vector<int> seqs(order.begin() + m * Smb, order.begin() + (m + 1) * Smb);
+    std::vector<int32_t> tok(static_cast<size_t>(Smb) * T);
+    std::vector<float> lnew(static_cast<size_t>(Smb) * R), lold(lnew.size()), lroll(lnew.size()),
+        lref(lnew.size()), mask(lnew.size(), 1.0f), a(Smb), gamma(lnew.size(), 1.0f);
+    for (int i = 0; i < Smb; ++i) {
+      const int s = seqs[i];
+      std::memcpy(&tok[static_cast<size_t>(i) * T], &rb.tokens[static_cast<size_t>(s) * T], sizeof(int32_t) * T);
+      std::memcpy(&lold[static_cast<size_t>(i) * R], &logp_old[static_cast<size_t>(s) * R], sizeof(float) * R);
+      std::memcpy(&lroll[static_cast<size_t>(i) * R], &rb.logp[static_cast<size_t>(s) * R], sizeof(float) * R);
+      if (ref_model_) std::memcpy(&lref[static_cast<size_t>(i) * R], &logp_ref[static_cast<size_t>(s) * R], sizeof(float) * R);
+      a[i] = adv[s];
+    }
+    ForwardRequest mr;
+    mr.tokens = tok.data(); mr.B = Smb; mr.T = T; mr.profile = &train; mr.temperature = tau;
+    mr.save_for_backward = true;
+    mr.call = 1 + static_cast<uint64_t>(m);
+    std::vector<int32_t> replay, probe;
+    if (replay_src) {
+      replay = gather_ids(*replay_src, seqs, L, S, T, K);
+      mr.router_mode = RouterMode::replay;
+      mr.replay_ids = replay.data();
+    }
+    if (rspo && moe) {
+      probe = gather_ids(old.topk_ids, seqs, L, S, T, K);
+      mr.probe_ids = probe.data();
+    }
+    ForwardResult nw;
+    model_->forward(&nw, mr);
+    for (int i = 0; i < Smb; ++i)
+      for (int r = 0; r < R; ++r)
+        lnew[static_cast<size_t>(i) * R + r] = nw.logprobs[static_cast<size_t>(i) * (T - 1) + P - 1 + r];
+    if (rspo && moe) {  // γ = max(γ_min, exp(−mean_l mean_k |Δ log p_router|)) at π_old's experts
+      for (int i = 0; i < Smb; ++i)
+        for (int r = 0; r < R; ++r) {
+          const size_t row_new = static_cast<size_t>(i) * T + P - 1 + r;
+          const size_t row_old = static_cast<size_t>(seqs[i]) * T + P - 1 + r;
+          double d = 0.0;
+          for (int l = 0; l < L; ++l)
+            for (int k = 0; k < K; ++k)
+              d += std::fabs(static_cast<double>(nw.router_logp[(static_cast<size_t>(l) * Smb * T + row_new) * K + k]) -
+                             old.router_logp[(static_cast<size_t>(l) * S * T + row_old) * K + k]);
+          d /= static_cast<double>(L) * K;
+          const double g = std::max(static_cast<double>(rl.loss.rspo_floor), std::exp(-d));
+          gamma[static_cast<size_t>(i) * R + r] = static_cast<float>(g);
+          gamma_sum += g; gamma_min = std::min(gamma_min, g); gamma_n += 1.0;
+        }
+    }
+    LossBatch lb;
+    lb.S = Smb; lb.R = R;
+    lb.logp_new = lnew.data(); lb.logp_old = lold.data(); lb.logp_rollout = lroll.data();
+    lb.mask = mask.data(); lb.advantages = a.data(); lb.gamma = gamma.data();
+    lb.logp_ref = ref_model_ ? lref.data() : nullptr;
+    LossOutput lo;
+    algo_->loss(&lo, lb);
+    std::vector<float> dfull(static_cast<size_t>(Smb) * (T - 1), 0.0f);
+    for (int i = 0; i < Smb; ++i)
+      for (int r = 0; r < R; ++r)
+        dfull[static_cast<size_t>(i) * (T - 1) + P - 1 + r] = lo.dlogp[static_cast<size_t>(i) * R + r];
+    model_->grads().zero();
+    model_->backward(dfull.data());
+    const float lr = optim_lr_at(s_.optim, opt_step_, static_cast<int64_t>(rl.steps) * M);
+    const double gnorm = adamw_->step(&model_->params(), &model_->grads(), lr, opt_step_);
+    ++opt_step_;
+    model_->invalidate_packed_weights();
+    if (cfg.expert_bias) {  // aux-loss-free bias: b_e += u·sign(mean load − load_e), per layer
+      for (int l = 0; l < L; ++l) {
+        double mean = 0.0;
+        for (int e = 0; e < E; ++e) mean += nw.expert_load[static_cast<size_t>(l) * E + e];
+        mean /= E;
+        for (int e = 0; e < E; ++e) {
+          const double diff = mean - nw.expert_load[static_cast<size_t>(l) * E + e];
+          model_->expert_bias()[static_cast<size_t>(l) * E + e] +=
+              cfg.bias_update_rate * static_cast<float>((diff > 0) - (diff < 0));
+        }
+      }
+    }
+    finite = finite && std::isfinite(lo.loss) && std::isfinite(gnorm);
+    loss_sum += lo.loss; gnorm_sum += gnorm; aux_sum += nw.aux_loss;
+    clipped += lo.clipped_tokens; masked += lo.masked_tokens; tokens += lo.tokens;
+    if (m == 0 && s_.dump_tensors) {
+      const std::vector<int64_t> shape{Smb, R};
+      std::vector<float> advs(static_cast<size_t>(Smb) * R);
+      for (int i = 0; i < Smb; ++i) std::fill_n(&advs[static_cast<size_t>(i) * R], R, a[i]);
+      res->dump(step, "logp_rollout", shape, lroll);
+      res->dump(step, "logp_old", shape, lold);
+      res->dump(step, "logp_new", shape, lnew);
+      res->dump(step, "advantages", shape, advs);
+      res->dump(step, "mask", shape, mask);
+      res->dump(step, "ratio", shape, lo.ratio);
+      res->dump(step, "weights", shape, lo.weight);
+      res->dump(step, "loss_terms", shape, lo.term);
+      res->dump(step, "loss", {}, {static_cast<float>(lo.loss)});
+      std::vector<float> seq_index(seqs.begin(), seqs.end());
+      res->dump(step, "sequence_index", {Smb}, seq_index);
+    }
+  }
+  const double time_train = seconds_since(t0);
+
+  // 6. metrics of the step
+  double rmean = 0.0, rvar = 0.0, ent = 0.0;
+  for (float r : reward) rmean += r;
+  rmean /= S;
+  for (float r : reward) rvar += (r - rmean) * (r - rmean);
+  for (float h : rb.entropy) ent += h;
+  res->set("reward_mean", rmean);
+  res->set("reward_std", std::sqrt(rvar / std::max(S - 1, 1)));
+  res->set("entropy", ent / rb.entropy.size());
+  res->set("loss", loss_sum / M);
+  res->set("grad_norm", gnorm_sum / M);
+  res->set("aux_loss", aux_sum / M);
+  res->set("clip_frac", tokens > 0 ? clipped / tokens : 0.0);
+  res->set("icepop_masked_frac", s_.rl.loss.algorithm == "icepop" && tokens > 0 ? masked / tokens : 0.0);
+  res->set("masked_frac", tokens > 0 ? masked / tokens : 0.0);
+  res->set("rspo_gamma_mean", gamma_n > 0 ? gamma_sum / gamma_n : 1.0);
+  res->set("rspo_gamma_min", gamma_n > 0 ? gamma_min : 1.0);
+  res->set("lr", optim_lr_at(s_.optim, opt_step_ - 1, static_cast<int64_t>(rl.steps) * M));
+  res->set("finite", finite ? 1.0 : 0.0);
+  if (moe) {  // load of the train engine's π_old forward over all positions
+    std::vector<double> load(old.expert_load.begin(), old.expert_load.end());
+    res->set_row("expert_load", {L, E}, load);
+    double cv = 0.0, max_over_mean = 0.0;
+    int dead = 0;
+    for (int l = 0; l < L; ++l) {
+      double mean = 0.0, var = 0.0, mx = 0.0;
+      for (int e = 0; e < E; ++e) mean += load[static_cast<size_t>(l) * E + e];
+      mean /= E;
+      for (int e = 0; e < E; ++e) {
+        const double x = load[static_cast<size_t>(l) * E + e];
+        var += (x - mean) * (x - mean);
+        mx = std::max(mx, x);
+        dead += x == 0.0;
+      }
+      cv += std::sqrt(var / E) / mean;
+      max_over_mean = std::max(max_over_mean, mx / mean);
+    }
+    res->set("load_cv", cv / L);
+    res->set("load_max_over_mean", max_over_mean);
+    res->set("dead_experts", dead);
+  }
+  res->set("time_rollout", time_rollout);
+  res->set("time_old_logprobs", time_old);
+  res->set("time_train", time_train);
+  if ((rl.eval_every > 0 && (step + 1) % rl.eval_every == 0) || step + 1 == rl.steps) {
+    const auto te = Clock::now();
+    res->set("eval_accuracy", evaluate());
+    res->set("time_eval", seconds_since(te));
+  }
+  res->set("time_step", seconds_since(t_step));
+}
+
+bool RlTrainer::check_collapse(const RunResults& res) const {
+  if (res.last("finite") == 0.0) return true;
+  const std::vector<double>* rewards = res.series("reward_mean");
+  if (!rewards || rewards->empty()) return false;
+  // Recomputed from the whole series (not carried state), so a resumed run decides alike.
+  double peak = 0.0;
+  int below = 0;
+  for (double r : *rewards) {
+    if (!std::isfinite(r)) return true;
+    peak = std::max(peak, r);
+    // below the peak only counts once there is a peak to fall from
+    below = (peak > 0.05 && r < s_.rl.collapse_frac * peak) ? below + 1 : 0;
+  }
+  return below >= s_.rl.collapse_patience;
+}
+
+}  // namespace moerl

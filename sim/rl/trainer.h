@@ -1,0 +1,62 @@
+// trainer.h — one RL run: per step, sample prompts → rollout engine → rewards and group
+// advantages → train engine (π_old, mini-batches with the algorithm's loss, AdamW) → metrics.
+// Steps are pure functions of (state, step index): every stream is keyed by the step, so a run
+// resumed from a checkpoint continues bit-identically.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/numerics.h"
+#include "models/model.h"
+#include "sim/optimizer.h"
+#include "sim/results.h"
+#include "sim/rl/rl_config.h"
+#include "sim/tasks/task.h"
+
+namespace moerl {
+
+struct RlSetup {
+  RlConfig rl;
+  TaskConfig task;
+  OptimConfig optim;
+  NumericsProfile rollout, train, eval;  // profiles of the two engines and of evaluation
+  uint64_t seed = 0;
+  bool dump_tensors = false;  // per-token tensors of each step's first mini-batch
+};
+
+// Status of a run as stored in results (attribute `status`).
+enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed };
+const char* run_status_name(RunStatus s);
+
+class RlTrainer {
+ public:
+  // model holds the base policy (its parameters are trained in place).
+  RlTrainer(const RlSetup& setup, Model* model);
+  ~RlTrainer();
+
+  // Runs step `step` (must be the next one) and records its metrics into results.
+  void step(int64_t step, RunResults* results);
+  // Greedy exact-match accuracy on the held-out set under the eval profile.
+  double evaluate() const;
+
+  // Collapse bookkeeping after a step: NaN/inf anywhere, or reward below collapse_frac × running
+  // peak for collapse_patience steps. Returns true when the run is collapsed at this step.
+  bool check_collapse(const RunResults& results) const;
+
+  AdamW& optimizer() { return *adamw_; }
+  int64_t optimizer_steps() const { return opt_step_; }
+  void set_optimizer_steps(int64_t n) { opt_step_ = n; }
+
+ private:
+  RlSetup s_;
+  Model* model_;
+  std::unique_ptr<Task> task_;
+  std::unique_ptr<class Algorithm> algo_;
+  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<Model> ref_model_;  // frozen base policy for the k3 KL (kl_coef > 0)
+  int64_t opt_step_ = 0;
+};
+
+}  // namespace moerl

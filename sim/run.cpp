@@ -1,0 +1,187 @@
+// run.cpp — see run.h.
+#include "sim/run.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "models/checkpoint.h"
+#include "sim/model_io.h"
+#include "sim/rl/trainer.h"
+#include "sim/sft.h"
+
+namespace moerl {
+
+namespace {
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) { h ^= c; h *= 1099511628211ull; }
+  return h;
+}
+
+// The effective scenario lines that make the base policy.
+std::string base_recipe(const Scenario& s) {
+  std::istringstream in(s.effective_text());
+  std::string line, out;
+  while (std::getline(in, line))
+    if (line.rfind("model.", 0) == 0 || line.rfind("task.", 0) == 0 || line.rfind("sft.", 0) == 0 ||
+        line.rfind("run.seed", 0) == 0)
+      out += line + "\n";
+  return out;
+}
+
+std::string fmt_eta(double s) {
+  char buf[32];
+  if (s < 90) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return buf;
+}
+}  // namespace
+
+std::string run_checkpoint_path(const std::string& out) {
+  std::filesystem::path p(out);
+  return (p.parent_path() / (p.stem().string() + ".ckpt.h5")).string();
+}
+
+std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
+  const std::string recipe = base_recipe(s);
+  char name[64];
+  std::snprintf(name, sizeof name, "base-%016llx.h5", static_cast<unsigned long long>(fnv1a(recipe)));
+  std::filesystem::create_directories(cache_dir);
+  const std::string path = (std::filesystem::path(cache_dir) / name).string();
+  if (std::filesystem::exists(path)) {
+    if (verbose) std::printf("base policy: %s (cached)\n", path.c_str());
+    return path;
+  }
+  Model model(s.model);
+  params_init(&model.params(), s.model, s.run.seed);
+  const auto task = task_create(s.task);
+  const bool tty = isatty(STDOUT_FILENO);
+  const SftReport rep = sft_train(&model, s.sft, *task, s.run.seed, s.rl.eval_prompts,
+                                  [&](int step, double loss) {
+                                    if (!verbose || !tty) return;
+                                    std::printf("\rsft %d/%d  loss %.4f", step + 1, s.sft.steps, loss);
+                                    std::fflush(stdout);
+                                  });
+  if (verbose)
+    std::printf("%ssft: %d steps, final loss %.4f, greedy eval accuracy %.3f → %s\n",
+                tty && s.sft.steps > 0 ? "\n" : "", rep.steps, rep.final_loss, rep.eval_accuracy,
+                path.c_str());
+  CheckpointExtras ex;
+  ex.scalars.push_back({"sft_steps", rep.steps});
+  ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
+  if (s.model.expert_bias) ex.arrays.push_back({"router/expert_bias", model.expert_bias()});
+  checkpoint_save(path, s.model, model.params(), &ex);
+  return path;
+}
+
+RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
+  const bool verbose = opt.progress;
+  const std::string base = opt.base.empty() ? run_base_checkpoint(s, opt.cache_dir, verbose) : opt.base;
+  std::unique_ptr<Model> model = model_load_checkpoint(base);
+  if (model->config().d_model != s.model.d_model || model->config().n_layers != s.model.n_layers ||
+      model->config().n_experts != s.model.n_experts || model->config().vocab_size != s.model.vocab_size)
+    throw std::invalid_argument(base + ": checkpoint shape differs from the scenario's [model]");
+
+  RlSetup setup;
+  setup.rl = s.rl;
+  setup.task = s.task;
+  setup.optim = s.optim;
+  setup.rollout = s.profile(s.engines.rollout);
+  setup.train = s.profile(s.engines.train);
+  setup.eval = s.profile(s.rl.eval_profile);
+  setup.seed = s.run.seed;
+  setup.dump_tensors = opt.dump_tensors;
+  setup.rl.resolve();
+  RlTrainer trainer(setup, model.get());
+
+  RunResults results;
+  results.attrs["scenario"] = s.effective_text();
+  results.attrs["algorithm"] = setup.rl.loss.algorithm;
+  results.attrs["routing_replay"] = routing_replay_name(setup.rl.routing_replay);
+  results.attrs["old_logprobs"] = old_logprobs_name(setup.rl.old_logprobs);
+  results.attrs["profile_rollout"] = setup.rollout.name;
+  results.attrs["profile_train"] = setup.train.name;
+  results.attrs["base_checkpoint"] = base;
+  results.attrs["status"] = run_status_name(RunStatus::running);
+  results.int_attrs["seed"] = static_cast<int64_t>(s.run.seed);
+  results.int_attrs["collapse_step"] = -1;
+
+  const std::string ckpt = run_checkpoint_path(opt.out);
+  int64_t start = 0;
+  if (opt.resume && std::filesystem::exists(ckpt)) {
+    ModelConfig cfg;
+    ParamStore params;
+    CheckpointExtras ex;
+    checkpoint_load(ckpt, &cfg, &params, &ex);
+    model->params().data() = params.data();
+    for (auto& [name, v] : ex.arrays) {
+      if (name == "optim/m") trainer.optimizer().m() = v;
+      if (name == "optim/v") trainer.optimizer().v() = v;
+      if (name == "router/expert_bias") model->expert_bias() = v;
+    }
+    for (auto& [name, v] : ex.scalars) {
+      if (name == "step") start = v;
+      if (name == "optimizer_steps") trainer.set_optimizer_steps(v);
+    }
+    model->invalidate_packed_weights();
+    results.load(opt.out, start);
+    if (verbose) std::printf("resuming %s at step %lld from %s\n", opt.out.c_str(), static_cast<long long>(start), ckpt.c_str());
+  }
+  auto save_checkpoint = [&](int64_t steps_done) {
+    CheckpointExtras ex;
+    ex.arrays.push_back({"optim/m", trainer.optimizer().m()});
+    ex.arrays.push_back({"optim/v", trainer.optimizer().v()});
+    if (s.model.expert_bias) ex.arrays.push_back({"router/expert_bias", model->expert_bias()});
+    ex.scalars.push_back({"step", steps_done});
+    ex.scalars.push_back({"optimizer_steps", trainer.optimizer_steps()});
+    ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
+    checkpoint_save(ckpt, s.model, model->params(), &ex);
+  };
+
+  RunSummary sum;
+  const bool tty = isatty(STDOUT_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t step = start;
+  RunStatus status = RunStatus::running;
+  const int64_t end = opt.max_steps >= 0 ? std::min<int64_t>(s.rl.steps, start + opt.max_steps) : s.rl.steps;
+  for (; step < end; ++step) {
+    trainer.step(step, &results);
+    const bool collapsed = trainer.check_collapse(results);
+    if (collapsed && results.int_attrs["collapse_step"] < 0) results.int_attrs["collapse_step"] = step;
+    const bool last = step + 1 == s.rl.steps;
+    if (collapsed && !s.rl.continue_after_collapse) status = RunStatus::collapsed;
+    else if (last) status = collapsed || results.int_attrs["collapse_step"] >= 0 ? RunStatus::collapsed : RunStatus::complete;
+    results.attrs["status"] = run_status_name(status);
+    results.write(opt.out);
+    if ((s.rl.checkpoint_every > 0 && (step + 1) % s.rl.checkpoint_every == 0) || last ||
+        status != RunStatus::running || step + 1 == end)
+      save_checkpoint(step + 1);
+    if (verbose) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = el / static_cast<double>(step + 1 - start) * static_cast<double>(s.rl.steps - step - 1);
+      const double ev = results.last("eval_accuracy");
+      std::printf("%sstep %lld/%d  reward %.3f  kl %.2e  flip %.2f%%  clip %.3f%s  eta %s%s",
+                  tty ? "\r" : "", static_cast<long long>(step + 1), s.rl.steps,
+                  results.last("reward_mean"), results.last("kl_rollout_train"),
+                  100.0 * results.last("flip_rate_mean"), results.last("clip_frac"),
+                  std::isnan(ev) ? "" : ("  eval " + std::to_string(ev).substr(0, 5)).c_str(),
+                  fmt_eta(eta).c_str(), tty ? "   " : "\n");
+      std::fflush(stdout);
+    }
+    if (status != RunStatus::running) { ++step; break; }
+  }
+  if (verbose && tty) std::printf("\n");
+  sum.status = run_status_name(status);
+  sum.steps = step;
+  sum.collapse_step = results.int_attrs["collapse_step"];
+  sum.final_reward = results.last("reward_mean");
+  sum.final_eval = results.last("eval_accuracy");
+  return sum;
+}
+
+}  // namespace moerl

@@ -1,0 +1,38 @@
+// run.h — one RL run from a scenario: base policy (cached SFT), the RL loop with progress line,
+// results file, checkpoints and resume. Used by `moerl run` (and, later, by each sweep run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/scenario.h"
+
+namespace moerl {
+
+struct RunOptions {
+  std::string out;             // results file (HDF5); the checkpoint is <out stem>.ckpt.h5
+  std::string base;            // base checkpoint to start from ("" = cached SFT of the scenario)
+  std::string cache_dir = "results/cache";  // where base checkpoints are cached by content hash
+  bool resume = false;         // continue from the run's checkpoint when there is one
+  bool dump_tensors = false;
+  bool progress = true;        // print the live progress line (root rank only)
+  int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
+};
+
+struct RunSummary {
+  std::string status;          // complete | collapsed | running (stopped by max_steps)
+  int64_t steps = 0;
+  int64_t collapse_step = -1;
+  double final_reward = 0.0, final_eval = 0.0, base_eval = 0.0;
+};
+
+// The base checkpoint of a scenario: <cache_dir>/base-<hash>.h5, where the hash covers exactly
+// what makes it (model, task, sft sections and run.seed). Trained once, reused by every run.
+std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose);
+
+RunSummary run_rl(const Scenario& s, const RunOptions& opt);
+
+// Path of the checkpoint that goes with a results file.
+std::string run_checkpoint_path(const std::string& out);
+
+}  // namespace moerl

@@ -1,0 +1,53 @@
+// sft.cpp — see sft.h.
+#include "sim/sft.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "sim/rl/rollout.h"
+
+namespace moerl {
+
+void SftConfig::validate() const {
+  if (steps < 0) throw std::invalid_argument("sft.steps = " + std::to_string(steps) + ": must be >= 0");
+  if (batch < 1) throw std::invalid_argument("sft.batch = " + std::to_string(batch) + ": must be >= 1");
+  optim.validate("sft");
+}
+
+SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64_t seed,
+                    int eval_prompts, const std::function<void(int, double)>& progress) {
+  cfg.validate();
+  const int B = cfg.batch, P = task.prompt_len(), R = task.answer_len(), T = P + R;
+  AdamW adamw(cfg.optim, model->params());
+  SftReport rep;
+  std::vector<int32_t> tok(static_cast<size_t>(B) * T);
+  std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1), 0.0f);
+  // d(−mean answer log-prob)/dlogp: −1/(B·R) at the positions predicting answer tokens
+  for (int b = 0; b < B; ++b)
+    for (int r = 0; r < R; ++r) dlogp[static_cast<size_t>(b) * (T - 1) + P - 1 + r] = -1.0f / (B * R);
+  for (int step = 0; step < cfg.steps; ++step) {
+    for (int b = 0; b < B; ++b)
+      task.example(&tok[static_cast<size_t>(b) * T], &tok[static_cast<size_t>(b) * T + P], seed, 2,
+                   static_cast<uint64_t>(step) * B + b);
+    ForwardRequest req;
+    req.tokens = tok.data(); req.B = B; req.T = T; req.save_for_backward = true;
+    ForwardResult res;
+    model->forward(&res, req);
+    double loss = res.aux_loss;
+    for (int b = 0; b < B; ++b)
+      for (int r = 0; r < R; ++r) loss -= res.logprobs[static_cast<size_t>(b) * (T - 1) + P - 1 + r] / (B * R);
+    model->grads().zero();
+    model->backward(dlogp.data());
+    adamw.step(&model->params(), &model->grads(), optim_lr_at(cfg.optim, step, cfg.steps), step);
+    model->invalidate_packed_weights();
+    rep.final_loss = loss;
+    rep.steps = step + 1;
+    if (progress) progress(step, loss);
+  }
+  NumericsProfile ref;
+  profile_builtin("fp32-ref", &ref);
+  rep.eval_accuracy = rollout_eval_accuracy(*model, task, seed, eval_prompts, ref);
+  return rep;
+}
+
+}  // namespace moerl
