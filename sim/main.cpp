@@ -1,21 +1,32 @@
 // main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, run one command.
 #include <cstdlib>
+#include <string>
+
 #include <unistd.h>
 
+#include "kernels/linear.h"
 #include "sim/cli.h"
 #include "sim/comms.h"
 
 namespace {
 
 // OpenBLAS chooses its kernel family once, when the library is loaded — before main() runs. 0.3.21
-// does not recognise recent AVX-512 CPUs (e.g. Zen 4) and falls back to SSE3 "Prescott" kernels.
-// So when the CPU has AVX-512F and the user did not choose a core type, set OPENBLAS_CORETYPE and
+// does not recognise some AVX-512 CPUs and falls back to SSE3 "Prescott" kernels. So when the CPU
+// has AVX-512F, the user did not choose a core type, and the loaded library did not pick an
+// AVX-512 family by itself (SkylakeX, Cooperlake, SapphireRapids), set OPENBLAS_CORETYPE and
 // re-execute this same binary with the same arguments (same process, so this also works under
 // mpirun). MOERL_REEXEC guards against a loop if the exec'd image still lacks the variable.
+bool blas_has_avx512_kernels() {
+  const std::string name = moerl::blas_kernel_name();
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (name.find(core) != std::string::npos) return true;
+  return false;
+}
+
 void reexec_with_openblas_coretype(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MOERL_REEXEC")) return;
   __builtin_cpu_init();
-  if (!__builtin_cpu_supports("avx512f")) return;
+  if (!__builtin_cpu_supports("avx512f") || blas_has_avx512_kernels()) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   setenv("MOERL_REEXEC", "1", 1);
   execv("/proc/self/exe", argv);

@@ -27,7 +27,8 @@ void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh, float thet
 void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float theta);
 
 // ctx orders the key-dimension reductions (softmax denominator and P·V); the per-row entity of the
-// noise stream is (ctx.key.call + query position, head), so decode and full forward draw alike.
+// noise stream is (ctx.key.call, sequence b within the call, query position, head), so decode and
+// full forward draw alike for the same key.call and batch slot (see cpu/attention.cpp).
 void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
                        int B, int T, int H, int Dh, const ReduceCtx& ctx);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
 #include "sim/audit.h"
 #include "sim/rl/loss.h"
@@ -186,6 +187,9 @@ void RlTrainer::step(int64_t step, RunResults* res) {
         for (int v = 0; v < V; ++v) dst[v] = z[v] / tau;
         targets[static_cast<size_t>(s) * R + r] = rb.tokens[static_cast<size_t>(s) * T + P + r];
       }
+    // the same log-softmax the rollout applied, so identical engines compare identical bits
+    const std::vector<float> scaled(train_lp);
+    cpu::log_softmax_forward(train_lp.data(), scaled.data(), S * R, V);
     audit_add_logprobs(&acc, rb.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
     const AuditMetrics am = audit_finish(acc);
     res->set("kl_rollout_train", am.k3);

@@ -105,6 +105,29 @@ TEST_F(Commands, UsageErrorsExitWithTwo) {
   EXPECT_FALSE(std::ifstream(dir_.file("x.h5")).good());
 }
 
+TEST_F(Commands, DispatchFindsCommandsByNameAndRejectsOthers) {
+  std::vector<std::string> words = {"moerl", "frob"};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  try {
+    cli_main(comms_, 2, argv.data());
+    ADD_FAILURE() << "unknown command accepted";
+  } catch (const ExitError& e) {
+    EXPECT_EQ(e.code(), 2);
+    EXPECT_NE(std::string(e.what()).find("unknown command 'frob' (commands: sft, score, audit, bench"),
+              std::string::npos)
+        << e.what();
+  }
+  words = {"moerl", "--help"};
+  argv = {words[0].data(), words[1].data()};
+  EXPECT_EQ(0, cli_main(comms_, 2, argv.data()));
+  words = {"moerl", "sft", scenario_, "--out", dir_.file("via-cli.h5")};
+  argv.clear();
+  for (std::string& w : words) argv.push_back(w.data());
+  EXPECT_EQ(0, cli_main(comms_, 5, argv.data()));
+  EXPECT_TRUE(H5File::open(dir_.file("via-cli.h5")).exists("params/embed"));
+}
+
 TEST_F(Commands, ScoreIsDeterministicAndLaysOutRoutingAsLNTK) {
   const int N = 5, T = 9, L = 2, K = 2;
   const std::string tok = write_tokens("tok.h5", N, T, 16);

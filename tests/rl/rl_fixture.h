@@ -1,0 +1,45 @@
+// rl_fixture.h — a tiny scenario for end-to-end RL tests (seconds, not minutes).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+
+namespace moerl::test {
+
+inline const char* kTinyScenario = R"(
+[run]
+seed = 3
+[model]
+vocab_size = 12
+d_model = 16
+n_layers = 2
+n_heads = 2
+n_experts = 4
+top_k = 2
+d_ff = 16
+max_seq_len = 16
+init_std = 0.3
+[task]
+name = sort
+length = 4
+base = 8
+[sft]
+steps = 0
+[rl]
+steps = 3
+prompts_per_step = 4
+group_size = 4
+minibatches = 2
+eval_every = 0
+eval_prompts = 16
+[optim]
+lr = 1e-3
+)";
+
+inline Scenario tiny_scenario(const std::vector<std::string>& sets = {}) {
+  return Scenario::parse(kTinyScenario, "<tiny>", sets);
+}
+
+}  // namespace moerl::test
