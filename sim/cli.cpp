@@ -18,6 +18,7 @@ const std::vector<Command>& cli_commands() {
       {"audit", "routing flips and train-inference KL between two numerics profiles", cmd_audit},
       {"bench", "time training, generation and the GEMM ceiling on the reference workload",
        cmd_bench},
+      {"inspect", "a run's scenario, status and headline numbers; several runs side by side", cmd_inspect},
   };
   return commands;
 }

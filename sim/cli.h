@@ -1,6 +1,6 @@
 // cli.h — the `moerl` command line: the command table (name → function) and the option parsing
 // every command shares. Adding a command = one cmd_<name>.cpp with its function, one declaration
-// below and one row in kCommands (sim/cli.cpp); the compiler checks the rest.
+// below and one row in cli_commands() (sim/cli.cpp); the compiler checks the rest.
 #pragma once
 
 #include <string>
@@ -27,6 +27,7 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args);
 int cmd_score(const Comms& comms, const std::vector<std::string>& args);
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args);
 int cmd_bench(const Comms& comms, const std::vector<std::string>& args);
+int cmd_inspect(const Comms& comms, const std::vector<std::string>& args);
 
 const std::vector<Command>& cli_commands();
 

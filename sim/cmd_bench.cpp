@@ -113,10 +113,10 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   // Mean log-prob loss: every log-prob gets gradient −1/(B·(T−1)).
   const std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1), -1.0f / (B * (T - 1.0f)));
 
-  std::printf("%-40s %10s %12s %10s %9s\n", "phase", "seconds", "tokens/s", "GFLOP/s", "% ceil");
+  std::printf("%-46s %10s %12s %10s %9s\n", "phase", "seconds", "tokens/s", "GFLOP/s", "% ceil");
   auto report = [&](const std::string& name, double sec, double tokens_done, double flops) {
     const double gf = flops / sec * 1e-9;
-    std::printf("%-40s %10.4f %12.0f %10.2f %8.1f%%\n", name.c_str(), sec, tokens_done / sec, gf,
+    std::printf("%-46s %10.4f %12.0f %10.2f %8.1f%%\n", name.c_str(), sec, tokens_done / sec, gf,
                 100.0 * gf / ceiling);
     std::fflush(stdout);
   };

@@ -114,9 +114,9 @@ TEST_F(Commands, DispatchFindsCommandsByNameAndRejectsOthers) {
     ADD_FAILURE() << "unknown command accepted";
   } catch (const ExitError& e) {
     EXPECT_EQ(e.code(), 2);
-    EXPECT_NE(std::string(e.what()).find("unknown command 'frob' (commands: sft, score, audit, bench"),
-              std::string::npos)
-        << e.what();
+    const std::string what = e.what();
+    for (const char* part : {"unknown command 'frob'", "sft", "score", "audit", "bench"})
+      EXPECT_NE(what.find(part), std::string::npos) << what;
   }
   words = {"moerl", "--help"};
   argv = {words[0].data(), words[1].data()};

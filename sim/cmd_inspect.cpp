@@ -1,0 +1,106 @@
+// cmd_inspect.cpp — `moerl inspect FILE.h5 [FILE.h5]...`: a run's scenario, status and headline
+// numbers without Python; with several files, one comparison table (one row per run).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "models/h5io.h"
+#include "sim/cli.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+struct Headline {
+  std::string file, algorithm, replay, status, rollout, train;
+  int64_t steps = 0, collapse_step = -1;
+  double reward_first = NAN, reward_last = NAN, eval_last = NAN, kl = NAN, flip = NAN,
+         extreme = NAN, clip = NAN, step_time = NAN;
+};
+
+std::vector<double> series(const H5File& f, const std::string& name) {
+  if (!f.is_dataset("metrics/" + name)) return {};
+  const auto shape = f.shape("metrics/" + name);
+  if (shape.size() != 1) return {};
+  std::vector<double> v(static_cast<size_t>(shape[0]));
+  f.read("metrics/" + name, shape, v.data());
+  return v;
+}
+
+// Mean of the finite values among the last n (n = 0: all).
+double tail_mean(const std::vector<double>& v, size_t n) {
+  double s = 0.0;
+  int k = 0;
+  for (size_t i = (n && v.size() > n) ? v.size() - n : 0; i < v.size(); ++i)
+    if (std::isfinite(v[i])) { s += v[i]; ++k; }
+  return k ? s / k : NAN;
+}
+
+double last_finite(const std::vector<double>& v) {
+  for (size_t i = v.size(); i-- > 0;)
+    if (std::isfinite(v[i])) return v[i];
+  return NAN;
+}
+
+Headline read(const std::string& path, std::string* scenario) {
+  const H5File f = H5File::open(path);
+  Headline h;
+  h.file = path;
+  auto str = [&](const char* k) { return f.has_attr("/", k) ? f.attr_string("/", k) : std::string("?"); };
+  h.algorithm = str("algorithm");
+  h.replay = str("routing_replay");
+  h.status = str("status");
+  h.rollout = str("profile_rollout");
+  h.train = str("profile_train");
+  if (scenario) *scenario = str("scenario");
+  h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
+  h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+  const auto reward = series(f, "reward_mean");
+  h.reward_first = tail_mean(std::vector<double>(reward.begin(), reward.begin() + std::min<size_t>(reward.size(), 10)), 0);
+  h.reward_last = tail_mean(reward, 10);
+  h.eval_last = last_finite(series(f, "eval_accuracy"));
+  h.kl = tail_mean(series(f, "kl_rollout_train"), 0);
+  h.flip = tail_mean(series(f, "flip_rate_mean"), 0);
+  h.extreme = tail_mean(series(f, "extreme_token_frac"), 0);
+  h.clip = tail_mean(series(f, "clip_frac"), 0);
+  h.step_time = tail_mean(series(f, "time_step"), 0);
+  return h;
+}
+}  // namespace
+
+int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  bool show_scenario = false;
+  po::options_description desc("moerl inspect options");
+  desc.add_options()
+      ("files", po::value(&files)->multitoken()->required(), "results files (positional)")
+      ("scenario", po::bool_switch(&show_scenario), "also print the effective scenario of each run");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  if (!cli_parse(comms, "inspect", "FILE.h5 [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
+  if (!comms.is_root) return 0;
+  std::vector<Headline> rows;
+  for (const std::string& path : files) {
+    std::string scenario;
+    rows.push_back(read(path, &scenario));
+    if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
+  }
+  std::printf("%-28s %-7s %-7s %-10s %6s %9s %9s %7s %9s %7s %8s %7s %7s\n", "run", "algo", "replay",
+              "status", "steps", "reward0", "reward", "eval", "KL(k3)", "flip%", "extreme", "clip", "s/step");
+  for (const Headline& h : rows) {
+    std::string name = h.file.size() > 28 ? "…" + h.file.substr(h.file.size() - 27) : h.file;
+    std::printf("%-28s %-7s %-7s %-10s %6lld %9.3f %9.3f %7.3f %9.2e %7.2f %8.1e %7.4f %7.2f\n",
+                name.c_str(), h.algorithm.c_str(), h.replay.c_str(),
+                (h.status + (h.collapse_step >= 0 ? "@" + std::to_string(h.collapse_step) : "")).c_str(),
+                static_cast<long long>(h.steps), h.reward_first, h.reward_last, h.eval_last, h.kl,
+                100.0 * h.flip, h.extreme, h.clip, h.step_time);
+  }
+  std::printf("reward0/reward: mean over the first/last 10 steps; eval: last greedy held-out accuracy; "
+              "KL, flip%%, extreme, clip: means over all steps\n");
+  return 0;
+}
+
+}  // namespace moerl
