@@ -47,6 +47,35 @@ std::string run_checkpoint_path(const std::string& out) {
   return (p.parent_path() / (p.stem().string() + ".ckpt.h5")).string();
 }
 
+std::unique_ptr<Model> run_train_base(const Scenario& s, int sft_steps, bool verbose, SftReport* rep) {
+  auto model = std::make_unique<Model>(s.model);
+  params_init(&model->params(), s.model, s.run.seed);
+  SftConfig sft = s.sft;
+  if (sft_steps >= 0) sft.steps = sft_steps;
+  const auto task = task_create(s.task);
+  const bool tty = verbose && isatty(STDOUT_FILENO);
+  *rep = sft_train(model.get(), sft, *task, s.run.seed, s.rl.eval_prompts, [&](int step, double loss) {
+    if (!tty) return;
+    std::printf("\rsft %d/%d  loss %.4f", step + 1, sft.steps, loss);
+    std::fflush(stdout);
+  });
+  if (verbose)
+    std::printf("%ssft: %d steps, final loss %.4f, greedy eval accuracy %.3f\n",
+                tty && sft.steps > 0 ? "\n" : "", rep->steps, rep->final_loss, rep->eval_accuracy);
+  return model;
+}
+
+void run_save_base(const std::string& path, const Scenario& s, const Model& model, const SftReport& rep) {
+  CheckpointExtras ex;
+  ex.scalars.push_back({"step", 0});
+  ex.scalars.push_back({"sft_steps", rep.steps});
+  // run.seed is a uint64; the int64 scalar holds its bit pattern.
+  ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
+  if (s.model.expert_bias)
+    ex.arrays.push_back({"router/expert_bias", const_cast<Model&>(model).expert_bias()});
+  checkpoint_save(path, s.model, model.params(), &ex);
+}
+
 std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
   const std::string recipe = base_recipe(s);
   char name[64];
@@ -57,25 +86,10 @@ std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir,
     if (verbose) std::printf("base policy: %s (cached)\n", path.c_str());
     return path;
   }
-  Model model(s.model);
-  params_init(&model.params(), s.model, s.run.seed);
-  const auto task = task_create(s.task);
-  const bool tty = isatty(STDOUT_FILENO);
-  const SftReport rep = sft_train(&model, s.sft, *task, s.run.seed, s.rl.eval_prompts,
-                                  [&](int step, double loss) {
-                                    if (!verbose || !tty) return;
-                                    std::printf("\rsft %d/%d  loss %.4f", step + 1, s.sft.steps, loss);
-                                    std::fflush(stdout);
-                                  });
-  if (verbose)
-    std::printf("%ssft: %d steps, final loss %.4f, greedy eval accuracy %.3f → %s\n",
-                tty && s.sft.steps > 0 ? "\n" : "", rep.steps, rep.final_loss, rep.eval_accuracy,
-                path.c_str());
-  CheckpointExtras ex;
-  ex.scalars.push_back({"sft_steps", rep.steps});
-  ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
-  if (s.model.expert_bias) ex.arrays.push_back({"router/expert_bias", model.expert_bias()});
-  checkpoint_save(path, s.model, model.params(), &ex);
+  SftReport rep;
+  const auto model = run_train_base(s, -1, verbose, &rep);
+  run_save_base(path, s, *model, rep);
+  if (verbose) std::printf("base policy: %s\n", path.c_str());
   return path;
 }
 

@@ -5,7 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include <memory>
+
+#include "models/model.h"
 #include "sim/scenario.h"
+#include "sim/sft.h"
 
 namespace moerl {
 
@@ -25,6 +29,12 @@ struct RunSummary {
   int64_t collapse_step = -1;
   double final_reward = 0.0, final_eval = 0.0, base_eval = 0.0;
 };
+
+// The base policy of a scenario: initialised with run.seed, then sft_steps supervised warm-up
+// steps (the scenario's sft.steps when negative). Prints progress when verbose.
+std::unique_ptr<Model> run_train_base(const Scenario& s, int sft_steps, bool verbose, SftReport* rep);
+// Writes a base policy as a checkpoint (sft_steps and seed as scalars, the expert bias if used).
+void run_save_base(const std::string& path, const Scenario& s, const Model& model, const SftReport& rep);
 
 // The base checkpoint of a scenario: <cache_dir>/base-<hash>.h5, where the hash covers exactly
 // what makes it (model, task, sft sections and run.seed). Trained once, reused by every run.

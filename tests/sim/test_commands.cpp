@@ -83,7 +83,20 @@ TEST_F(Commands, SftWritesTheInitialisedModel) {
   ParamStore expected(s.model);
   params_init(&expected, s.model, 7);
   EXPECT_EQ(p.data(), expected.data());
-  EXPECT_EQ(ex.scalars, (std::vector<std::pair<std::string, int64_t>>{{"seed", 7}, {"step", 0}}));
+  EXPECT_EQ(ex.scalars, (std::vector<std::pair<std::string, int64_t>>{{"seed", 7}, {"sft_steps", 0}, {"step", 0}}));
+}
+
+TEST_F(Commands, SftStepsTrainTheBasePolicyOnTheTask) {
+  const std::string out = dir_.file("sft.h5");
+  ASSERT_EQ(0, cmd_sft(comms_, {scenario_, "--steps", "3", "--out", out, "--set", "sft.batch=4",
+                                "--set", "task.length=4", "--set", "rl.eval_prompts=4"}));
+  ModelConfig cfg;
+  ParamStore init, trained;
+  CheckpointExtras ex;
+  checkpoint_load(ckpt_, &cfg, &init, nullptr);
+  checkpoint_load(out, &cfg, &trained, &ex);
+  EXPECT_NE(init.data(), trained.data());
+  EXPECT_EQ(ex.scalars[1], (std::pair<std::string, int64_t>{"sft_steps", 3}));
 }
 
 TEST_F(Commands, UsageErrorsExitWithTwo) {
@@ -95,7 +108,7 @@ TEST_F(Commands, UsageErrorsExitWithTwo) {
     }
     return 0;
   };
-  EXPECT_EQ(2, code_of([&] { cmd_sft(comms_, {scenario_, "--steps", "3", "--out", dir_.file("x.h5")}); }));
+  EXPECT_EQ(2, code_of([&] { cmd_sft(comms_, {scenario_, "--steps", "-1", "--out", dir_.file("x.h5")}); }));
   EXPECT_EQ(2, code_of([&] { cmd_sft(comms_, {scenario_, "--out", dir_.file("x.h5"), "--bogus"}); }));
   EXPECT_EQ(2, code_of([&] { cmd_score(comms_, {"--checkpoint", ckpt_}); }));  // missing options
   EXPECT_EQ(2, code_of([&] {
