@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "models/checkpoint.h"
+#include "models/h5io.h"
 #include "sim/model_io.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
@@ -144,6 +145,20 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     }
     model->invalidate_packed_weights();
     results.load(opt.out, start);
+    {  // a finished run stays finished: resuming it changes nothing
+      const H5File prev = H5File::open(opt.out);
+      results.int_attrs["collapse_step"] = prev.attr_int("/", "collapse_step");
+      const std::string st = prev.attr_string("/", "status");
+      if (st == "complete" || st == "collapsed") {
+        RunSummary done;
+        done.status = st;
+        done.steps = start;
+        done.collapse_step = results.int_attrs["collapse_step"];
+        done.final_reward = results.last("reward_mean");
+        done.final_eval = results.last("eval_accuracy");
+        return done;
+      }
+    }
     if (verbose) std::printf("resuming %s at step %lld from %s\n", opt.out.c_str(), static_cast<long long>(start), ckpt.c_str());
   }
   auto save_checkpoint = [&](int64_t steps_done) {

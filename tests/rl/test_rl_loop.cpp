@@ -97,6 +97,9 @@ TEST(RlLoop, ResumeIsBitIdentical) {
   EXPECT_EQ(first.steps, 2);
   const RunSummary rest = run(s, dir + "/split.h5", dir, true);
   EXPECT_EQ(rest.status, "complete");
+  const RunSummary again = run(s, dir + "/split.h5", dir, true);  // finished: nothing to redo
+  EXPECT_EQ(again.status, "complete");
+  EXPECT_EQ(again.steps, 4);
   const H5File a = H5File::open(dir + "/straight.h5");
   for (const std::string& name : a.datasets_below("metrics")) {
     const std::string m = name.substr(8);
