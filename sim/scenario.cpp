@@ -248,7 +248,8 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.i32("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
   f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
   f.i32("rl.checkpoint_every", &r->checkpoint_every, "steps between checkpoints (0 = at the end)");
-  f.f32("rl.collapse_frac", &r->collapse_frac, "collapse: reward below this share of its running peak ...");
+  f.f32("rl.collapse_frac", &r->collapse_frac, "collapse: reward moving average below this share of its running peak ...");
+  f.i32("rl.collapse_window", &r->collapse_window, "... the moving average's window in steps ...");
   f.i32("rl.collapse_patience", &r->collapse_patience, "... for this many steps in a row (or any NaN/inf)");
   f.boolean("rl.continue_after_collapse", &r->continue_after_collapse, "keep training after a collapse");
 }

@@ -61,6 +61,7 @@ void RlConfig::validate() const {
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
   if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");
   if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");
+  if (collapse_window < 1) bad("collapse_window", std::to_string(collapse_window), "must be >= 1");
   if (collapse_patience < 1) bad("collapse_patience", std::to_string(collapse_patience), "must be >= 1");
   if (loss.algorithm == "r3" && routing_replay != RoutingReplay::rollout)
     bad("routing_replay", routing_replay_name(routing_replay), "r3 means routing_replay = rollout");

@@ -35,8 +35,9 @@ struct RlConfig {
   int eval_prompts = 256;
   std::string eval_profile = "fp32-ref";
   int checkpoint_every = 0;        // steps between checkpoints (0 = only at the end)
-  float collapse_frac = 0.5f;      // collapse: reward below this share of its running peak ...
-  int collapse_patience = 10;      // ... for this many consecutive steps, or any NaN/inf
+  float collapse_frac = 0.5f;      // collapse: the reward's moving average below this share of
+  int collapse_window = 10;        // its running peak (average over this many steps) ...
+  int collapse_patience = 10;      // ... for this many consecutive steps; or any NaN/inf
   bool continue_after_collapse = false;
 
   // Resolves aliases (r3 → grpo + rollout replay; icepop's correction) and algorithm defaults.

@@ -377,14 +377,22 @@ bool RlTrainer::check_collapse(const RunResults& res) const {
   if (res.last("finite") == 0.0) return true;
   const std::vector<double>* rewards = res.series("reward_mean");
   if (!rewards || rewards->empty()) return false;
-  // Recomputed from the whole series (not carried state), so a resumed run decides alike.
-  double peak = 0.0;
+  // Recomputed from the whole series (not carried state), so a resumed run decides alike. The
+  // per-step reward of a few prompts is noisy: the rule reads its moving average over
+  // collapse_window steps, and the running peak of that average.
+  const int w = s_.rl.collapse_window;
+  double peak = 0.0, sum = 0.0;
   int below = 0;
-  for (double r : *rewards) {
+  for (size_t i = 0; i < rewards->size(); ++i) {
+    const double r = (*rewards)[i];
     if (!std::isfinite(r)) return true;
-    peak = std::max(peak, r);
+    sum += r;
+    if (i >= static_cast<size_t>(w)) sum -= (*rewards)[i - w];
+    if (i + 1 < static_cast<size_t>(w)) continue;
+    const double avg = sum / w;
+    peak = std::max(peak, avg);
     // below the peak only counts once there is a peak to fall from
-    below = (peak > 0.05 && r < s_.rl.collapse_frac * peak) ? below + 1 : 0;
+    below = (peak > 0.05 && avg < s_.rl.collapse_frac * peak) ? below + 1 : 0;
   }
   return below >= s_.rl.collapse_patience;
 }

@@ -115,7 +115,7 @@ TEST(RlLoop, ResumeIsBitIdentical) {
 }
 
 TEST(RlLoop, CollapseDetection) {
-  const Scenario s = test::tiny_scenario({"rl.collapse_frac=0.5", "rl.collapse_patience=3"});
+  const Scenario s = test::tiny_scenario({"rl.collapse_frac=0.5", "rl.collapse_patience=3", "rl.collapse_window=2"});
   auto model = std::make_unique<Model>(s.model);
   RlSetup setup;
   setup.rl = s.rl;
@@ -124,15 +124,16 @@ TEST(RlLoop, CollapseDetection) {
   setup.rollout = setup.train = setup.eval = s.profile("fp32-ref");
   RlTrainer trainer(setup, model.get());
   RunResults r;
-  const double rewards[] = {0.2, 0.6, 0.5, 0.25, 0.2, 0.1};
-  const bool expect[] = {false, false, false, false, false, true};  // 3 in a row below 0.3
-  for (int i = 0; i < 6; ++i) {
+  // 2-step averages: –, 0.4, 0.55 (peak), 0.375, 0.225, 0.15, 0.1 → below 0.275 from step 4 on
+  const double rewards[] = {0.2, 0.6, 0.5, 0.25, 0.2, 0.1, 0.1};
+  const bool expect[] = {false, false, false, false, false, false, true};
+  for (int i = 0; i < 7; ++i) {
     r.begin_step(i);
     r.set("reward_mean", rewards[i]);
     r.set("finite", 1.0);
     EXPECT_EQ(trainer.check_collapse(r), expect[i]) << i;
   }
-  r.begin_step(6);
+  r.begin_step(7);
   r.set("reward_mean", 0.6);
   r.set("finite", 0.0);  // a NaN anywhere collapses at once
   EXPECT_TRUE(trainer.check_collapse(r));

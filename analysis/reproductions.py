@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Summarises a directory of moerl run results named <variant>-seed<k>.h5.
+
+Writes <dir>/report/summary.md (a Markdown table: mean ± 95% t-interval over seeds) and
+<dir>/report/curves.png (reward and train-inference KL over steps, mean and band per variant).
+
+Usage: /usr/bin/python3 analysis/reproductions.py RESULTS_DIR [--title TITLE]
+Needs Debian's python3-h5py, python3-numpy, python3-matplotlib.
+"""
+import argparse
+import glob
+import os
+import re
+from collections import defaultdict
+
+import h5py
+import numpy as np
+
+# two-sided 95% Student-t quantiles by degrees of freedom
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def mean_ci(values):
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    if len(v) == 1:
+        return float(v[0]), float("nan")
+    return float(v.mean()), T95.get(len(v) - 1, 1.96) * float(v.std(ddof=1)) / np.sqrt(len(v))
+
+
+def load(path):
+    with h5py.File(path, "r") as f:
+        m = {k: f["metrics"][k][()] for k in f["metrics"]}
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    return m, attrs
+
+
+def smooth(x, w=10):
+    x = np.asarray(x, dtype=float)
+    if len(x) < w:
+        return x
+    k = np.ones(w) / w
+    y = np.convolve(x, k, mode="valid")
+    return np.concatenate([np.full(w - 1, np.nan), y])
+
+
+def fmt(m, ci, digits=3, sci=False):
+    if not np.isfinite(m):
+        return "–"
+    f = (lambda x: f"{x:.2e}") if sci else (lambda x: f"{x:.{digits}f}")
+    return f(m) if not np.isfinite(ci) else f"{f(m)} ± {f(ci)}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--title", default="")
+    args = ap.parse_args()
+    runs = defaultdict(list)
+    for path in sorted(glob.glob(os.path.join(args.dir, "*-seed*.h5"))):
+        if path.endswith(".ckpt.h5"):
+            continue
+        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
+        runs[name].append(load(path))
+    if not runs:
+        raise SystemExit(f"no <variant>-seed<k>.h5 files in {args.dir}")
+    out = os.path.join(args.dir, "report")
+    os.makedirs(out, exist_ok=True)
+
+    rows = []
+    for name, rs in runs.items():
+        def per_run(fn):
+            return [fn(m, a) for m, a in rs]
+        evals = per_run(lambda m, a: m["eval_accuracy"][np.isfinite(m["eval_accuracy"])])
+        row = {
+            "variant": name,
+            "seeds": len(rs),
+            "steps": int(np.median(per_run(lambda m, a: len(m["reward_mean"])))),
+            "base_eval": mean_ci([e[0] if len(e) else np.nan for e in evals]),
+            "final_eval": mean_ci([e[-1] if len(e) else np.nan for e in evals]),
+            "peak_eval": mean_ci([e.max() if len(e) else np.nan for e in evals]),
+            "final_reward": mean_ci(per_run(lambda m, a: np.nanmean(m["reward_mean"][-20:]))),
+            "kl": mean_ci(per_run(lambda m, a: np.nanmean(m["kl_rollout_train"]))),
+            "flip": mean_ci(per_run(lambda m, a: 100 * np.nanmean(m["flip_rate_mean"]))),
+            "extreme": mean_ci(per_run(lambda m, a: np.nanmean(m["extreme_token_frac"]))),
+            "clip": mean_ci(per_run(lambda m, a: np.nanmean(m["clip_frac"]))),
+            "collapsed": sum(1 for m, a in rs if a.get("status") == "collapsed"),
+        }
+        rows.append(row)
+
+    lines = []
+    if args.title:
+        lines += [f"### {args.title}", ""]
+    lines += ["| variant | seeds | steps | first eval | final eval | peak eval | reward (last 20) | KL(μ‖π_old) k3 | flip % | extreme | clip frac | collapsed |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['seeds']} | {r['steps']} | {fmt(*r['base_eval'])} | {fmt(*r['final_eval'])} | "
+                     f"{fmt(*r['peak_eval'])} | {fmt(*r['final_reward'])} | {fmt(*r['kl'], sci=True)} | {fmt(*r['flip'], 2)} | "
+                     f"{fmt(*r['extreme'], sci=True)} | {fmt(*r['clip'], sci=True)} | {r['collapsed']}/{r['seeds']} |")
+    lines += ["", "Mean ± 95% Student-t half-width over seeds. first eval = the first greedy evaluation "
+              "(after `rl.eval_every` steps); KL, flip, extreme and clip are means over all steps."]
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for name, rs in sorted(runs.items()):
+        n = min(len(m["reward_mean"]) for m, a in rs)
+        for ax, key, sm in ((axes[0], "reward_mean", 10), (axes[1], "kl_rollout_train", 10)):
+            ys = np.array([smooth(m[key][:n], sm) for m, a in rs])
+            mu = np.nanmean(ys, axis=0)
+            x = np.arange(n)
+            line, = ax.plot(x, mu, label=name)
+            if len(rs) > 1:
+                ci = T95.get(len(rs) - 1, 1.96) * np.nanstd(ys, axis=0, ddof=1) / np.sqrt(len(rs))
+                ax.fill_between(x, mu - ci, mu + ci, alpha=0.15, color=line.get_color())
+        evals = []
+        for m, a in rs:
+            e = m["eval_accuracy"]
+            idx = np.where(np.isfinite(e))[0]
+            evals.append((idx, e[idx]))
+        idx = evals[0][0]
+        ys = np.array([e for i, e in evals if len(e) == len(idx)])
+        mu = ys.mean(axis=0)
+        line, = axes[2].plot(idx + 1, mu, marker="o", label=name)
+        if len(ys) > 1:
+            ci = T95.get(len(ys) - 1, 1.96) * ys.std(axis=0, ddof=1) / np.sqrt(len(ys))
+            axes[2].fill_between(idx + 1, mu - ci, mu + ci, alpha=0.15, color=line.get_color())
+    axes[0].set_title("sampled reward (10-step mean)")
+    axes[1].set_title("train–inference KL k3 (10-step mean)")
+    axes[1].set_yscale("log")
+    axes[2].set_title("greedy held-out accuracy")
+    for ax in axes:
+        ax.set_xlabel("RL step")
+        ax.grid(alpha=0.3)
+    axes[2].legend(fontsize=8)
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "curves.png"), dpi=110)
+    print(f"wrote {out}/summary.md and {out}/curves.png")
+
+
+if __name__ == "__main__":
+    main()
