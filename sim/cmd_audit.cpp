@@ -53,8 +53,8 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
       model->generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
       for (int s = 0; s < R; ++s) {
         for (int b = 0; b < B; ++b) {
-          next[b] = sampling_draw(logits.data() + static_cast<size_t>(b) * V, V, a.temperature,
-                                  &rngs[static_cast<size_t>(b)]);
+          next[b] = sampling_draw(logits.data() + static_cast<size_t>(b) * V, V,
+                                  SamplingConfig{a.temperature, 1.0f}, &rngs[static_cast<size_t>(b)]);
           tokens[static_cast<size_t>(n0 + b) * T + P + s] = next[b];
         }
         if (s + 1 < R) model->generation_step(st, logits.data(), nullptr, nullptr, next.data());

@@ -1,6 +1,6 @@
-// sampling.h — drawing a token from logits: the inverse CDF of softmax(logits / temperature),
-// computed in double, with one uniform draw from the caller's stream per token (so a sequence's
-// tokens depend only on its own stream, never on the batch it was generated in).
+// sampling.h — token sampling from logits: temperature, nucleus (top-p), greedy at temperature 0.
+// One draw consumes exactly one uniform from the given stream (none when greedy), so a sequence's
+// tokens depend only on its own stream.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,11 @@
 
 namespace moerl {
 
-// temperature > 0: samples v with probability softmax(logits / temperature)[v];
-// temperature == 0: greedy argmax (lowest id among equal maxima), no draw consumed.
-int32_t sampling_draw(const float* logits, int V, float temperature, Rng* rng);
+struct SamplingConfig {
+  float temperature = 1.0f;  // 0 = greedy (lowest index among equal maxima)
+  float top_p = 1.0f;        // keep the most probable tokens up to this probability mass
+};
+
+int32_t sampling_draw(const float* logits, int V, const SamplingConfig& s, Rng* rng);
 
 }  // namespace moerl

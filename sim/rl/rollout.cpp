@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
@@ -12,29 +11,6 @@
 
 namespace moerl {
 
-namespace {
-// Samples from log-probs lp[V] (already tempered) with nucleus top_p; greedy when temperature 0.
-int32_t sample_token(const float* lp, int V, const SamplingConfig& s, Rng* rng) {
-  if (s.temperature == 0.0f) return static_cast<int32_t>(std::max_element(lp, lp + V) - lp);
-  std::vector<int> order(V);
-  std::iota(order.begin(), order.end(), 0);
-  // stable: equal probabilities keep index order, so draws do not depend on the sort algorithm
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return lp[a] > lp[b]; });
-  double kept = 0.0;
-  int n = 0;
-  while (n < V) {
-    kept += std::exp(static_cast<double>(lp[order[n]]));
-    ++n;
-    if (kept >= s.top_p) break;
-  }
-  double u = rng->uniform_double() * kept;
-  for (int i = 0; i < n; ++i) {
-    u -= std::exp(static_cast<double>(lp[order[i]]));
-    if (u <= 0.0) return order[i];
-  }
-  return order[n - 1];
-}
-}  // namespace
 
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,
@@ -81,7 +57,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     for (int s = 0; s < S; ++s) {
       const float* row = &lp[static_cast<size_t>(s) * V];
       Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
-      const int32_t tok = sample_token(row, V, sampling, &rng);
+      const int32_t tok = sampling_draw(&logits[static_cast<size_t>(s) * V], V, sampling, &rng);
       next[s] = tok;
       out->tokens[static_cast<size_t>(s) * T + P + r] = tok;
       out->logp[static_cast<size_t>(s) * R + r] = row[tok];

@@ -9,13 +9,9 @@
 #include <vector>
 
 #include "models/model.h"
+#include "sim/sampling.h"
 
 namespace moerl {
-
-struct SamplingConfig {
-  float temperature = 1.0f;  // 0 = greedy
-  float top_p = 1.0f;        // nucleus sampling; log-probs are of the full tempered distribution
-};
 
 struct RolloutBatch {
   int S = 0, P = 0, R = 0, T = 0;    // sequences, prompt, response, T = P + R
@@ -27,7 +23,8 @@ struct RolloutBatch {
   std::vector<float> router_logp;    // [L, S·T, K]
 };
 
-// Generates R tokens after prompts[S, P]. The sampling stream of sequence s at response position r
+// Generates R tokens after prompts[S, P]; log-probs are of the full tempered distribution (top-p
+// only restricts what is drawn). The sampling stream of sequence s at response position r
 // is (seed, Stream::sampling, step, first_index + s, r): independent of batch composition.
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,

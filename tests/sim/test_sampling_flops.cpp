@@ -13,18 +13,18 @@ namespace {
 TEST(Sampling, GreedyTakesTheLowestArgmaxAndDrawsNothing) {
   const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f};
   Rng rng(42);
-  EXPECT_EQ(sampling_draw(logits, 5, 0.0f, &rng), 1);
+  EXPECT_EQ(sampling_draw(logits, 5, SamplingConfig{0.0f, 1.0f}, &rng), 1);
   EXPECT_EQ(rng.state, 42u);
 }
 
 // Frequencies of 40000 seeded draws against softmax(logits / T). The binomial standard deviation
 // is at most sqrt(0.25 / 40000) = 0.0025; 0.01 is four of them.
 void expect_frequencies(const std::vector<float>& logits, float temperature,
-                        const std::vector<double>& p) {
+                        const std::vector<double>& p, float top_p = 1.0f) {
   const int V = static_cast<int>(logits.size()), n = 40000;
   Rng rng(rng_derive(9, static_cast<uint64_t>(Stream::sampling), {static_cast<uint64_t>(V)}));
   std::vector<int> count(static_cast<size_t>(V), 0);
-  for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(sampling_draw(logits.data(), V, temperature, &rng))];
+  for (int i = 0; i < n; ++i) ++count[static_cast<size_t>(sampling_draw(logits.data(), V, SamplingConfig{temperature, top_p}, &rng))];
   for (int v = 0; v < V; ++v) EXPECT_NEAR(static_cast<double>(count[v]) / n, p[v], 0.01) << v;
 }
 
@@ -35,12 +35,15 @@ TEST(Sampling, FrequenciesFollowTheTemperedSoftmax) {
   expect_frequencies({0.0f, std::log(2.0f)}, 0.5f, {0.2, 0.8});
   // A -inf logit is never drawn.
   expect_frequencies({0.0f, -INFINITY, 0.0f}, 1.0f, {0.5, 0.0, 0.5});
+  // top-p 0.65 over (0.1, 0.2, 0.3, 0.4) keeps {0.4, 0.3}: renormalised (0, 0, 3/7, 4/7).
+  expect_frequencies({0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)}, 1.0f,
+                     {0.0, 0.0, 3.0 / 7.0, 4.0 / 7.0}, 0.65f);
 }
 
 TEST(Sampling, SameStreamSameTokens) {
   const float logits[4] = {0.1f, 0.2f, 0.3f, 0.4f};
   Rng a(123), b(123);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(sampling_draw(logits, 4, 1.0f, &a), sampling_draw(logits, 4, 1.0f, &b));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(sampling_draw(logits, 4, SamplingConfig{}, &a), sampling_draw(logits, 4, SamplingConfig{}, &b));
 }
 
 ModelConfig tiny() {
