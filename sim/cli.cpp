@@ -11,6 +11,7 @@ namespace moerl {
 const std::vector<Command>& cli_commands() {
   static const std::vector<Command> commands = {
       {"run", "one RL run of a scenario: rollout and train engines, the algorithm, metrics to HDF5", cmd_run},
+      {"sweep", "every run of a grid (scenario x value lists x seeds) over MPI, with an index", cmd_sweep},
       {"sft", "the base policy: initialise, then supervised warm-up on the scenario's task",
        cmd_sft},
       {"score", "per-token log-probs and per-layer routing of given sequences under a profile",

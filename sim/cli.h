@@ -23,6 +23,7 @@ struct Command {
 };
 
 int cmd_run(const Comms& comms, const std::vector<std::string>& args);
+int cmd_sweep(const Comms& comms, const std::vector<std::string>& args);
 int cmd_sft(const Comms& comms, const std::vector<std::string>& args);
 int cmd_score(const Comms& comms, const std::vector<std::string>& args);
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args);

@@ -1,12 +1,15 @@
 // cmd_inspect.cpp — `moerl inspect FILE.h5 [FILE.h5]...`: a run's scenario, status and headline
-// numbers without Python; with several files, one comparison table (one row per run).
+// numbers without Python; with several files, one comparison table (one row per run). A sweep
+// directory prints its index, then its runs side by side.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "models/h5io.h"
 #include "sim/cli.h"
+#include "sim/sweep_index.h"
 
 namespace po = boost::program_options;
 
@@ -75,13 +78,28 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
   bool show_scenario = false;
   po::options_description desc("moerl inspect options");
   desc.add_options()
-      ("files", po::value(&files)->multitoken()->required(), "results files (positional)")
+      ("files", po::value(&files)->multitoken()->required(), "results files or sweep directories (positional)")
       ("scenario", po::bool_switch(&show_scenario), "also print the effective scenario of each run");
   po::positional_options_description pos;
   pos.add("files", -1);
   po::variables_map vm;
-  if (!cli_parse(comms, "inspect", "FILE.h5 [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
+  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
   if (!comms.is_root) return 0;
+  // A sweep directory: its index (sim/sweep_index.h), then its runs' files in the table below.
+  std::vector<std::string> run_files;
+  for (const std::string& path : files) {
+    if (!std::filesystem::is_directory(path)) {
+      run_files.push_back(path);
+      continue;
+    }
+    const SweepIndex index = sweep_index_read(path);
+    std::printf("== sweep %s ==\n%s\n", path.c_str(), sweep_index_table(index).c_str());
+    for (const SweepIndexRow& r : index.rows)
+      if (std::filesystem::exists(std::filesystem::path(path) / r.file))
+        run_files.push_back((std::filesystem::path(path) / r.file).string());
+  }
+  files = run_files;
+  if (files.empty()) return 0;
   std::vector<Headline> rows;
   for (const std::string& path : files) {
     std::string scenario;

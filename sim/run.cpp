@@ -77,12 +77,15 @@ void run_save_base(const std::string& path, const Scenario& s, const Model& mode
   checkpoint_save(path, s.model, model.params(), &ex);
 }
 
-std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
-  const std::string recipe = base_recipe(s);
+std::string run_base_path(const Scenario& s, const std::string& cache_dir) {
   char name[64];
-  std::snprintf(name, sizeof name, "base-%016llx.h5", static_cast<unsigned long long>(fnv1a(recipe)));
+  std::snprintf(name, sizeof name, "base-%016llx.h5", static_cast<unsigned long long>(fnv1a(base_recipe(s))));
+  return (std::filesystem::path(cache_dir) / name).string();
+}
+
+std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
   std::filesystem::create_directories(cache_dir);
-  const std::string path = (std::filesystem::path(cache_dir) / name).string();
+  const std::string path = run_base_path(s, cache_dir);
   if (std::filesystem::exists(path)) {
     if (verbose) std::printf("base policy: %s (cached)\n", path.c_str());
     return path;
@@ -134,16 +137,9 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     CheckpointExtras ex;
     checkpoint_load(ckpt, &cfg, &params, &ex);
     model->params().data() = params.data();
-    for (auto& [name, v] : ex.arrays) {
-      if (name == "optim/m") trainer.optimizer().m() = v;
-      if (name == "optim/v") trainer.optimizer().v() = v;
-      if (name == "router/expert_bias") model->expert_bias() = v;
-    }
-    for (auto& [name, v] : ex.scalars) {
+    trainer.load_state(ex);
+    for (auto& [name, v] : ex.scalars)
       if (name == "step") start = v;
-      if (name == "optimizer_steps") trainer.set_optimizer_steps(v);
-    }
-    model->invalidate_packed_weights();
     results.load(opt.out, start);
     {  // a finished run stays finished: resuming it changes nothing
       const H5File prev = H5File::open(opt.out);
@@ -163,11 +159,8 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   }
   auto save_checkpoint = [&](int64_t steps_done) {
     CheckpointExtras ex;
-    ex.arrays.push_back({"optim/m", trainer.optimizer().m()});
-    ex.arrays.push_back({"optim/v", trainer.optimizer().v()});
-    if (s.model.expert_bias) ex.arrays.push_back({"router/expert_bias", model->expert_bias()});
+    trainer.save_state(&ex);
     ex.scalars.push_back({"step", steps_done});
-    ex.scalars.push_back({"optimizer_steps", trainer.optimizer_steps()});
     ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
     checkpoint_save(ckpt, s.model, model->params(), &ex);
   };
@@ -190,6 +183,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     if ((s.rl.checkpoint_every > 0 && (step + 1) % s.rl.checkpoint_every == 0) || last ||
         status != RunStatus::running || step + 1 == end)
       save_checkpoint(step + 1);
+    if (opt.on_step) opt.on_step();
     if (verbose) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const double eta = el / static_cast<double>(step + 1 - start) * static_cast<double>(s.rl.steps - step - 1);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <memory>
@@ -21,6 +22,7 @@ struct RunOptions {
   bool dump_tensors = false;
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
+  std::function<void()> on_step;  // called after every step is written (a sweep's rank 0 serves other groups here)
 };
 
 struct RunSummary {
@@ -39,6 +41,8 @@ void run_save_base(const std::string& path, const Scenario& s, const Model& mode
 // The base checkpoint of a scenario: <cache_dir>/base-<hash>.h5, where the hash covers exactly
 // what makes it (model, task, sft sections and run.seed). Trained once, reused by every run.
 std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose);
+// The path run_base_checkpoint uses for a scenario, without training anything.
+std::string run_base_path(const Scenario& s, const std::string& cache_dir);
 
 RunSummary run_rl(const Scenario& s, const RunOptions& opt);
 

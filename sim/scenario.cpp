@@ -158,6 +158,9 @@ void bind_model(Fields& f, ModelConfig* m) {
 
 void bind_run(Fields& f, RunConfig* r) {
   f.u64("run.seed", &r->seed, "root seed of every named stream (init, data, sampling)");
+  f.boolean("run.deterministic", &r->deterministic,
+            "sums over the batch in canonical chunks: bit-identical results on any rank count dividing run.reduce_chunks");
+  f.i32("run.reduce_chunks", &r->reduce_chunks, "C: chunks of the batch in deterministic mode (a multiple of every data-parallel size used)");
 }
 
 void bind_engines(Fields& f, EnginesConfig* e) {
@@ -244,6 +247,8 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.boolean("rl.adv_std_norm", &r->adv_std_norm, "divide advantages by the group std (false = Dr.GRPO)");
   f.f32("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
   f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
+  f.i32("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
+  f.boolean("rl.shared_prefix_routing", &r->shared_prefix_routing, "a prompt's routing is computed once per group and reused by its samples");
   f.i32("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
   f.i32("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
   f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
@@ -277,6 +282,12 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
              if (!tie_break_parse(v, &p->tie_break)) throw BadValue{"must be lowest, highest or random"};
            },
            [p] { return std::string(tie_break_name(p->tie_break)); });
+  f.custom(x + "ep_layout", "emulated expert-parallel layout, the base order of the MoE combine: none | contiguous | strided:N",
+           [p](const std::string& v) {
+             if (!ep_layout_parse(v, &p->ep_layout))
+               throw BadValue{"must be none, contiguous or strided:N with N in 2..4096"};
+           },
+           [p] { return ep_layout_name(p->ep_layout); });
   f.u64(x + "seed", &p->seed, "seed of this profile's noise streams");
 }
 
@@ -348,6 +359,8 @@ bool valid_profile_name(const std::string& n) {
 }  // namespace
 
 // ---- validation ---------------------------------------------------------------------------------
+
+void RunConfig::validate() const { check_min("run.reduce_chunks", reduce_chunks, 1); }
 
 void AuditConfig::validate() const {
   check_min("audit.prompts", prompts, 1);

@@ -27,7 +27,12 @@ namespace moerl {
 // [run] — the run as a whole. (The RL loop's keys join here.)
 struct RunConfig {
   uint64_t seed = 0;  // root seed of every named stream: init, data, sampling
-  void validate() const {}
+  // Deterministic mode (docs/parallelism.md): every sum over the batch's tokens or sequences is
+  // formed from reduce_chunks canonical chunks, so 1, 2, 4, … ranks give bit-identical results
+  // (with rank-invariant profiles). Off: plain sums — on one rank the serial ones.
+  bool deterministic = false;
+  int reduce_chunks = 4;  // C, a multiple of every data-parallel size the run may use
+  void validate() const;
 };
 
 // [engines] — which numerics profile each engine runs.

@@ -57,6 +57,7 @@ void RlConfig::validate() const {
     bad("icepop_low", std::to_string(loss.icepop_low), "must be in [0, rl.icepop_high)");
   if (!(loss.rspo_floor >= 0.0f && loss.rspo_floor <= 1.0f)) bad("rspo_floor", std::to_string(loss.rspo_floor), "must be in [0, 1]");
   if (!(loss.kl_coef >= 0.0f)) bad("kl_coef", std::to_string(loss.kl_coef), "must be >= 0");
+  if (rollout_staleness < 0) bad("rollout_staleness", std::to_string(rollout_staleness), "must be >= 0");
   if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
   if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");

@@ -31,6 +31,10 @@ struct RlConfig {
   bool adv_std_norm = true;        // false: Dr.GRPO (no division by the group std)
   float adv_eps = 1e-6f;
   bool freeze_router = false;
+  int rollout_staleness = 0;       // rollouts use the weights of this many optimizer steps ago
+                                   // (an overlapped, asynchronous rollout/training pipeline)
+  bool shared_prefix_routing = false;  // a prompt's routing is computed once per group and
+                                       // reused by its samples (prefix KV-cache reuse)
   int eval_every = 10;             // steps between greedy evaluations (0 = only at the end)
   int eval_prompts = 256;
   std::string eval_profile = "fp32-ref";

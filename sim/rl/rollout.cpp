@@ -14,7 +14,7 @@ namespace moerl {
 
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index) {
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group) {
   const ModelConfig& cfg = model.config();
   const int V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k, T = P + R;
   const bool moe = cfg.is_moe();
@@ -28,13 +28,31 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   for (int s = 0; s < S; ++s)
     std::memcpy(&out->tokens[static_cast<size_t>(s) * T], prompts + static_cast<size_t>(s) * P, sizeof(int32_t) * P);
 
+  std::vector<int32_t> prefix_ids;  // [L, S·P, K] replayed in the prefill when shared
+  if (moe && shared_group > 1 && S % shared_group == 0) {
+    const int U = S / shared_group;
+    std::vector<int32_t> unique(static_cast<size_t>(U) * P), uids(static_cast<size_t>(L) * U * P * K);
+    for (int u = 0; u < U; ++u)
+      std::memcpy(&unique[static_cast<size_t>(u) * P], prompts + static_cast<size_t>(u) * shared_group * P, sizeof(int32_t) * P);
+    std::vector<float> ulogits(static_cast<size_t>(U) * V);
+    GenerationState* ust = nullptr;
+    model.generation_begin(&ust, U, P, &profile);
+    model.generation_prefill(ust, ulogits.data(), uids.data(), nullptr, unique.data(), P);
+    model.generation_end(ust);
+    prefix_ids.resize(static_cast<size_t>(L) * S * P * K);
+    for (int l = 0; l < L; ++l)
+      for (int s = 0; s < S; ++s)
+        std::memcpy(&prefix_ids[((static_cast<size_t>(l) * S + s) * P) * K],
+                    &uids[((static_cast<size_t>(l) * U + s / shared_group) * P) * K], sizeof(int32_t) * P * K);
+  }
+
   GenerationState* st = nullptr;
   model.generation_begin(&st, S, T, &profile);
   std::vector<float> logits(static_cast<size_t>(S) * V), lp(static_cast<size_t>(S) * V);
   std::vector<int32_t> ids(moe ? static_cast<size_t>(L) * S * P * K : 0);
   std::vector<float> rlp(ids.size());
   model.generation_prefill(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
-                           prompts, P);
+                           prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
   // [L, S·P, K] → rows s·T + t of [L, S·T, K]
   auto place = [&](int t0, int n_pos) {
     for (int l = 0; l < L; ++l)

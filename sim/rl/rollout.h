@@ -26,9 +26,12 @@ struct RolloutBatch {
 // Generates R tokens after prompts[S, P]; log-probs are of the full tempered distribution (top-p
 // only restricts what is drawn). The sampling stream of sequence s at response position r
 // is (seed, Stream::sampling, step, first_index + s, r): independent of batch composition.
+// shared_group > 1: consecutive groups of that many sequences share one prompt; its routing is
+// computed once (a prefill of the distinct prompts) and replayed for every sample of the group,
+// as an engine reusing the prefix's KV cache would.
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index);
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group = 1);
 
 class Task;
 // Greedy exact-match accuracy on the first n examples of the task's held-out split under profile.

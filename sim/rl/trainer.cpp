@@ -75,6 +75,10 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
   s_.optim.validate("optim");
   adamw_ = std::make_unique<AdamW>(s_.optim, model_->params());
   if (s_.rl.freeze_router) adamw_->freeze(".moe.router");
+  if (s_.rl.rollout_staleness > 0) {
+    rollout_model_ = std::make_unique<Model>(cfg);
+    snapshots_.push_back({model_->params().data(), model_->expert_bias()});
+  }
   if (s_.rl.loss.kl_coef > 0.0f) {
     ref_model_ = std::make_unique<Model>(cfg);
     ref_model_->params().data() = model_->params().data();
@@ -83,6 +87,35 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
 }
 
 RlTrainer::~RlTrainer() = default;
+
+void RlTrainer::save_state(CheckpointExtras* ex) const {
+  ex->arrays.push_back({"optim/m", adamw_->m()});
+  ex->arrays.push_back({"optim/v", adamw_->v()});
+  if (model_->config().expert_bias) ex->arrays.push_back({"router/expert_bias", model_->expert_bias()});
+  ex->scalars.push_back({"optimizer_steps", opt_step_});
+  ex->scalars.push_back({"stale_snapshots", static_cast<int64_t>(snapshots_.size())});
+  for (size_t i = 0; i < snapshots_.size(); ++i) {
+    ex->arrays.push_back({"stale/params_" + std::to_string(i), snapshots_[i].params});
+    ex->arrays.push_back({"stale/bias_" + std::to_string(i), snapshots_[i].bias});
+  }
+}
+
+void RlTrainer::load_state(const CheckpointExtras& ex) {
+  int64_t n_snap = 0;
+  for (const auto& [name, v] : ex.scalars) {
+    if (name == "optimizer_steps") opt_step_ = v;
+    if (name == "stale_snapshots") n_snap = v;
+  }
+  if (n_snap > 0) snapshots_.assign(static_cast<size_t>(n_snap), Snapshot{});
+  for (const auto& [name, v] : ex.arrays) {
+    if (name == "optim/m") adamw_->m() = v;
+    else if (name == "optim/v") adamw_->v() = v;
+    else if (name == "router/expert_bias") model_->expert_bias() = v;
+    else if (name.rfind("stale/params_", 0) == 0) snapshots_.at(std::stoul(name.substr(13))).params = v;
+    else if (name.rfind("stale/bias_", 0) == 0) snapshots_.at(std::stoul(name.substr(11))).bias = v;
+  }
+  model_->invalidate_packed_weights();
+}
 
 double RlTrainer::evaluate() const {
   return rollout_eval_accuracy(*model_, *task_, s_.seed, s_.rl.eval_prompts, s_.eval);
@@ -115,8 +148,15 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   const NumericsProfile roll = keyed(s_.rollout, s_.seed, 1, step);
   const NumericsProfile train = keyed(s_.train, s_.seed, 2, step);
   RolloutBatch rb;
-  rollout_generate(&rb, *model_, roll, prompts.data(), S, P, R, rl.sampling, s_.seed,
-                   static_cast<uint64_t>(step), 0);
+  Model* roll_model = model_;
+  if (rollout_model_) {  // the weights of rollout_staleness optimizer steps ago
+    rollout_model_->params().data() = snapshots_.front().params;
+    rollout_model_->expert_bias() = snapshots_.front().bias;
+    rollout_model_->invalidate_packed_weights();
+    roll_model = rollout_model_.get();
+  }
+  rollout_generate(&rb, *roll_model, roll, prompts.data(), S, P, R, rl.sampling, s_.seed,
+                   static_cast<uint64_t>(step), 0, rl.shared_prefix_routing ? G : 1);
   const double time_rollout = seconds_since(t0);
 
   // 3. rewards and group-normalised advantages (unbiased std; Dr.GRPO: no division)
@@ -165,6 +205,29 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     for (int s = 0; s < S; ++s)
       for (int r = 0; r < R; ++r)
         logp_ref[static_cast<size_t>(s) * R + r] = ref.logprobs[static_cast<size_t>(s) * (T - 1) + P - 1 + r];
+  }
+  if (rollout_model_) {
+    // Separate the two parts of μ vs π_old: staleness (stale vs current weights, both under the
+    // rollout profile, teacher-forced on the sampled tokens) and numerics (current weights,
+    // rollout vs train profile).
+    ForwardRequest cr = req;
+    cr.profile = &roll;
+    cr.router_mode = RouterMode::normal;
+    cr.replay_ids = nullptr;
+    cr.want_logits = cr.want_own_topk = false;
+    ForwardResult cur;
+    model_->forward(&cur, cr);
+    double k_stale = 0.0, k_num = 0.0;
+    for (int s = 0; s < S; ++s)
+      for (int r = 0; r < R; ++r) {
+        const double lc = cur.logprobs[static_cast<size_t>(s) * (T - 1) + P - 1 + r];
+        const double a = lc - rb.logp[static_cast<size_t>(s) * R + r];          // log μ_cur/μ_stale
+        const double b = logp_train[static_cast<size_t>(s) * R + r] - lc;         // log π_old/μ_cur
+        k_stale += std::exp(a) - 1.0 - a;
+        k_num += std::exp(b) - 1.0 - b;
+      }
+    res->set("kl_staleness", k_stale / (static_cast<double>(S) * R));
+    res->set("kl_numerics", k_num / (static_cast<double>(S) * R));
   }
   const double time_old = seconds_since(t0);
 
@@ -287,6 +350,10 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     const double gnorm = adamw_->step(&model_->params(), &model_->grads(), lr, opt_step_);
     ++opt_step_;
     model_->invalidate_packed_weights();
+    if (rollout_model_) {
+      snapshots_.push_back({model_->params().data(), model_->expert_bias()});
+      while (static_cast<int>(snapshots_.size()) > rl.rollout_staleness + 1) snapshots_.pop_front();
+    }
     if (cfg.expert_bias) {  // aux-loss-free bias: b_e += u·sign(mean load − load_e), per layer
       for (int l = 0; l < L; ++l) {
         double mean = 0.0;

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kernels/numerics.h"
+#include "models/checkpoint.h"
 #include "models/model.h"
 #include "sim/optimizer.h"
 #include "sim/results.h"
@@ -45,9 +48,10 @@ class RlTrainer {
   // peak for collapse_patience steps. Returns true when the run is collapsed at this step.
   bool check_collapse(const RunResults& results) const;
 
-  AdamW& optimizer() { return *adamw_; }
-  int64_t optimizer_steps() const { return opt_step_; }
-  void set_optimizer_steps(int64_t n) { opt_step_ = n; }
+  // Everything besides the model's parameters that a bit-identical resume needs: optimizer
+  // moments and step count, the expert bias, the stale-rollout weight snapshots.
+  void save_state(CheckpointExtras* ex) const;
+  void load_state(const CheckpointExtras& ex);
 
  private:
   RlSetup s_;
@@ -57,6 +61,13 @@ class RlTrainer {
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Model> ref_model_;  // frozen base policy for the k3 KL (kl_coef > 0)
   int64_t opt_step_ = 0;
+  // Stale rollouts: weights (and expert bias) of the current and the last rollout_staleness
+  // optimizer steps, oldest first; the rollout engine runs the oldest.
+  struct Snapshot {
+    std::vector<float> params, bias;
+  };
+  std::deque<Snapshot> snapshots_;
+  std::unique_ptr<Model> rollout_model_;
 };
 
 }  // namespace moerl

@@ -8,6 +8,7 @@
 #include "models/h5io.h"
 #include "rl_fixture.h"
 #include "sim/model_io.h"
+#include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"
 #include "sim/run.h"
 
@@ -112,6 +113,45 @@ TEST(RlLoop, ResumeIsBitIdentical) {
   const auto ma = model_load_checkpoint(run_checkpoint_path(dir + "/straight.h5"));
   const auto mb = model_load_checkpoint(run_checkpoint_path(dir + "/split.h5"));
   EXPECT_EQ(ma->params().data(), mb->params().data());
+}
+
+TEST(RlLoop, StaleRolloutsSeparateStalenessFromNumericsAndResumeBitIdentically) {
+  const std::string dir = tmp_dir("stale");
+  // partial credit: a random policy still gets nonzero advantages, so the weights move
+  const Scenario exact = test::tiny_scenario({"rl.rollout_staleness=2", "rl.steps=3", "task.partial_credit=true",
+                                              "engines.rollout=fp32-ref", "engines.train=fp32-ref"});
+  run(exact, dir + "/exact.h5", dir);
+  const auto ks = metric(dir + "/exact.h5", "kl_staleness"), kn = metric(dir + "/exact.h5", "kl_numerics");
+  EXPECT_EQ(ks[0], 0.0);  // step 0 rolls out with the base weights, which are still current
+  EXPECT_GT(ks[2], 0.0);  // later the rollout weights lag two optimizer steps behind
+  for (double x : kn) EXPECT_EQ(x, 0.0);  // identical exact engines: no numerics part at all
+  for (double x : metric(dir + "/exact.h5", "kl_rollout_train")) EXPECT_GE(x, 0.0);
+
+  const Scenario s = test::tiny_scenario({"rl.rollout_staleness=1", "rl.steps=4", "task.partial_credit=true"});
+  run(s, dir + "/straight.h5", dir);
+  run(s, dir + "/split.h5", dir, false, 2);
+  run(s, dir + "/split.h5", dir, true);
+  for (const char* m : {"reward_mean", "loss", "kl_staleness", "kl_numerics", "grad_norm"})
+    EXPECT_EQ(metric(dir + "/straight.h5", m), metric(dir + "/split.h5", m)) << m;
+}
+
+TEST(RlLoop, SharedPrefixRoutingGivesEverySampleOfAGroupThePromptsRouting) {
+  const Scenario s = test::tiny_scenario();
+  Model m(s.model);
+  params_init(&m.params(), s.model, 1);
+  const int G = 4, U = 3, S = U * G, P = 5, R = 3, T = P + R, L = s.model.n_layers, K = s.model.top_k;
+  std::vector<int32_t> prompts(static_cast<size_t>(S) * P);
+  for (int u = 0; u < U; ++u)
+    for (int g = 0; g < G; ++g)
+      for (int t = 0; t < P; ++t) prompts[(static_cast<size_t>(u) * G + g) * P + t] = (u * 7 + t * 3) % 9;
+  RolloutBatch rb;
+  rollout_generate(&rb, m, s.profile("fp8-rollout"), prompts.data(), S, P, R, SamplingConfig{}, 1, 0, 0, G);
+  for (int l = 0; l < L; ++l)
+    for (int u = 0; u < U; ++u)
+      for (int g = 1; g < G; ++g)
+        for (int t = 0; t < P * K; ++t)
+          EXPECT_EQ(rb.topk_ids[((static_cast<size_t>(l) * S + u * G + g) * T) * K + t],
+                    rb.topk_ids[((static_cast<size_t>(l) * S + u * G) * T) * K + t]);
 }
 
 TEST(RlLoop, CollapseDetection) {

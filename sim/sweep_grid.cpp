@@ -1,0 +1,270 @@
+// sweep_grid.cpp — see sweep_grid.h. Boost.Program_options tokenises the INI text (as for
+// scenarios); the [sweep] section is taken apart here, every other key is handed to
+// Scenario::parse together with the run's swept values.
+#include "sim/sweep_grid.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <boost/program_options.hpp>
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// "section.key" → value, in file order.
+Entries ini_entries(const std::string& text, const std::string& source) {
+  Entries out;
+  try {
+    std::istringstream in(text);
+    const po::parsed_options parsed = po::parse_config_file(in, po::options_description(), true);
+    for (const po::option& o : parsed.options)
+      out.push_back({o.string_key, o.value.empty() ? "" : trim(o.value.front())});
+  } catch (const po::error& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(trim(cur));
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+// A [sweep] list: comma-separated, no empty or repeated values.
+std::vector<std::string> value_list(const std::string& source, const std::string& key, const std::string& v) {
+  const std::vector<std::string> items = split(v, ',');
+  std::set<std::string> seen;
+  for (const std::string& x : items) {
+    if (x.empty())
+      throw std::invalid_argument(source + ": [sweep] " + key + " = " + v +
+                                  ": expected a comma-separated list of values (an item is empty)");
+    if (!seen.insert(x).second)
+      throw std::invalid_argument(source + ": [sweep] " + key + " = " + v + ": value '" + x + "' is listed twice");
+  }
+  if (items.empty()) throw std::invalid_argument(source + ": [sweep] " + key + ": has no values");
+  return items;
+}
+
+// Letters, digits and . + - _ are kept; anything else becomes '-'.
+std::string file_safe(const std::string& v) {
+  std::string out = v;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == '_')) c = '-';
+  return out;
+}
+
+// One axis of the product: a single key, or a zip group whose keys vary together.
+struct Axis {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> values;  // values[i][j]: key j at position i
+};
+
+}  // namespace
+
+std::string sweep_scenario_body(const std::string& effective_text) {
+  std::istringstream in(effective_text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  return out;
+}
+
+SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
+                           const std::vector<std::string>& overrides) {
+  SweepGrid g;
+  g.text = text;
+  // 1. Split the grid into [sweep] directives, swept lists and the grid's own scenario keys.
+  Entries body;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // grid order
+  std::vector<std::string> seeds;
+  std::string zip;
+  std::set<std::string> seen;
+  for (const auto& [k, v] : ini_entries(text, source)) {
+    if (!seen.insert(k).second) throw std::invalid_argument(source + ": key '" + k + "' is given more than once");
+    if (k.rfind("sweep.", 0) != 0) {
+      body.push_back({k, v});
+      continue;
+    }
+    const std::string sk = k.substr(6);
+    if (sk == "base") g.base = v;
+    else if (sk == "seeds") seeds = value_list(source, sk, v);
+    else if (sk == "zip") zip = v;
+    else if (sk.find('.') == std::string::npos)
+      throw std::invalid_argument(source + ": unknown [sweep] key '" + sk +
+                                  "' (allowed: base, seeds, zip, or section.key = value, value, ...)");
+    else if (sk == "run.seed")
+      throw std::invalid_argument(source + ": [sweep] run.seed: list the seeds as 'seeds = 0, 1, 2'");
+    else lists.push_back({sk, value_list(source, sk, v)});
+  }
+  for (const std::string& o : overrides) {
+    const std::string key = trim(o.substr(0, o.find('=')));
+    for (const auto& [k, vals] : lists)
+      if (k == key)
+        throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps " + key +
+                                    " (edit its [sweep] list instead)");
+    if (key == "run.seed" && !seeds.empty())
+      throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps the seeds");
+  }
+
+  // 2. The base scenario: valid on its own, then the grid's keys overlay it.
+  std::map<std::string, std::string> merged;
+  if (!g.base.empty()) {
+    std::filesystem::path bp(g.base);
+    if (bp.is_relative()) bp = std::filesystem::path(dir) / bp;
+    g.base = bp.lexically_normal().string();
+    std::ifstream in(g.base);
+    if (!in) throw std::invalid_argument(source + ": [sweep] base = " + g.base + ": cannot read the scenario file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Scenario::parse(ss.str(), g.base);  // its own errors name its own file
+    for (const auto& [k, v] : ini_entries(ss.str(), g.base)) merged[k] = v;
+  }
+  for (const auto& [k, v] : body) merged[k] = v;
+
+  // 3. Axes: each unzipped list is one, each zip group one.
+  std::vector<Axis> axes;
+  std::map<std::string, size_t> axis_of;  // key → axis index, for zipped keys
+  std::vector<std::vector<std::string>> groups;
+  if (!zip.empty()) {
+    for (const std::string& grp : split(zip, ',')) {
+      std::vector<std::string> keys = split(grp, '+');
+      if (keys.size() < 2)
+        throw std::invalid_argument(source + ": [sweep] zip = " + zip + ": a group names two or more keys joined by '+'");
+      size_t n = 0;
+      for (const std::string& key : keys) {
+        auto it = std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == key; });
+        if (it == lists.end())
+          throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is not a swept key of this grid");
+        if (n && it->second.size() != n)
+          throw std::invalid_argument(source + ": [sweep] zip: " + keys[0] + " has " + std::to_string(n) +
+                                      " values but " + key + " has " + std::to_string(it->second.size()));
+        n = it->second.size();
+        for (const auto& other : groups)
+          if (std::find(other.begin(), other.end(), key) != other.end())
+            throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is in two groups");
+      }
+      groups.push_back(keys);
+    }
+  }
+  for (const auto& [key, vals] : lists) {
+    auto grp = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) {
+      return std::find(gr.begin(), gr.end(), key) != gr.end();
+    });
+    size_t a = axes.size();
+    if (grp != groups.end() && axis_of.count((*grp)[0])) a = axis_of[(*grp)[0]];
+    if (a == axes.size()) {
+      axes.push_back(Axis{{}, std::vector<std::vector<std::string>>(vals.size())});
+      if (grp != groups.end())
+        for (const std::string& k : *grp) axis_of[k] = a;
+    }
+    axes[a].keys.push_back(key);
+    for (size_t i = 0; i < vals.size(); ++i) axes[a].values[i].push_back(vals[i]);
+    g.swept_keys.push_back(key);
+  }
+  if (!seeds.empty()) g.swept_keys.push_back("run.seed");
+
+  // 4. Expand: seeds outermost (every variant's first seed comes first, so a sweep stopped early
+  //    already compares every variant), then the axes with the last one fastest.
+  size_t combos = 1;
+  for (const Axis& a : axes) combos *= a.values.size();
+  const size_t n_seeds = seeds.empty() ? 1 : seeds.size();
+  for (size_t s = 0; s < n_seeds; ++s)
+    for (size_t c = 0; c < combos; ++c) {
+      SweepRun r;
+      r.index = static_cast<int>(s * combos + c);
+      std::string name;
+      size_t rest = c;
+      std::vector<size_t> pos(axes.size());
+      for (size_t a = axes.size(); a-- > 0;) {
+        pos[a] = rest % axes[a].values.size();
+        rest /= axes[a].values.size();
+      }
+      for (size_t a = 0; a < axes.size(); ++a)
+        for (size_t j = 0; j < axes[a].keys.size(); ++j) {
+          r.keys.push_back({axes[a].keys[j], axes[a].values[pos[a]][j]});
+          name += (name.empty() ? "" : "_") + file_safe(axes[a].values[pos[a]][j]);
+        }
+      // keys in grid order (zip groups may interleave with other lists)
+      std::vector<std::pair<std::string, std::string>> ordered;
+      for (const std::string& k : g.swept_keys)
+        for (const auto& kv : r.keys)
+          if (kv.first == k) ordered.push_back(kv);
+      r.keys = ordered;
+      if (!seeds.empty()) {
+        r.keys.push_back({"run.seed", seeds[s]});
+        name += (name.empty() ? "seed" : "-seed") + file_safe(seeds[s]);
+      }
+      r.id = name.empty() ? "run" : name;
+      g.runs.push_back(std::move(r));
+    }
+  std::set<std::string> ids;
+  bool readable = true;
+  for (const SweepRun& r : g.runs) readable = readable && r.id.size() <= 60 && ids.insert(r.id).second;
+  if (!readable)
+    for (SweepRun& r : g.runs) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "run-%04d", r.index);
+      r.id = buf;
+    }
+
+  // 5. Every combination is a validated scenario, or the grid is rejected.
+  std::vector<std::string> errors;
+  for (SweepRun& r : g.runs) {
+    std::map<std::string, std::string> m = merged;
+    std::string label;
+    for (const auto& [k, v] : r.keys) {
+      m[k] = v;
+      label += (label.empty() ? "" : ", ") + k + "=" + v;
+    }
+    std::string txt;
+    for (const auto& [k, v] : m) txt += k + " = " + v + "\n";
+    try {
+      r.scenario = Scenario::parse(txt, source + " [" + (label.empty() ? r.id : label) + "]", overrides);
+    } catch (const std::invalid_argument& e) {
+      errors.push_back(e.what());
+    }
+  }
+  if (!errors.empty()) {
+    std::string msg = source + ": " + std::to_string(errors.size()) + " of " + std::to_string(g.runs.size()) +
+                      " combinations do not validate; nothing was run:";
+    for (size_t i = 0; i < errors.size() && i < 4; ++i) msg += "\n  " + errors[i];
+    if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " more";
+    throw std::invalid_argument(msg);
+  }
+  if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");
+  return g;
+}
+
+SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read grid file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides);
+  g.path = path;
+  return g;
+}
+
+}  // namespace moerl

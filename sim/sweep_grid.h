@@ -1,0 +1,53 @@
+// sweep_grid.h — a sweep grid: a scenario (same sections and keys) plus a [sweep] section that
+// lists values for scenario keys. It expands to the cross product of the lists × the seeds, every
+// run a fully validated Scenario, before anything starts.
+//
+//   [sweep]
+//   base = ../quickstart.ini              # optional scenario the grid starts from (relative to the grid)
+//   seeds = 0, 1, 2                       # run.seed values (outermost loop)
+//   rl.algorithm = grpo, gspo, r3         # any scenario key: comma-separated values
+//   engines.rollout = fp8-rollout, bf16-train
+//   zip = rl.algorithm + model.n_experts  # optional: these lists vary together (same length);
+//                                         # several groups separated by commas
+//
+// A run's scenario is, from weakest to strongest: the base file, the grid's own scenario keys,
+// the command line's --set overrides, the run's swept values. Unknown keys, malformed or
+// out-of-range values in any combination reject the whole grid, with the combination named.
+// Combinations that validate but fail while running (e.g. r3 on a dense model) are the sweep
+// runner's business: they are recorded as failed runs.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/scenario.h"
+
+namespace moerl {
+
+struct SweepRun {
+  int index = 0;   // position in the expansion; seeds outermost, then the axes in grid order
+  std::string id;  // file-safe name: the swept values joined by '_', then "-seed<k>"; or run-NNNN
+  std::vector<std::pair<std::string, std::string>> keys;  // swept key → value, grid order, run.seed last
+  Scenario scenario;
+};
+
+struct SweepGrid {
+  std::string path;                     // the grid file ("" when parsed from text)
+  std::string base;                     // base scenario path as resolved ("" = none)
+  std::string text;                     // the grid file's text (copied into the sweep directory)
+  std::vector<std::string> swept_keys;  // grid order; run.seed last when seeds are swept
+  std::vector<SweepRun> runs;
+};
+
+// Parses grid text; `dir` resolves a relative `base`; overrides are --set "section.key=value".
+// Throws std::invalid_argument naming the grid, the combination, the key and the value.
+SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
+                           const std::vector<std::string>& overrides = {});
+SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The effective scenario text without its comment lines (the "# effective scenario (source …)"
+// header names the file it came from; two runs are the same run when the rest is equal).
+std::string sweep_scenario_body(const std::string& effective_text);
+
+}  // namespace moerl
