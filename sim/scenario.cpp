@@ -506,6 +506,20 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
     s.sft.validate();
     s.rl.resolve();
     s.rl.validate();
+    {  // the task must fit the model
+      const auto task = task_create(s.task);
+      if (task->vocab_size() > s.model.vocab_size)
+        throw std::invalid_argument("task." + s.task.name + " with task.base = " + std::to_string(s.task.base) +
+                                    " uses " + std::to_string(task->vocab_size()) +
+                                    " token ids: needs model.vocab_size >= " + std::to_string(task->vocab_size()) +
+                                    " (is " + std::to_string(s.model.vocab_size) + ")");
+      const int T = task->prompt_len() + task->answer_len();
+      if (T > s.model.max_seq_len)
+        throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
+                                    " makes sequences of " + std::to_string(T) +
+                                    " tokens: needs model.max_seq_len >= " + std::to_string(T) +
+                                    " (is " + std::to_string(s.model.max_seq_len) + ")");
+    }
     if (!s.has_profile(s.rl.eval_profile))
       throw std::invalid_argument("rl.eval_profile = " + s.rl.eval_profile + ": unknown profile (built-in: " +
                                   profile_builtin_names() + ")");

@@ -40,6 +40,9 @@ void RlConfig::validate() const {
   auto bad = [](const std::string& key, const std::string& v, const std::string& allowed) {
     throw std::invalid_argument("rl." + key + " = " + v + ": " + allowed);
   };
+  if (loss.algorithm != "grpo" && loss.algorithm != "gspo" && loss.algorithm != "rspo" &&
+      loss.algorithm != "icepop" && loss.algorithm != "r3")
+    bad("algorithm", loss.algorithm, "must be one of " + algorithm_names());
   if (steps < 1) bad("steps", std::to_string(steps), "must be >= 1");
   if (prompts_per_step < 1) bad("prompts_per_step", std::to_string(prompts_per_step), "must be >= 1");
   if (group_size < 1) bad("group_size", std::to_string(group_size), "must be >= 1");

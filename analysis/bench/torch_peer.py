@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `moerl bench`: the reference workload's RL step in PyTorch eager on the CPU.
+
+Same model as scenarios/bench.ini (V 64, D 128, 4 layers, 4 heads, 16 experts top-2 with
+renormalised softmax gates, SwiGLU experts d_ff 256, RMSNorm, RoPE, untied head) and the same step:
+rollout = prefill of 16 prompt tokens + 32 sampled tokens for 256 sequences with a KV cache;
+train = forward + backward + AdamW over the same 256 sequences of 48 tokens (log-prob loss).
+Experts run the usual eager way (tokens sorted by expert, one matmul per expert, index_add back).
+
+Usage: /usr/bin/python3 analysis/bench/torch_peer.py [--threads 2] [--repeat 3] [--json out.json]
+Run it with OPENBLAS_CORETYPE=SkylakeX in the environment on AVX-512 machines (the peer's best
+configuration: Debian's torch calls OpenBLAS, which otherwise falls back to SSE3 kernels here).
+"""
+import argparse
+import json
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+V, D, L, H, E, K, FF = 64, 128, 4, 4, 16, 2, 256
+B, P, R = 256, 16, 32
+T = P + R
+DH = D // H
+
+
+def rmsnorm(x, w, eps=1e-5):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_tables(T):
+    j = torch.arange(DH // 2, dtype=torch.float32)
+    inv = 10000.0 ** (-2.0 * j / DH)
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+    return torch.cos(ang), torch.sin(ang)
+
+
+COS, SIN = rope_tables(T)
+
+
+def rope(x, pos0):
+    # x [B, H, n, DH] at positions pos0..pos0+n-1
+    n = x.shape[2]
+    c, s = COS[pos0:pos0 + n][None, None], SIN[pos0:pos0 + n][None, None]
+    x1, x2 = x[..., :DH // 2], x[..., DH // 2:]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        p = lambda *s: torch.nn.Parameter(0.02 * torch.randn(*s, generator=g))
+        self.embed = p(V, D)
+        self.layers = torch.nn.ModuleList()
+        for _ in range(L):
+            m = torch.nn.Module()
+            m.attn_norm = torch.nn.Parameter(torch.ones(D))
+            m.wqkv = p(3 * D, D)
+            m.wo = p(D, D)
+            m.mlp_norm = torch.nn.Parameter(torch.ones(D))
+            m.router = p(E, D)
+            m.w_gate, m.w_up, m.w_down = p(E, FF, D), p(E, FF, D), p(E, D, FF)
+            self.layers.append(m)
+        self.final_norm = torch.nn.Parameter(torch.ones(D))
+        self.lm_head = p(V, D)
+
+    def moe(self, m, h):
+        # h [N, D]
+        z = h @ m.router.T
+        top, ids = torch.topk(z, K, dim=-1)
+        gate = torch.softmax(top, -1)
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        tok = order // K
+        counts = torch.bincount(flat, minlength=E).tolist()
+        xs = h[tok]
+        out = torch.empty(xs.shape[0], D)
+        start = 0
+        for e, c in enumerate(counts):
+            if c == 0:
+                continue
+            x = xs[start:start + c]
+            out[start:start + c] = (F.silu(x @ m.w_gate[e].T) * (x @ m.w_up[e].T)) @ m.w_down[e].T
+            start += c
+        w = gate.reshape(-1)[order][:, None]
+        y = torch.zeros_like(h).index_add_(0, tok, out * w)
+        return y
+
+    def layer(self, m, x, pos0, cache=None):
+        Bn, n, _ = x.shape
+        h = rmsnorm(x, m.attn_norm)
+        q, k, v = (h @ m.wqkv.T).split(D, -1)
+        q, k, v = (t.view(Bn, n, H, DH).transpose(1, 2) for t in (q, k, v))
+        q, k = rope(q, pos0), rope(k, pos0)
+        if cache is not None:
+            if "k" in cache:
+                k = torch.cat([cache["k"], k], 2)
+                v = torch.cat([cache["v"], v], 2)
+            cache["k"], cache["v"] = k, v
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(DH)  # torch 1.13 has no fused SDPA
+        if n > 1:
+            s = s.masked_fill(torch.triu(torch.ones(n, k.shape[2], dtype=torch.bool), 1), float("-inf"))
+        a = torch.softmax(s, -1) @ v
+        x = x + a.transpose(1, 2).reshape(Bn, n, D) @ m.wo.T
+        h = rmsnorm(x, m.mlp_norm).reshape(Bn * n, D)
+        return x + self.moe(m, h).view(Bn, n, D)
+
+    def forward(self, tokens, pos0=0, caches=None):
+        x = self.embed[tokens]
+        for i, m in enumerate(self.layers):
+            x = self.layer(m, x, pos0, None if caches is None else caches[i])
+        return rmsnorm(x, self.final_norm) @ self.lm_head.T
+
+
+def rollout(model, gen):
+    prompts = torch.randint(0, V, (B, P), generator=gen)
+    caches = [dict() for _ in range(L)]
+    with torch.no_grad():
+        logits = model(prompts, 0, caches)[:, -1]
+        toks = [prompts]
+        for r in range(R):
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=gen)
+            toks.append(nxt)
+            if r + 1 < R:
+                logits = model(nxt, P + r, caches)[:, -1]
+    return torch.cat(toks, 1)
+
+
+def train_step(model, opt, seqs):
+    logits = model(seqs)
+    logp = torch.log_softmax(logits[:, :-1], -1).gather(2, seqs[:, 1:, None])[..., 0]
+    loss = -logp[:, P - 1:].mean()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss)
+
+
+def flops_train():
+    # forward GEMM FLOPs per token (2·m·n·k), ×3 for forward + backward
+    per_tok = L * (2 * D * 3 * D + 2 * D * D + 2 * D * E + K * 3 * 2 * D * FF) + 2 * D * V
+    attn = L * 2 * 2 * D * (T + 1) / 2  # QKᵀ and PV over the causal half
+    return 3 * B * T * (per_tok + attn)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = Model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(1)
+    seqs = rollout(model, gen)  # warm-up
+    train_step(model, opt, seqs)
+    ro, tr = [], []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        seqs = rollout(model, gen)
+        t1 = time.perf_counter()
+        train_step(model, opt, seqs)
+        t2 = time.perf_counter()
+        ro.append(t1 - t0)
+        tr.append(t2 - t1)
+    ro.sort(); tr.sort()
+    res = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": args.threads,
+           "rollout_s": ro[len(ro) // 2], "train_s": tr[len(tr) // 2],
+           "train_gflops": flops_train() / tr[len(tr) // 2] / 1e9,
+           "blas": torch.__config__.show().split("BLAS_INFO=")[-1].split(",")[0] if "BLAS_INFO" in torch.__config__.show() else "?"}
+    print(json.dumps(res, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
