@@ -172,6 +172,16 @@ TEST(Scenario, BadInputsAreRejectedWithKeyValueAndAllowed) {
       {"", {"seed=3"}, {"--set seed=3", "has no section"}},
       {"", {"model.d_model=x"}, {"--set", "model.d_model = x", "must be an integer"}},
       {"", {"model.d_modle=64"}, {"--set", "unknown key 'model.d_modle'", "did you mean model.d_model?"}},
+      {"[rl]\nalgorithm = ppo\n", {}, {"rl.algorithm = ppo", "grpo, gspo, icepop, r3, rspo"}},
+      {"[rl]\nminibatches = 3\n", {}, {"rl.minibatches = 3", "must divide the sequences per step"}},
+      {"[rl]\nrouting_replay = r4\n", {}, {"rl.routing_replay = r4", "none, old or rollout"}},
+      {"[rl]\naggregation = mean\n", {}, {"rl.aggregation = mean", "token-mean"}},
+      {"[rl]\neval_profile = fp9\n", {}, {"rl.eval_profile = fp9", "unknown profile"}},
+      {"[task]\nname = parity\n", {}, {"task.name = parity", "modadd, reverse, sort"}},
+      {"[task]\nbase = 70\n", {}, {"task.sort", "needs model.vocab_size >= 71", "(is 64)"}},
+      {"[task]\nlength = 40\n", {}, {"task.length = 40", "needs model.max_seq_len >= 81"}},
+      {"[optim]\nlr = 2\n", {}, {"optim.lr = 2", "must be in (0, 1)"}},
+      {"[sft]\nbatch = 0\n", {}, {"sft.batch = 0", "must be >= 1"}},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.text + (c.overrides.empty() ? "" : " --set " + c.overrides[0]));
