@@ -1,8 +1,9 @@
 // linear.cpp — the linear layer y = x·Wᵀ under emulated numerics (linear.h).
 // Forward writes out with '='; backward accumulates dinp and dweight with '+='.
 //
-// Forward = fake-quantise the activations (O(M·K), per call) and use the weight quantised once at
-// pack time, then the order-controlled GEMM of cpu/gemm.h. The reduction plan of a call follows
+// Forward = fake-quantise the activations (O(M·K) per call, block of rows by block inside the GEMM
+// so no quantised copy is written) and use the weight quantised once at pack time, in the
+// order-controlled GEMM of cpu/gemm.h. The reduction plan of a call follows
 // its ReduceCtx: reduce_effective_split(ctx, M, K) chunks (M = the call's rows, or one expert's
 // rows in the grouped form), the order kind, and the limited-precision accumulator.
 // Backward is plain FP32 through the unrounded operands (straight-through estimator) with
@@ -48,19 +49,28 @@ void check_weight(const PackedWeight& w, const LinearNumerics& nm) {
     throw std::invalid_argument("linear: weight not packed (linear_pack_weight)");
 }
 
-// dst[M,K] ← inp fake-quantised per nm.act_scaling. Row and block (1×scale_block) groups are
-// row-local, so rows are quantised in parallel; a tensor scale needs the whole matrix.
-void quantize_activations(float* dst, const float* inp, int M, int K, const LinearNumerics& nm) {
-  if (nm.act_scaling == Scaling::tensor) {
-    quantize_matrix(dst, nullptr, inp, M, K, nm.format, Scaling::tensor, 1, nm.scale_block);
-    return;
+// Activations are fake-quantised inside the GEMM, a block of rows at a time (no [M,K] copy), except
+// under tensor scaling, whose one scale needs the whole call first: then *buf holds the
+// quantised copy and is returned instead of inp.
+const float* prepare_activations(cpu::GemmReduce* red, std::unique_ptr<float[]>* buf,
+                                 const float* inp, int M, int K, const LinearNumerics& nm) {
+  if (nm.format == Format::fp32) return inp;
+  if (nm.act_scaling != Scaling::tensor) {
+    red->act_format = nm.format;
+    red->act_scaling = nm.act_scaling;
+    red->act_block = nm.scale_block;
+    return inp;
   }
-  const int grain = std::max(1, (1 << 14) / std::max(K, 1));
-  tbb::parallel_for(tbb::blocked_range<int>(0, M, grain), [&](const tbb::blocked_range<int>& r) {
-    const int64_t off = static_cast<int64_t>(r.begin()) * K;
-    quantize_matrix(dst + off, nullptr, inp + off, static_cast<int>(r.size()), K, nm.format,
-                    nm.act_scaling, 1, nm.scale_block);
-  });
+  buf->reset(new float[static_cast<size_t>(M) * K]);
+  quantize_matrix(buf->get(), nullptr, inp, M, K, nm.format, Scaling::tensor, 1, nm.scale_block);
+  return buf->get();
+}
+
+// Quantisation never turns a non-NaN into a NaN (scales are finite and positive), so checking the
+// raw activations suffices.
+bool operands_nan_free(const float* inp, int64_t n, const PackedWeight& w) {
+  return cpu::gemm_nan_free(inp, n) &&
+         cpu::gemm_nan_free(w.data.data(), static_cast<int64_t>(w.data.size()));
 }
 
 }  // namespace
@@ -92,17 +102,10 @@ void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
     std::fill(out, out + static_cast<int64_t>(M) * N, 0.0f);
     return;
   }
-  const float* x = inp;
-  std::unique_ptr<float[]> q;
-  if (nm.format != Format::fp32) {
-    q.reset(new float[static_cast<size_t>(M) * K]);
-    quantize_activations(q.get(), inp, M, K, nm);
-    x = q.get();
-  }
   cpu::GemmReduce red = plan_reduce(nm, M, K, 0);
-  if (red.accum_bits > 0)
-    red.operands_nan_free = cpu::gemm_nan_free(x, static_cast<int64_t>(M) * K) &&
-                            cpu::gemm_nan_free(w.data.data(), static_cast<int64_t>(w.data.size()));
+  std::unique_ptr<float[]> buf;
+  const float* x = prepare_activations(&red, &buf, inp, M, K, nm);
+  if (red.accum_bits > 0) red.operands_nan_free = operands_nan_free(inp, int64_t{M} * K, w);
   cpu::gemm_forward(out, x, w.data.data(), M, N, K, red);
 }
 
@@ -124,17 +127,6 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
     std::fill(out + static_cast<int64_t>(offsets[0]) * N, out + static_cast<int64_t>(rows_end) * N, 0.0f);
     return;
   }
-  const float* x = inp;
-  std::unique_ptr<float[]> q;
-  if (nm.format != Format::fp32) {
-    q.reset(new float[static_cast<size_t>(rows_end) * K]);
-    float* qb = q.get();
-    tbb::parallel_for(0, E, [&](int e) {
-      const int64_t off = static_cast<int64_t>(offsets[e]) * K;
-      quantize_activations(qb + off, inp + off, offsets[e + 1] - offsets[e], K, nm);
-    });
-    x = qb;
-  }
   // Work items of whole row tiles, ~64k FMAs or more each, over all experts at once.
   struct Item {
     int e, m0, m1;
@@ -145,14 +137,19 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
       tile * static_cast<int>(std::max<int64_t>(1, (1 << 16) / (per_row * tile)));
   std::vector<Item> items;
   std::vector<cpu::GemmReduce> plans(E);
+  std::vector<std::unique_ptr<float[]>> bufs(E);
+  std::vector<const float*> xs(E);  // expert e's rows, quantised when tensor-scaled
   const bool x_nan_free =
       nm.accum_bits > 0 &&
-      cpu::gemm_nan_free(x + static_cast<int64_t>(offsets[0]) * K,
+      cpu::gemm_nan_free(inp + static_cast<int64_t>(offsets[0]) * K,
                          static_cast<int64_t>(rows_end - offsets[0]) * K);
   for (int e = 0; e < E; ++e) {
     const int Me = offsets[e + 1] - offsets[e];
     plans[e] = plan_reduce(nm, Me, K, static_cast<uint64_t>(e));
-    if (x_nan_free && Me > 0)
+    xs[e] = prepare_activations(&plans[e], &bufs[e], inp + static_cast<int64_t>(offsets[e]) * K,
+                                Me, K, nm);
+    if (Me == 0) continue;
+    if (x_nan_free)
       plans[e].operands_nan_free =
           cpu::gemm_nan_free(w[e].data.data(), static_cast<int64_t>(w[e].data.size()));
     for (int m0 = 0; m0 < Me; m0 += rows_per_item) items.push_back({e, m0, std::min(Me, m0 + rows_per_item)});
@@ -162,8 +159,8 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
                       for (size_t i = r.begin(); i != r.end(); ++i) {
                         const Item& it = items[i];
                         const int64_t off = offsets[it.e];
-                        cpu::gemm_rows(out + off * N, x + off * K, w[it.e].data.data(), it.m0,
-                                       it.m1, N, K, plans[it.e]);
+                        cpu::gemm_rows(out + off * N, xs[it.e], w[it.e].data.data(), it.m0, it.m1,
+                                       N, K, plans[it.e]);
                       }
                     });
 }
@@ -217,15 +214,14 @@ double gemm_measure_gflops(int n, double min_seconds, bool use_blas) {
   };
   run();  // warm-up: page faults, thread pools
   using clock = std::chrono::steady_clock;
-  const auto t0 = clock::now();
-  int64_t reps = 0;
-  double elapsed = 0.0;
+  const auto start = clock::now();
+  double best = 1e300;
   do {
+    const auto t0 = clock::now();
     run();
-    ++reps;
-    elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  } while (elapsed < min_seconds);
-  return 2.0 * n * static_cast<double>(n) * n * reps / elapsed * 1e-9;
+    best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
+  } while (std::chrono::duration<double>(clock::now() - start).count() < min_seconds);
+  return 2.0 * n * static_cast<double>(n) * n / best * 1e-9;
 }
 
 }  // namespace moerl

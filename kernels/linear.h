@@ -63,9 +63,9 @@ void linear_backward_grouped(float* dinp, float* dweight, const float* dout, con
 // Which BLAS kernel family runs (e.g. "OpenBLAS SkylakeX"), for bench reports.
 const char* blas_kernel_name();
 
-// Achieved GFLOP/s of a square n×n×n product (2n³ flops per call), repeated until min_seconds
-// have passed: BLAS cblas_sgemm when use_blas, else our exact FP32 linear_forward. The machine's
-// ceiling for `moerl bench`.
+// Achieved GFLOP/s of a square n×n×n product (2n³ flops per call): BLAS cblas_sgemm when
+// use_blas, else our exact FP32 linear_forward; calls repeat for min_seconds and the fastest one
+// counts (robust to other load on the machine). The machine's ceiling for `moerl bench`.
 double gemm_measure_gflops(int n, double min_seconds, bool use_blas);
 
 }  // namespace moerl

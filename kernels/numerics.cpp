@@ -126,6 +126,31 @@ const char* tie_break_name(TieBreak t) {
 
 bool tie_break_parse(std::string_view s, TieBreak* out) { return parse_name(s, kTieNames, out); }
 
+std::string ep_layout_name(const EpLayout& l) {
+  switch (l.kind) {
+    case EpLayoutKind::none: return "none";
+    case EpLayoutKind::contiguous: return "contiguous";
+    case EpLayoutKind::strided: return "strided:" + std::to_string(l.ranks);
+  }
+  return "?";
+}
+
+bool ep_layout_parse(std::string_view s, EpLayout* out) {
+  if (s == "none" || s == "contiguous") {
+    *out = EpLayout{s == "none" ? EpLayoutKind::none : EpLayoutKind::contiguous, 1};
+    return true;
+  }
+  constexpr std::string_view prefix = "strided:";
+  if (s.substr(0, prefix.size()) != prefix) return false;
+  const std::string_view num = s.substr(prefix.size());
+  int n = 0;
+  const auto r = std::from_chars(num.data(), num.data() + num.size(), n);
+  if (num.empty() || r.ec != std::errc() || r.ptr != num.data() + num.size() || n < 2 || n > 4096)
+    return false;
+  *out = EpLayout{EpLayoutKind::strided, n};
+  return true;
+}
+
 const char* stream_name(Stream s) {
   switch (s) {
     case Stream::init: return "init";
@@ -162,7 +187,8 @@ bool NumericsProfile::is_exact_fp32() const {
   const ReduceOrder orders[] = {gemm_order, norm_order, attn_order, combine_order};
   for (const ReduceOrder& o : orders)
     if (o.kind != OrderKind::fixed) return false;
-  return accum_bits == 0 && batch_invariant && tie_break == TieBreak::lowest;
+  return accum_bits == 0 && batch_invariant && tie_break == TieBreak::lowest &&
+         ep_layout.kind == EpLayoutKind::none;
 }
 
 void NumericsProfile::validate() const {
@@ -219,6 +245,9 @@ void NumericsProfile::validate() const {
   check_order(p, "combine_order", combine_order);
   if (static_cast<int>(tie_break) > static_cast<int>(TieBreak::random))
     reject(p, "tie_break", "?", "lowest|highest|random");
+  if (static_cast<int>(ep_layout.kind) > static_cast<int>(EpLayoutKind::strided) ||
+      (ep_layout.kind == EpLayoutKind::strided && (ep_layout.ranks < 2 || ep_layout.ranks > 4096)))
+    reject(p, "ep_layout", ep_layout_name(ep_layout), "none|contiguous|strided:N with N in 2..4096");
 }
 
 bool profile_builtin(std::string_view name, NumericsProfile* out) {

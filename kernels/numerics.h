@@ -55,6 +55,23 @@ enum class TieBreak : uint8_t { lowest = 0, highest, random };
 const char* tie_break_name(TieBreak t);
 bool tie_break_parse(std::string_view s, TieBreak* out);
 
+// ---- expert-parallel layout an engine emulates ---------------------------------------------------
+// Where an engine's experts live decides the order in which a token's k expert outputs come back
+// to it, and so the order of the MoE combine sum (before combine_order is applied to it).
+//  none:       slot order (k ascending: descending gate score) — no layout emulated;
+//  contiguous: expert e on rank ⌊e·N/E⌋ — outputs arrive by ascending expert id;
+//  strided:N   expert e on rank e mod N — outputs arrive by ascending (e mod N, ⌊e/N⌋).
+// The layout is emulated (weights do not move), so an engine's bits do not depend on how many
+// ranks actually run it. Another mismatch source between engines, switchable like the others.
+enum class EpLayoutKind : uint8_t { none = 0, contiguous, strided };
+struct EpLayout {
+  EpLayoutKind kind = EpLayoutKind::none;
+  int ranks = 1;  // N of strided:N
+};
+std::string ep_layout_name(const EpLayout& l);  // "none" | "contiguous" | "strided:8"
+// Parses "none|contiguous|strided:N" (N in 2..4096); returns false otherwise.
+bool ep_layout_parse(std::string_view s, EpLayout* out);
+
 // ---- noise keys --------------------------------------------------------------------------------
 // Named streams of injected nondeterminism (and of the other randomness of a run). A stream's
 // draws depend only on (seed, stream, entity coordinates), never on call order.
@@ -114,6 +131,7 @@ struct NumericsProfile {
   ReduceOrder combine_order;           // MoE combine of the k expert outputs (split_k: shuffled)
   bool batch_invariant = true;
   TieBreak tie_break = TieBreak::lowest;
+  EpLayout ep_layout;                  // emulated EP layout: base order of the MoE combine
   uint64_t seed = 0;                   // seed of this profile's noise streams
 
   // True when no option injects rounding or order noise: the bit-exact FP32 reference.

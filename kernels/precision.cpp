@@ -160,6 +160,31 @@ void scale_round_loop(float* out, const float* x, int64_t n, float scale) {
   for (; i < n; ++i) out[i] = round_one<F>(x[i] / scale) * scale;
 }
 
+// max |x[i]| over n values, NaN ignored. Max is exact in any order, so lanes may be combined
+// freely (the compiler will not vectorise the scalar form: NaN makes it order-sensitive).
+float amax_abs(const float* x, int n, float m) {
+  int i = 0;
+#ifdef __AVX512F__
+  if (n >= 16) {
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 mv = _mm512_set1_ps(m);
+    for (; i + 16 <= n; i += 16) {
+      const __m512 v = _mm512_castsi512_ps(
+          _mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask));
+      mv = _mm512_maskz_max_ps(0xFFFF, v, mv);  // returns the second operand (mv) where v is NaN
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, mv);
+    for (float v : lanes) m = v > m ? v : m;
+  }
+#endif
+  for (; i < n; ++i) {
+    const float v = std::fabs(x[i]);
+    m = v > m ? v : m;
+  }
+  return m;
+}
+
 void scale_round(float* out, const float* x, int64_t n, float scale, Format f) {
   switch (f) {
     case Format::fp32:
@@ -300,12 +325,7 @@ int quantize_matrix(float* out, float* scales, const float* x, int rows, int col
       const float* xr = x + static_cast<int64_t>(i) * cols;
       for (int bj = 0; bj < gc; ++bj) {
         const int j0 = bj * bc, j1 = std::min(cols, j0 + bc);
-        float m = am[bj];
-        for (int j = j0; j < j1; ++j) {
-          const float v = std::fabs(xr[j]);
-          m = v > m ? v : m;  // NaN ignored
-        }
-        am[bj] = m;
+        am[bj] = amax_abs(xr + j0, j1 - j0, am[bj]);
       }
     }
     for (int bj = 0; bj < gc; ++bj) {

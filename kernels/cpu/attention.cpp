@@ -168,7 +168,7 @@ void row_order_set(RowOrder* order, const ReduceCtx& ctx, int rows, int L, int b
     state = rng_derive(ctx.key.seed, static_cast<uint64_t>(Stream::attn_order),
                        {ctx.key.layer, ctx.key.site, ctx.key.call, static_cast<uint64_t>(b),
                         static_cast<uint64_t>(t), static_cast<uint64_t>(h)});
-  order->set(L, S, ctx.order.kind == OrderKind::reversed, state);
+  order->set(L, S, ctx.order.kind, state);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include <tbb/blocked_range2d.h>
@@ -234,6 +235,8 @@ struct Plan {
 };
 
 Plan make_plan(const GemmReduce& red, int K) {
+  if (red.act_format != Format::fp32 && red.act_scaling == Scaling::tensor)
+    throw std::invalid_argument("gemm: tensor-scaled activations must be quantised beforehand");
   Plan p;
   p.split = std::clamp(red.split, 1, std::max(1, std::min(K, kMaxSplit)));
   p.rev = red.kind == OrderKind::reversed;
@@ -243,40 +246,63 @@ Plan make_plan(const GemmReduce& red, int K) {
   return p;
 }
 
+// Rows per cache block: the block's activations (≤ ~64 KiB, or one tile for very long rows)
+// stay in L1/L2 while every column panel of W sweeps over them, so each panel is fetched once per
+// block rather than once per row tile. Blocking changes which chains run together, never a chain.
+int block_rows_for(int K) {
+  const int rows = (16384 / std::max(K, 1)) / kRows * kRows;
+  return std::clamp(rows, kRows, 16 * kRows);
+}
+
 // Rows [m_begin, m_end) × column panels [p0, p1) of the call.
 void compute_block(float* out, const float* inp, const float* packed, int N, int K,
                    const GemmReduce& red, const Plan& plan, int m_begin, int m_end, int p0,
                    int p1) {
   const MicroTable& tab = micro_table();
   const int split = plan.split;
-  std::vector<float> buf;  // chunk partials [split][kRows][32]
-  int order[kRows][kMaxSplit];
-  if (split > 1) buf.resize(static_cast<size_t>(split) * kRows * kGemmPanel);
-  for (int mt = m_begin; mt < m_end; mt += kRows) {
-    const int rows = std::min(kRows, m_end - mt);
+  const int block = block_rows_for(K);
+  const bool quantise = red.act_format != Format::fp32;
+  std::vector<float> buf;   // chunk partials of one tile [split][kRows][32]
+  std::vector<int> orders;  // chunk combine order of each row of the block [block][split]
+  std::vector<float> xq;    // the block's quantised activations [block][K]
+  if (split > 1) {
+    buf.resize(static_cast<size_t>(split) * kRows * kGemmPanel);
+    orders.resize(static_cast<size_t>(block) * split);
+  }
+  if (quantise) xq.resize(static_cast<size_t>(std::min(block, m_end - m_begin)) * K);
+  for (int mb = m_begin; mb < m_end; mb += block) {
+    const int me = std::min(m_end, mb + block);
+    const float* xb = inp + static_cast<int64_t>(mb) * K;
+    if (quantise) {
+      quantize_matrix(xq.data(), nullptr, xb, me - mb, K, red.act_format, red.act_scaling, 1,
+                      red.act_block);
+      xb = xq.data();
+    }
     if (split > 1)
-      for (int r = 0; r < rows; ++r) gemm_chunk_order(order[r], red, mt + r);
-    const float* x = inp + static_cast<int64_t>(mt) * K;
+      for (int m = mb; m < me; ++m) gemm_chunk_order(&orders[static_cast<size_t>(m - mb) * split], red, m);
     for (int p = p0; p < p1; ++p) {
       const int n0 = p * kGemmPanel;
       const int cols = std::min(kGemmPanel, N - n0);
       const int V = cols > 16 ? 2 : 1;
       const float* wp = packed + static_cast<int64_t>(n0) * K;
-      float* dst = out + static_cast<int64_t>(mt) * N + n0;
-      if (split == 1) {
-        tab.f[rows - 1][V - 1][plan.rev][plan.acc](dst, N, cols - 16 * (V - 1), x, K, wp, 0, K,
-                                                   plan.limited);
-        continue;
+      for (int mt = mb; mt < me; mt += kRows) {
+        const int rows = std::min(kRows, me - mt);
+        const MicroFn fn = tab.f[rows - 1][V - 1][plan.rev][plan.acc];
+        const float* x = xb + static_cast<int64_t>(mt - mb) * K;
+        float* dst = out + static_cast<int64_t>(mt) * N + n0;
+        if (split == 1) {
+          fn(dst, N, cols - 16 * (V - 1), x, K, wp, 0, K, plan.limited);
+          continue;
+        }
+        for (int c = 0; c < split; ++c) {
+          const int k0 = static_cast<int>(static_cast<int64_t>(c) * K / split);
+          const int k1 = static_cast<int>(static_cast<int64_t>(c + 1) * K / split);
+          fn(buf.data() + c * kRows * kGemmPanel, kGemmPanel, 16, x, K, wp, k0, k1, plan.limited);
+        }
+        for (int r = 0; r < rows; ++r)
+          combine_row(dst + static_cast<int64_t>(r) * N, buf.data() + r * kGemmPanel,
+                      &orders[static_cast<size_t>(mt - mb + r) * split], split, cols);
       }
-      for (int c = 0; c < split; ++c) {
-        const int k0 = static_cast<int>(static_cast<int64_t>(c) * K / split);
-        const int k1 = static_cast<int>(static_cast<int64_t>(c + 1) * K / split);
-        tab.f[rows - 1][V - 1][plan.rev][plan.acc](buf.data() + c * kRows * kGemmPanel, kGemmPanel,
-                                                   16, x, K, wp, k0, k1, plan.limited);
-      }
-      for (int r = 0; r < rows; ++r)
-        combine_row(dst + static_cast<int64_t>(r) * N, buf.data() + r * kGemmPanel, order[r], split,
-                    cols);
     }
   }
 }

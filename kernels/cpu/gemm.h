@@ -41,6 +41,12 @@ struct GemmReduce {
   int promote_every = 128;            // run length of the limited accumulator
   bool operands_nan_free = false;     // promise: no NaN in inp or W (enables the faster limited
                                       // kernel; results are identical either way)
+  // Fake-quantisation of inp applied on the fly, one cache block of rows at a time, exactly as
+  // quantize_matrix(·, act_format, act_scaling, 1, act_block) on the whole matrix would do it.
+  // Row-local groups only (none | row | block); tensor scaling is the caller's job.
+  Format act_format = Format::fp32;
+  Scaling act_scaling = Scaling::none;
+  int act_block = 128;
 };
 
 // True when no element of x[0..n) is NaN.

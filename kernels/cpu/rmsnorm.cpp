@@ -75,7 +75,7 @@ void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* wei
         if (S > 1) {
           NoiseKey row_key = ctx.key;
           row_key.call = ctx.key.call + static_cast<uint64_t>(n);
-          order.set(D, S, rev, rng_derive(row_key, Stream::norm_order));
+          order.set(D, S, ctx.order.kind, rng_derive(row_key, Stream::norm_order));
           ss = part[order.combine(0) * kRows + r];
           for (int i = 1; i < S; ++i) ss += part[order.combine(i) * kRows + r];
         }

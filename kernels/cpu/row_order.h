@@ -7,8 +7,10 @@
 // order is `reversed`. With S = 1 that is exactly the reference's fixed (or reversed) order.
 // With S > 1 the chunks' partial sums are combined as
 //   total = part[perm[0]] + part[perm[1]] + … + part[perm[S-1]]   (left to right, no leading 0)
-// where perm is a permutation of 0..S-1 drawn by Rng::shuffle from the caller's row stream, so
-// the same key and row give the same bits and another key gives another order.
+// where perm is ascending for `fixed`, descending for `reversed` (S > 1 there only from batch
+// variance: deterministic, as a real kernel's blocking is), and for `split_k` a permutation drawn
+// by Rng::shuffle from the caller's row stream, so the same key and row give the same bits and
+// another key gives another order. The GEMM (cpu/gemm.cpp) follows the same convention.
 #pragma once
 
 #include <algorithm>
@@ -27,14 +29,14 @@ class RowOrder {
     return std::clamp(reduce_effective_split(ctx, rows, K), 1, std::max(K, 1));
   }
 
-  // Sets up the order for one row; `state` seeds the chunk permutation (drawn only when S > 1).
-  void set(int K, int split, bool reversed, uint64_t state) {
+  // Sets up the order for one row; `state` seeds the chunk permutation (split_k with S > 1).
+  void set(int K, int split, OrderKind kind, uint64_t state) {
     K_ = K;
     split_ = split;
-    reversed_ = reversed;
+    reversed_ = kind == OrderKind::reversed;
     perm_.resize(split);
-    for (int c = 0; c < split; ++c) perm_[c] = c;
-    if (split > 1) Rng(state).shuffle(perm_.data(), split);
+    for (int c = 0; c < split; ++c) perm_[c] = reversed_ ? split - 1 - c : c;
+    if (split > 1 && kind == OrderKind::split_k) Rng(state).shuffle(perm_.data(), split);
   }
 
   int split() const { return split_; }

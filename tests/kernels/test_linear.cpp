@@ -415,7 +415,11 @@ TEST(Linear, GroupedForwardEqualsPerExpertCalls) {
   rollout.reduce.order = {OrderKind::split_k, 3};
   rollout.reduce.batch_invariant = false;
   rollout.reduce.key = NoiseKey{4, 1, 5, 1000};
-  for (const LinearNumerics& nm : {exact, rollout}) {
+  LinearNumerics blocked = rollout;  // activations quantised inside the GEMM, per row tile
+  blocked.act_scaling = Scaling::block;
+  blocked.reduce.order = {OrderKind::fixed, 1};
+  blocked.accum_bits = 0;
+  for (const LinearNumerics& nm : {exact, rollout, blocked}) {
     std::vector<PackedWeight> pw(E);
     for (int e = 0; e < E; ++e) linear_pack_weight(&pw[e], &w[static_cast<size_t>(e) * N * K], N, K, nm);
     std::vector<float> y(static_cast<size_t>(rows) * N, NAN), want(y.size(), NAN);

@@ -107,8 +107,11 @@ TEST(RlLoop, ResumeIsBitIdentical) {
     if (m.rfind("time_", 0) == 0) continue;  // wall-clock times differ, nothing else may
     const auto x = metric(dir + "/straight.h5", m), y = metric(dir + "/split.h5", m);
     ASSERT_EQ(x.size(), y.size()) << m;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!(std::isnan(x[i]) && std::isnan(y[i]))) EXPECT_EQ(x[i], y[i]) << m << "[" << i << "]";
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!(std::isnan(x[i]) && std::isnan(y[i]))) {
+        EXPECT_EQ(x[i], y[i]) << m << "[" << i << "]";
+      }
+    }
   }
   const auto ma = model_load_checkpoint(run_checkpoint_path(dir + "/straight.h5"));
   const auto mb = model_load_checkpoint(run_checkpoint_path(dir + "/split.h5"));
