@@ -1,8 +1,9 @@
-// dispatcher.cpp — the single-process dispatcher (see dispatcher.h).
+// dispatcher.cpp — the dispatcher's local phases, and the single-process exchange (dispatcher.h).
 #include "models/dispatcher.h"
 
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include <tbb/parallel_for.h>
 
@@ -10,9 +11,32 @@
 
 namespace moerl {
 
+namespace {
+// Regrouping between the exchange's source-rank-major layout (rank s, then local expert j) and the
+// expert-major layout (local expert j, then rank s): calls copy(expert-major row, source-major
+// row, rows) for every (s, j) block.
+template <class Copy>
+void regroup_blocks(const DispatchPlan& p, Copy&& copy) {
+  const int S = p.ranks, J = p.E_local;
+  std::vector<int> fill(p.expert_offsets.begin(), p.expert_offsets.end() - 1);
+  size_t src = 0;
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < J; ++j) {
+      const int n = p.recv_expert[static_cast<size_t>(s) * J + j];
+      copy(static_cast<size_t>(fill[j]), src, static_cast<size_t>(n));
+      fill[j] += n;
+      src += static_cast<size_t>(n);
+    }
+}
+}  // namespace
+
 void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int32_t* ids, int N,
                           int K, int E, int D) const {
   p->N = N; p->K = K; p->E = E;
+  p->ranks = ranks();
+  p->rank = rank();
+  p->E_local = E / p->ranks;
+  p->e0 = p->E_local * p->rank;
   p->offsets.assign(E + 1, 0);
   p->slot_row.resize(static_cast<size_t>(N) * K);
   p->row_token.resize(static_cast<size_t>(N) * K);
@@ -29,16 +53,65 @@ void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int3
     std::memcpy(xe + static_cast<size_t>(row) * D, h + static_cast<size_t>(p->row_token[row]) * D,
                 sizeof(float) * D);
   });
+
+  const int S = p->ranks, J = p->E_local;
+  if (S == 1) {  // a group of one: the permuted buffer is the experts' buffer
+    p->send_rows.assign(1, N * K);
+    p->recv_rows.assign(1, N * K);
+    p->recv_expert.assign(p->offsets.begin() + 1, p->offsets.end());
+    for (int e = E - 1; e > 0; --e) p->recv_expert[e] -= p->recv_expert[e - 1];
+    p->expert_offsets = p->offsets;
+    return;
+  }
+  // Phase 3, counts first: rows per (destination rank, its local expert).
+  std::vector<int32_t> send_expert(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) send_expert[e] = p->offsets[e + 1] - p->offsets[e];
+  p->recv_expert.assign(static_cast<size_t>(S) * J, 0);
+  exchange_counts(p->recv_expert.data(), send_expert.data(), J);
+  p->send_rows.assign(S, 0);
+  p->recv_rows.assign(S, 0);
+  p->expert_offsets.assign(J + 1, 0);
+  for (int s = 0; s < S; ++s) {
+    p->send_rows[s] = p->offsets[(s + 1) * J] - p->offsets[s * J];
+    for (int j = 0; j < J; ++j) {
+      const int n = p->recv_expert[static_cast<size_t>(s) * J + j];
+      p->recv_rows[s] += n;
+      p->expert_offsets[j + 1] += n;
+    }
+  }
+  for (int j = 0; j < J; ++j) p->expert_offsets[j + 1] += p->expert_offsets[j];
+}
+
+float* Dispatcher::scratch(size_t n) const {
+  if (scratch_.size() < n) scratch_.resize(n);
+  return scratch_.data();
+}
+
+void Dispatcher::to_experts(float* xg, const float* xe, const DispatchPlan& p, int D) const {
+  float* xr = scratch(static_cast<size_t>(p.received()) * D);
+  exchange(xr, p.recv_rows.data(), xe, p.send_rows.data(), D);
+  regroup_blocks(p, [&](size_t em, size_t sm, size_t n) {
+    std::memcpy(xg + em * D, xr + sm * D, sizeof(float) * n * D);
+  });
+}
+
+void Dispatcher::from_experts(float* ye, const float* yg, const DispatchPlan& p, int D) const {
+  float* yr = scratch(static_cast<size_t>(p.received()) * D);
+  regroup_blocks(p, [&](size_t em, size_t sm, size_t n) {
+    std::memcpy(yr + sm * D, yg + em * D, sizeof(float) * n * D);
+  });
+  exchange(ye, p.send_rows.data(), yr, p.recv_rows.data(), D);
 }
 
 void Dispatcher::combine(float* y, const float* ye, const float* gate, const float* y_extra,
-                         const DispatchPlan& p, int D, const ReduceCtx& ctx) const {
+                         const DispatchPlan& p, int D, const ReduceCtx& ctx,
+                         const int32_t* slot_order) const {
   const int K = p.K;
   tbb::parallel_for(0, p.N, [&](int n) {
     int order[64];
-    for (int k = 0; k < K; ++k) order[k] = k;
+    for (int k = 0; k < K; ++k) order[k] = slot_order ? slot_order[static_cast<size_t>(n) * K + k] : k;
     if (ctx.order.kind == OrderKind::reversed) {
-      for (int k = 0; k < K; ++k) order[k] = K - 1 - k;
+      for (int k = 0; k < K / 2; ++k) std::swap(order[k], order[K - 1 - k]);
     } else if (ctx.order.kind == OrderKind::split_k) {
       Rng rng(rng_derive(ctx.key.seed, static_cast<uint64_t>(Stream::combine_order),
                          {ctx.key.layer, ctx.key.site, ctx.key.call + static_cast<uint64_t>(n)}));
@@ -90,6 +163,16 @@ void Dispatcher::dispatch_backward(float* dh, const float* dxe, const DispatchPl
       for (int d = 0; d < D; ++d) dst[d] += src[d];
     }
   });
+}
+
+void LocalDispatcher::exchange(float* recv, const int* recv_rows, const float* send,
+                               const int* send_rows, int D) const {
+  if (recv_rows[0] != send_rows[0]) throw std::logic_error("LocalDispatcher: row counts differ");
+  std::memmove(recv, send, sizeof(float) * static_cast<size_t>(send_rows[0]) * D);
+}
+
+void LocalDispatcher::exchange_counts(int32_t* recv, const int32_t* send, int n) const {
+  std::memmove(recv, send, sizeof(int32_t) * n);
 }
 
 }  // namespace moerl

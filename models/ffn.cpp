@@ -28,15 +28,39 @@ void ffn_forward(float* y, FfnActs* a, const float* h, const PackedWeight& w_gat
   round_array(y, static_cast<int64_t>(rows) * D, nm.activations);
 }
 
+namespace {
+// ffn_backward on rows whose saved activations are g, u, a [N, F].
+void ffn_backward_rows(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
+                       const float* g, const float* u, const float* a, const float* h,
+                       const float* w_gate, const float* w_up, const float* w_down, int N, int F,
+                       int D) {
+  const size_t n = static_cast<size_t>(N) * F;
+  std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
+  linear_backward(da.data(), dw_down, dy, a, w_down, N, D, F);  // y = a·W_downᵀ
+  cpu::swiglu_backward(dg.data(), du.data(), da.data(), g, u, N, F);
+  linear_backward(dh, dw_gate, dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
+  linear_backward(dh, dw_up, du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
+}
+}  // namespace
+
 void ffn_backward(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
                   const FfnActs& a, const float* h, const float* w_gate, const float* w_up,
                   const float* w_down, int N, int F, int D) {
-  const size_t n = static_cast<size_t>(N) * F;
-  std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
-  linear_backward(da.data(), dw_down, dy, a.a.data(), w_down, N, D, F);  // y = a·W_downᵀ
-  cpu::swiglu_backward(dg.data(), du.data(), da.data(), a.g.data(), a.u.data(), N, F);
-  linear_backward(dh, dw_gate, dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
-  linear_backward(dh, dw_up, du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
+  ffn_backward_rows(dh, dw_gate, dw_up, dw_down, dy, a.g.data(), a.u.data(), a.a.data(), h, w_gate,
+                    w_up, w_down, N, F, D);
+}
+
+void ffn_backward_chunks(float* dh, const std::vector<float*>& dw_gate,
+                         const std::vector<float*>& dw_up, const std::vector<float*>& dw_down,
+                         const float* dy, const FfnActs& a, const float* h, const float* w_gate,
+                         const float* w_up, const float* w_down, const std::vector<int>& bounds,
+                         int F, int D) {
+  for (size_t c = 0; c + 1 < bounds.size(); ++c) {
+    const size_t r0 = static_cast<size_t>(bounds[c]);
+    ffn_backward_rows(dh + r0 * D, dw_gate[c], dw_up[c], dw_down[c], dy + r0 * D,
+                      a.g.data() + r0 * F, a.u.data() + r0 * F, a.a.data() + r0 * F, h + r0 * D,
+                      w_gate, w_up, w_down, bounds[c + 1] - bounds[c], F, D);
+  }
 }
 
 void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWeight* w_gate,

@@ -25,6 +25,14 @@ void ffn_backward(float* dh, float* dw_gate, float* dw_up, float* dw_down, const
                   const FfnActs& acts, const float* h, const float* w_gate, const float* w_up,
                   const float* w_down, int N, int F, int D);
 
+// ffn_backward over row chunks: rows [bounds[c], bounds[c+1]) of the call accumulate their weight
+// gradients into dw_*[c] (one chunk {0, N} is ffn_backward itself).
+void ffn_backward_chunks(float* dh, const std::vector<float*>& dw_gate,
+                         const std::vector<float*>& dw_up, const std::vector<float*>& dw_down,
+                         const float* dy, const FfnActs& acts, const float* h, const float* w_gate,
+                         const float* w_up, const float* w_down, const std::vector<int>& bounds,
+                         int F, int D);
+
 // Grouped over experts: rows offsets[e]..offsets[e+1] of xe go through expert e.
 // Weights per expert are packed separately; raw weights are [E, F, D] / [E, D, F] contiguous.
 void ffn_forward_grouped(float* ye, FfnActs* acts, const float* xe, const PackedWeight* w_gate,

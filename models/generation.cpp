@@ -13,7 +13,9 @@ namespace moerl {
 
 void Model::generation_begin(GenerationState** state, int B, int max_len,
                              const NumericsProfile* profile) {
-  if (B < 1 || max_len < 1 || max_len > cfg_.max_seq_len)
+  // A data-parallel rank may hold no sequence of a batch (B = 0): it still takes part in the
+  // MoE exchanges of every step.
+  if (B < (par_.dp_size() > 1 ? 0 : 1) || max_len < 1 || max_len > cfg_.max_seq_len)
     throw std::invalid_argument("generation: need B >= 1 and 1 <= max_len <= model.max_seq_len = " +
                                 std::to_string(cfg_.max_seq_len));
   auto* st = new GenerationState;
@@ -39,7 +41,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   const ModelConfig& cfg = m.config();
   const int L = cfg.n_layers, K = cfg.top_k, D = cfg.d_model;
   const NumericsProfile& p = st->profile;
-  const PackedSet& ps = model_packed(im, cfg, m.params(), p);
+  const PackedSet& ps = model_packed(im, cfg, m.params(), p, m.expert_range());
   const size_t NK = static_cast<size_t>(rows) * K;
   std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
   std::vector<float> x_out(static_cast<size_t>(rows) * D);
@@ -54,6 +56,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     c.replay_ids = replay_ids ? replay_ids + l * NK : nullptr;
     c.bias = cfg.expert_bias ? m.expert_bias().data() + static_cast<size_t>(l) * cfg.n_experts : nullptr;
     c.training = false;
+    c.dispatcher = im->dispatcher.get();
     float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
     layer_forward(&a, x_out.data(), rl, nullptr, c);
     if (cfg.is_moe() && topk_ids)

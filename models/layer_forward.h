@@ -22,6 +22,8 @@ struct LayerCall {
   const int32_t* probe_ids = nullptr;   // [N, K]
   int32_t* own_ids = nullptr;           // [N, K]
   bool training = false;                // aux-loss bookkeeping for backward
+  const Dispatcher* dispatcher = nullptr;  // MoE exchange (null: local)
+  const RowSums* rows = nullptr;          // training: sums over the whole batch (parallel.h)
 };
 
 // a->x_in[N, D] → x_out[N, D] ('='); router_logp[N, K] and load[E] (+=) when non-null.

@@ -7,12 +7,40 @@ namespace moerl {
 
 std::string layer_prefix(int layer) { return "layers." + std::to_string(layer) + "."; }
 
+namespace {
+bool is_expert_tensor(const std::string& name) {
+  for (const char* t : {".moe.w_gate", ".moe.w_up", ".moe.w_down"}) {
+    const size_t n = std::char_traits<char>::length(t);
+    if (name.size() >= n && name.compare(name.size() - n, n, t) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
 Model::Model(const ModelConfig& cfg) : cfg_(cfg), params_(cfg), grads_(cfg), impl_(new Impl) {
   cfg_.validate();
   expert_bias_.assign(static_cast<size_t>(cfg.n_layers) * std::max(cfg.n_experts, 0), 0.0f);
+  impl_->dispatcher = std::make_unique<LocalDispatcher>();
+  for (const ParamInfo& info : params_.infos()) {
+    const bool expert = is_expert_tensor(info.name);
+    impl_->dense_offset.push_back(expert ? -1 : impl_->dense_size);
+    if (!expert) impl_->dense_size += info.size;
+  }
 }
 
 Model::~Model() = default;
+
+void Model::set_parallel(const ModelParallel& par) {
+  par.validate(cfg_);
+  par_ = par;
+  if (par.ep_size() > 1) impl_->dispatcher = std::make_unique<CollectiveDispatcher>(par.ep);
+  else impl_->dispatcher = std::make_unique<LocalDispatcher>();
+  impl_->packed.clear();
+}
+
+ExpertRange Model::expert_range() const {
+  return cfg_.is_moe() ? ep_experts(cfg_.n_experts, par_.ep_size(), par_.ep_rank()) : ExpertRange{};
+}
 
 void Model::invalidate_packed_weights() { impl_->packed.clear(); }
 
@@ -23,7 +51,7 @@ LinearNumerics pack_numerics(const NumericsProfile& p, LinearKind kind) {
 }  // namespace
 
 const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
-                              const NumericsProfile& p) {
+                              const NumericsProfile& p, ExpertRange owned) {
   for (const PackedSet& s : impl->packed)
     if (s.profile == p.name) return s;
   PackedSet s;
@@ -46,7 +74,7 @@ const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const P
       const float* wu = params.get(pre + "moe.w_up");
       const float* wd = params.get(pre + "moe.w_down");
       const size_t fd = static_cast<size_t>(F) * D;
-      for (int e = 0; e < E; ++e) {
+      for (int e = owned.begin; e < owned.end; ++e) {  // other ranks' experts are not run here
         linear_pack_weight(&pl.expert_gate[e], wg + e * fd, F, D, mm);
         linear_pack_weight(&pl.expert_up[e], wu + e * fd, F, D, mm);
         linear_pack_weight(&pl.expert_down[e], wd + e * fd, D, F, mm);
@@ -80,7 +108,7 @@ FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up
 
 MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,
                  RouterMode mode, const int32_t* replay_ids, const float* bias, int seq_len,
-                 bool training) {
+                 bool training, const Dispatcher* dispatcher, const RowSums* rows) {
   MoeCall c;
   c.router.cfg = &cfg;
   c.router.profile = &p;
@@ -91,6 +119,9 @@ MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, ui
   c.router.bias = bias;
   c.router.seq_len = seq_len;
   c.router.training = training;
+  c.router.rows = rows;
+  c.dispatcher = dispatcher;
+  c.ep_layout = p.ep_layout;
   c.experts = ffn_numerics(p, layer, Site::expert_gate, Site::expert_up, Site::expert_down, call);
   c.shared = ffn_numerics(p, layer, Site::shared_gate, Site::shared_up, Site::shared_down, call);
   c.combine = site_reduce(p, p.combine_order, site_key(p, layer, Site::combine, call));
@@ -116,21 +147,6 @@ MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const P
     w.shared_down_raw = params.get(pre + "moe.shared.w_down");
   }
   return w;
-}
-
-MoeGrads moe_grads(const ModelConfig& cfg, ParamStore& grads, int layer) {
-  const std::string pre = layer_prefix(layer);
-  MoeGrads g;
-  g.router = grads.get(pre + "moe.router");
-  g.w_gate = grads.get(pre + "moe.w_gate");
-  g.w_up = grads.get(pre + "moe.w_up");
-  g.w_down = grads.get(pre + "moe.w_down");
-  if (cfg.shared_expert_ff > 0) {
-    g.shared_gate = grads.get(pre + "moe.shared.w_gate");
-    g.shared_up = grads.get(pre + "moe.shared.w_up");
-    g.shared_down = grads.get(pre + "moe.shared.w_down");
-  }
-  return g;
 }
 
 }  // namespace moerl

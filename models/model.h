@@ -14,6 +14,7 @@
 
 #include "kernels/numerics.h"
 #include "models/config.h"
+#include "models/parallel.h"
 #include "models/params.h"
 
 namespace moerl {
@@ -36,6 +37,10 @@ struct ForwardRequest {
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
+  // Data parallelism (Model::set_parallel): tokens are this rank's block of a batch of B_total
+  // sequences — block dp_block(B_total, dp size, dp rank), B of them (B may be 0). Aux losses,
+  // expert_load and gradients then cover the whole batch. 0 = B (the batch is not split).
+  int B_total = 0;
 };
 
 struct ForwardResult {
@@ -46,8 +51,15 @@ struct ForwardResult {
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
                                    // (of probe_ids when given)
   std::vector<int32_t> own_topk_ids;  // [L, B*T, K] the router's own choice (when want_own_topk)
-  std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert
+  std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert, over the
+                                     // whole batch (all data-parallel ranks)
   float aux_loss = 0.0f;           // load-balancing + z losses summed over layers (coef included)
+  // All-to-all traffic of the MoE layers, per layer and expert-parallel rank: bytes each rank
+  // sends to other ranks (dispatch + combine, FP32 rows; backward moves as much again) and the
+  // (token, slot) rows each rank's experts receive (the load imbalance). [L, ranks]; one rank:
+  // 0 bytes and all rows.
+  std::vector<int64_t> a2a_bytes;
+  std::vector<int64_t> tokens_received;
 };
 
 struct GenerationState;  // KV cache and per-sequence lengths (opaque)
@@ -60,6 +72,13 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   const ModelConfig& config() const { return cfg_; }
+  // Spreads the model over ranks (models/parallel.h): experts sharded over par.ep (this rank
+  // computes and updates only its own, expert_range(); the other experts' slots are left as they
+  // are), sequences over par.dp, sums in deterministic mode when par.reduce_chunks > 0. The
+  // collectives must outlive the model. Validates (n_experts % EP, …); throws std::invalid_argument.
+  void set_parallel(const ModelParallel& par);
+  const ModelParallel& parallel() const { return par_; }
+  ExpertRange expert_range() const;
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
   ParamStore& grads() { return grads_; }
@@ -94,6 +113,7 @@ class Model {
 
  private:
   ModelConfig cfg_;
+  ModelParallel par_;
   ParamStore params_, grads_;
   std::vector<float> expert_bias_;
   std::unique_ptr<Impl> impl_;

@@ -92,7 +92,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   float aux = 0.0f;
   if (cfg.is_moe()) {
     MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
-                          c.training);
+                          c.training, c.dispatcher, c.rows);
     mc.router.probe_ids = c.probe_ids;
     mc.router.own_ids = c.own_ids;
     aux = moe_forward(a->y.data(), &a->moe, router_logp, load, a->h_mlp.data(),
@@ -121,19 +121,27 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   const NumericsProfile& p = req.profile ? *req.profile : default_profile();
   const int B = req.B, T = req.T, N = B * T, D = cfg_.d_model, L = cfg_.n_layers,
             V = cfg_.vocab_size, K = cfg_.top_k;
-  if (B < 1 || T < 2 || T > cfg_.max_seq_len)
+  const int B_total = req.B_total > 0 ? req.B_total : B;
+  if (B_total < 1 || T < 2 || T > cfg_.max_seq_len)
     throw std::invalid_argument("forward: need B >= 1 and 2 <= T <= model.max_seq_len = " +
-                                std::to_string(cfg_.max_seq_len) + " (got B=" + std::to_string(B) +
+                                std::to_string(cfg_.max_seq_len) + " (got B=" + std::to_string(B_total) +
                                 ", T=" + std::to_string(T) + ")");
+  const SeqBlock block = dp_block(B_total, par_.dp_size(), par_.dp_rank());
+  if (B != block.size())
+    throw std::invalid_argument("forward: B = " + std::to_string(B) + " sequences, but data-parallel rank " +
+                                std::to_string(par_.dp_rank()) + " of " + std::to_string(par_.dp_size()) +
+                                " holds " + std::to_string(block.size()) + " of B_total = " +
+                                std::to_string(B_total));
   for (int i = 0; i < N; ++i)
     if (req.tokens[i] < 0 || req.tokens[i] >= V)
       throw std::invalid_argument("forward: token " + std::to_string(req.tokens[i]) +
                                   " at index " + std::to_string(i) + " outside [0, " +
                                   std::to_string(V) + ")");
   Impl& im = *impl_;
-  const PackedSet& ps = model_packed(&im, cfg_, params_, p);
+  const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
   im.saved = false;
   im.B = B; im.T = T;
+  im.rows = RowSums(par_, B_total, B, T);
   im.profile = p;
   im.mode = req.router_mode;
   im.call = req.call;
@@ -162,6 +170,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   im.temperature = req.temperature;
 
   im.layers.resize(L);
+  std::vector<double> a2a(moe ? 2 * L : 0, 0.0);  // per layer: bytes sent, rows received
   std::vector<float> x(static_cast<size_t>(N) * D);
   cpu::embedding_forward(x.data(), req.tokens, params_.get("embed"), N, D);
   round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
@@ -175,16 +184,37 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     c.replay_ids = req.router_mode == RouterMode::replay ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
     c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
     c.training = true;
+    c.dispatcher = im.dispatcher.get();
+    c.rows = &im.rows;
     const size_t lo = static_cast<size_t>(l) * N * K;
     if (moe && req.probe_ids) c.probe_ids = req.probe_ids + lo;
     if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
     out->aux_loss += layer_forward(&a, x.data(), moe ? &out->router_logp[static_cast<size_t>(l) * N * K] : nullptr,
                                    moe ? &out->expert_load[static_cast<size_t>(l) * cfg_.n_experts] : nullptr, c);
     if (moe) {
+      const DispatchPlan& dp = a.moe.plan;
+      for (int s = 0; s < dp.ranks; ++s)
+        if (s != dp.rank)  // rows out in the dispatch, rows back in the combine
+          a2a[2 * l] += static_cast<double>(dp.send_rows[s] + dp.recv_rows[s]) * D * sizeof(float);
+      a2a[2 * l + 1] = dp.received();
       std::memcpy(&out->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
       if (req.want_own_topk && req.router_mode == RouterMode::normal)
         std::memcpy(&out->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
     }
+  }
+  if (moe) {
+    if (par_.dp_size() > 1)  // the load of the whole batch (integer sums: exact in any order)
+      par_.dp->allreduce_sum(out->expert_load.data(), static_cast<int64_t>(out->expert_load.size()));
+    const int R = par_.ep_size();
+    std::vector<double> all = a2a;
+    if (R > 1) all = collectives_allgather(*par_.ep, a2a);
+    out->a2a_bytes.assign(static_cast<size_t>(L) * R, 0);
+    out->tokens_received.assign(static_cast<size_t>(L) * R, 0);
+    for (int r = 0; r < R; ++r)
+      for (int l = 0; l < L; ++l) {
+        out->a2a_bytes[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2]);
+        out->tokens_received[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2 + 1]);
+      }
   }
   im.x_final = x;
   im.h_final.resize(static_cast<size_t>(N) * D);

@@ -2,6 +2,7 @@
 // training forward, and the helpers shared by forward, backward and generation.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct GenerationState {
 
 struct Model::Impl {
   std::vector<PackedSet> packed;
+  std::unique_ptr<Dispatcher> dispatcher;  // LocalDispatcher, or over the EP group
+  // Dense (replicated) tensors in a compact layout, for per-chunk gradient partials: offset of
+  // each ParamStore tensor in it, -1 for routed-expert tensors.
+  std::vector<int64_t> dense_offset;
+  int64_t dense_size = 0;
 
   // saved by the last forward with save_for_backward
   bool saved = false;
@@ -62,26 +68,27 @@ struct Model::Impl {
   uint64_t call = 0;
   float temperature = 1.0f;
   std::vector<int32_t> tokens, targets, positions;
+  RowSums rows;  // how sums over the batch's rows are formed (parallel.h)
   std::vector<LayerActs> layers;
   std::vector<float> x_final, h_final, rstd_final, logits;
 };
 
 // Packs (once per parameter version) the weights of `profile`.
+// Experts outside `owned` are left unpacked (they live on other ranks).
 const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
-                              const NumericsProfile& profile);
+                              const NumericsProfile& profile, ExpertRange owned);
 
 // Numerics of the FFN sites of a layer.
 FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up, Site down,
                          uint64_t call);
 
-// The RouterCall / MoeCall of one layer for one call.
+// The RouterCall / MoeCall of one layer for one call (rows: training only, see RouterCall).
 MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,
                  RouterMode mode, const int32_t* replay_ids, const float* bias, int seq_len,
-                 bool training);
+                 bool training, const Dispatcher* dispatcher, const RowSums* rows);
 
-// Views of one layer's raw weights / gradients (MoE part).
+// Views of one layer's raw weights (MoE part).
 MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl, int layer);
-MoeGrads moe_grads(const ModelConfig& cfg, ParamStore& grads, int layer);
 
 std::string layer_prefix(int layer);
 

@@ -1,9 +1,37 @@
 // moe_layer.cpp — see moe_layer.h.
 #include "models/moe_layer.h"
 
+#include <algorithm>
+
 #include "kernels/precision.h"
 
 namespace moerl {
+
+namespace {
+const LocalDispatcher kLocal;
+
+// The numerics of this rank's experts: expert e draws its noise as call + e (linear.h), so local
+// expert j, global e0 + j, is offset by e0 — the same draws as on one rank.
+FfnNumerics local_experts(FfnNumerics nm, int e0) {
+  for (LinearNumerics* l : {&nm.gate, &nm.up, &nm.down}) l->reduce.key.call += static_cast<uint64_t>(e0);
+  return nm;
+}
+}  // namespace
+
+void moe_slot_order(int32_t* out, const int32_t* ids, int N, int K, int E, const EpLayout& layout) {
+  if (layout.kind == EpLayoutKind::none) return;
+  // arrival rank of expert e: (owner rank, position on the owner), flattened
+  auto arrival = [&](int e) {
+    if (layout.kind == EpLayoutKind::contiguous) return e;
+    return (e % layout.ranks) * E + e / layout.ranks;
+  };
+  for (int n = 0; n < N; ++n) {
+    int32_t* o = out + static_cast<size_t>(n) * K;
+    const int32_t* id = ids + static_cast<size_t>(n) * K;
+    for (int k = 0; k < K; ++k) o[k] = k;
+    std::stable_sort(o, o + K, [&](int32_t a, int32_t b) { return arrival(id[a]) < arrival(id[b]); });
+  }
+}
 
 float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const float* h,
                   const MoeWeights& w, int N, const MoeCall& c) {
@@ -11,19 +39,37 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model;
   const float aux = router_forward(&a->router, router_logp, load, h, *w.router, N, c.router);
 
-  const Dispatcher dispatcher;
+  const Dispatcher& d = c.dispatcher ? *c.dispatcher : kLocal;
   a->xe.resize(static_cast<size_t>(N) * K * D);
   a->ye.resize(static_cast<size_t>(N) * K * D);
-  dispatcher.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D);
-  ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,
-                      a->plan.offsets.data(), E, c.experts);
+  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D);
+  const DispatchPlan& p = a->plan;
+  if (p.ranks == 1) {
+    ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,
+                        p.offsets.data(), E, c.experts);
+  } else {
+    const size_t rows = static_cast<size_t>(p.received());
+    a->xg.resize(rows * D);
+    a->yg.resize(rows * D);
+    d.to_experts(a->xg.data(), a->xe.data(), p, D);
+    ffn_forward_grouped(a->yg.data(), &a->experts, a->xg.data(), w.w_gate + p.e0, w.w_up + p.e0,
+                        w.w_down + p.e0, p.expert_offsets.data(), p.E_local,
+                        local_experts(c.experts, p.e0));
+    d.from_experts(a->ye.data(), a->yg.data(), p, D);
+  }
   const float* extra = nullptr;
   if (w.shared) {
     a->shared_y.resize(static_cast<size_t>(N) * D);
     ffn_forward(a->shared_y.data(), &a->shared, h, w.shared[0], w.shared[1], w.shared[2], N, c.shared);
     extra = a->shared_y.data();
   }
-  dispatcher.combine(y, a->ye.data(), a->router.gate.data(), extra, a->plan, D, c.combine);
+  const int32_t* order = nullptr;
+  if (c.ep_layout.kind != EpLayoutKind::none) {
+    a->slot_order.resize(static_cast<size_t>(N) * K);
+    moe_slot_order(a->slot_order.data(), a->router.ids.data(), N, K, E, c.ep_layout);
+    order = a->slot_order.data();
+  }
+  d.combine(y, a->ye.data(), a->router.gate.data(), extra, p, D, c.combine, order);
   round_array(y, static_cast<int64_t>(N) * D, c.experts.activations);
   return aux;
 }
@@ -32,17 +78,36 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
                   const MoeWeights& w, int N, const MoeCall& c) {
   const ModelConfig& cfg = *c.router.cfg;
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model, F = cfg.d_ff;
-  const Dispatcher dispatcher;
+  const Dispatcher& d = c.dispatcher ? *c.dispatcher : kLocal;
+  const DispatchPlan& p = a.plan;
   const size_t rows = static_cast<size_t>(N) * K;
   std::vector<float> dye(rows * D), dgate(rows), dxe(rows * D, 0.0f);
-  dispatcher.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(),
-                              a.plan, D);
-  ffn_backward_grouped(dxe.data(), g.w_gate, g.w_up, g.w_down, dye.data(), a.experts, a.xe.data(),
-                       w.w_gate_raw, w.w_up_raw, w.w_down_raw, a.plan.offsets.data(), E, F, D);
-  dispatcher.dispatch_backward(dh, dxe.data(), a.plan, D);
+  // combine: y = Σ_k gate·ye (+ shared)
+  d.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(), p, D);
+  if (p.ranks == 1) {
+    ffn_backward_grouped(dxe.data(), g.w_gate, g.w_up, g.w_down, dye.data(), a.experts,
+                         a.xe.data(), w.w_gate_raw, w.w_up_raw, w.w_down_raw, p.offsets.data(), E,
+                         F, D);
+  } else {
+    // ye = from_experts(yg): its adjoint sends dye to the experts' owners (counts swapped)
+    const size_t recv = static_cast<size_t>(p.received());
+    std::vector<float> dyg(recv * D), dxg(recv * D, 0.0f);
+    d.to_experts(dyg.data(), dye.data(), p, D);
+    const size_t fd = static_cast<size_t>(F) * D, e0 = static_cast<size_t>(p.e0);
+    ffn_backward_grouped(dxg.data(), g.w_gate + e0 * fd, g.w_up + e0 * fd, g.w_down + e0 * fd,
+                         dyg.data(), a.experts, a.xg.data(), w.w_gate_raw + e0 * fd,
+                         w.w_up_raw + e0 * fd, w.w_down_raw + e0 * fd, p.expert_offsets.data(),
+                         p.E_local, F, D);
+    // xg = to_experts(xe): the adjoint brings dxg back to the tokens' ranks
+    d.from_experts(dxe.data(), dxg.data(), p, D);
+  }
+  d.dispatch_backward(dh, dxe.data(), p, D);
+  const std::vector<int> whole{0, N};
+  const std::vector<int>& bounds = c.router.rows ? c.router.rows->bounds() : whole;
   if (w.shared)  // y_extra enters the combine with weight 1
-    ffn_backward(dh, g.shared_gate, g.shared_up, g.shared_down, dy, a.shared, h, w.shared_gate_raw,
-                 w.shared_up_raw, w.shared_down_raw, N, cfg.shared_expert_ff, D);
+    ffn_backward_chunks(dh, g.shared_gate, g.shared_up, g.shared_down, dy, a.shared, h,
+                        w.shared_gate_raw, w.shared_up_raw, w.shared_down_raw, bounds,
+                        cfg.shared_expert_ff, D);
   router_backward(dh, g.router, dgate.data(), a.router, h, w.router_raw, N, c.router);
 }
 

@@ -35,27 +35,33 @@ void aux_probs(float* phat, const float* scores, int E, Scoring scoring) {
   for (int e = 0; e < E; ++e) phat[e] = scores[e] / s;
 }
 
-// Switch-style balance loss over rows [r0, r1): L = c·E·Σ_e f_e·P_e with f_e = n_e/(K·n),
-// P_e = mean p̂_e, n_e from the top-k of p̂ itself (not the routing actually used, which may be
-// replayed or biased). Writes dL/dp̂ = c·E·f_e/n · scale into aux_weight rows; returns L.
-float balance_loss(float* aux_weight, const float* scores, int r0, int r1, int E, int K,
-                   Scoring scoring, float coef, float scale) {
+// Switch-style balance loss L = c·E·Σ_e f_e·P_e with f_e = n_e/(K·n), P_e = mean p̂_e over n rows,
+// n_e from the top-k of p̂ itself (not the routing actually used, which may be replayed or biased).
+// In two steps so that the statistics can be summed over a batch split across ranks:
+// balance_stats adds rows [r0, r1) into count[E] (n_e) and sum_p[E] (Σ p̂_e), in row order;
+// balance_finish writes dL/dp̂ = c·E·f_e/n · scale into aux_weight rows [r0, r1) and returns L.
+void balance_stats(double* count, double* sum_p, const float* scores, int r0, int r1, int E, int K,
+                   Scoring scoring) {
   const int n = r1 - r0;
+  if (n <= 0) return;
   std::vector<float> phat(static_cast<size_t>(n) * E);
   for (int r = 0; r < n; ++r) aux_probs(&phat[static_cast<size_t>(r) * E], scores + static_cast<size_t>(r0 + r) * E, E, scoring);
   std::vector<int32_t> ids(static_cast<size_t>(n) * K);
   std::vector<float> vals(static_cast<size_t>(n) * K);
   cpu::topk_forward(ids.data(), vals.data(), phat.data(), n, E, K, TieBreak::lowest, NoiseKey{});
-  std::vector<double> count(E, 0.0), mean_p(E, 0.0);
   for (int i = 0; i < n * K; ++i) count[ids[i]] += 1.0;
   for (int r = 0; r < n; ++r)
-    for (int e = 0; e < E; ++e) mean_p[e] += phat[static_cast<size_t>(r) * E + e];
+    for (int e = 0; e < E; ++e) sum_p[e] += phat[static_cast<size_t>(r) * E + e];
+}
+
+float balance_finish(float* aux_weight, const double* count, const double* sum_p, double n, int r0,
+                     int r1, int E, int K, float coef, float scale) {
   double loss = 0.0;
   for (int e = 0; e < E; ++e) {
     const double f = count[e] / (static_cast<double>(K) * n);
-    loss += f * mean_p[e] / n;
+    loss += f * sum_p[e] / n;
     const float w = static_cast<float>(coef * E * f / n * scale);
-    for (int r = 0; r < n; ++r) aux_weight[static_cast<size_t>(r0 + r) * E + e] = w;
+    for (int r = r0; r < r1; ++r) aux_weight[static_cast<size_t>(r) * E + e] = w;
   }
   return static_cast<float>(coef * E * loss);
 }
@@ -129,34 +135,64 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
   }
 
   if (!c.training) return 0.0f;
+  // Sums over the whole batch: one partial per row group (rows.h), combined across ranks.
+  RowSums local;
+  if (!c.rows) local = RowSums(ModelParallel{}, N / std::max(c.seq_len, 1), N / std::max(c.seq_len, 1), c.seq_len);
+  const RowSums& rows = c.rows ? *c.rows : local;
+  const int G = rows.groups();
   float aux = 0.0f;
   a->aux_weight.assign(NE, 0.0f);
   if (cfg.load_balance == LoadBalance::aux_loss) {
-    aux += balance_loss(a->aux_weight.data(), a->scores.data(), 0, N, E, K, cfg.scoring,
-                        cfg.aux_loss_coef, 1.0f);
+    std::vector<double> part(static_cast<size_t>(G) * 2 * E, 0.0), total(2 * E);
+    for (int g = 0; g < G; ++g)
+      balance_stats(&part[static_cast<size_t>(g) * 2 * E], &part[static_cast<size_t>(g) * 2 * E + E],
+                    a->scores.data(), rows.begin(g), rows.end(g), E, K, cfg.scoring);
+    rows.combine(total.data(), part.data(), 2 * E);
+    aux += balance_finish(a->aux_weight.data(), total.data(), total.data() + E,
+                          static_cast<double>(rows.rows_total()), 0, N, E, K, cfg.aux_loss_coef, 1.0f);
   } else if (cfg.load_balance == LoadBalance::seq_aux_loss) {
-    const int T = c.seq_len, B = N / T;
-    for (int b = 0; b < B; ++b)
-      aux += balance_loss(a->aux_weight.data(), a->scores.data(), b * T, (b + 1) * T, E, K,
-                          cfg.scoring, cfg.aux_loss_coef, 1.0f / B) / B;
+    // per sequence (always on one rank), averaged over all sequences of the batch
+    const int T = c.seq_len;
+    const float Bt = static_cast<float>(rows.seqs_total());
+    std::vector<double> part(G, 0.0);
+    std::vector<double> count(E), sum_p(E);
+    for (int g = 0; g < G; ++g) {
+      float sum = 0.0f;
+      for (int r0 = rows.begin(g); r0 < rows.end(g); r0 += T) {
+        std::fill(count.begin(), count.end(), 0.0);
+        std::fill(sum_p.begin(), sum_p.end(), 0.0);
+        balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r0 + T, E, K, cfg.scoring);
+        sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), T, r0, r0 + T, E, K,
+                              cfg.aux_loss_coef, 1.0f / Bt) / Bt;
+      }
+      part[g] = sum;
+    }
+    double total = 0.0;
+    rows.combine(&total, part.data(), 1);
+    aux += static_cast<float>(total);
   }
   if (cfg.z_loss_coef > 0.0f) {
+    std::vector<double> part(G, 0.0);
+    for (int g = 0; g < G; ++g)
+      for (int n = rows.begin(g); n < rows.end(g); ++n) {
+        const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
+        part[g] += lse * lse;
+      }
     double zl = 0.0;
-    for (int n = 0; n < N; ++n) {
-      const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
-      zl += lse * lse;
-    }
-    aux += static_cast<float>(cfg.z_loss_coef * zl / N);
+    rows.combine(&zl, part.data(), 1);
+    aux += static_cast<float>(cfg.z_loss_coef * zl / static_cast<double>(rows.rows_total()));
   }
   return aux;
 }
 
-void router_backward(float* dh, float* dw_router, const float* dgate, const RouterActs& a,
-                     const float* h, const float* w_router, int N, const RouterCall& c) {
+void router_backward(float* dh, const std::vector<float*>& dw_router, const float* dgate,
+                     const RouterActs& a, const float* h, const float* w_router, int N,
+                     const RouterCall& c) {
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model;
   std::vector<float> dz(static_cast<size_t>(N) * E, 0.0f);
   std::vector<float> dp(E), phat(E);
+  const int64_t N_total = c.rows ? c.rows->rows_total() : N;
   for (int n = 0; n < N; ++n) {
     const float* zn = a.logits.data() + static_cast<size_t>(n) * E;
     const float* sn = a.scores.data() + static_cast<size_t>(n) * E;
@@ -202,14 +238,18 @@ void router_backward(float* dh, float* dw_router, const float* dgate, const Rout
       }
     }
 
-    // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N
+    // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N (N: rows of the whole batch)
     if (cfg.z_loss_coef > 0.0f) {
       const float lse = row_logsumexp(zn, E);
-      const float f = 2.0f * cfg.z_loss_coef * lse / N;
+      const float f = 2.0f * cfg.z_loss_coef * lse / static_cast<float>(N_total);
       for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
     }
   }
-  linear_backward(dh, dw_router, dz.data(), h, w_router, N, E, D);
+  const std::vector<int> whole{0, N};
+  const std::vector<int>& b = c.rows ? c.rows->bounds() : whole;
+  for (size_t g = 0; g + 1 < b.size(); ++g)
+    linear_backward(dh + static_cast<size_t>(b[g]) * D, dw_router[g], dz.data() + static_cast<size_t>(b[g]) * E,
+                    h + static_cast<size_t>(b[g]) * D, w_router, b[g + 1] - b[g], E, D);
 }
 
 }  // namespace moerl

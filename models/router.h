@@ -10,6 +10,7 @@
 #include "kernels/linear.h"
 #include "models/config.h"
 #include "models/model.h"
+#include "models/parallel.h"
 
 namespace moerl {
 
@@ -31,6 +32,10 @@ struct RouterCall {
   const float* bias = nullptr;     // [E] selection bias (cfg.expert_bias), or null
   int seq_len = 0;                 // T, for the sequence aux loss (N = B·T)
   bool training = false;           // compute aux-loss gradients' weights
+  // Training: how sums over the batch's rows are formed (the aux losses' statistics f_e, P_e, the
+  // z-loss and their normalisers cover the whole batch across data-parallel ranks). Null: this
+  // call's N rows are the whole batch.
+  const RowSums* rows = nullptr;
   const int32_t* probe_ids = nullptr;  // [N, K]: router_logp is taken at these ids (RSPO)
   int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
 };
@@ -42,7 +47,9 @@ float router_forward(RouterActs* acts, float* router_logp, int64_t* load, const 
                      const PackedWeight& w_router, int N, const RouterCall& call);
 
 // dgate[N, K] (dLoss/dgate) → dh[N, D] +=, dw_router[E, D] +=; adds the aux and z-loss gradients.
-void router_backward(float* dh, float* dw_router, const float* dgate, const RouterActs& acts,
-                     const float* h, const float* w_router, int N, const RouterCall& call);
+// dw_router[c] receives the rows of chunk c of call.rows (one pointer when call.rows is null).
+void router_backward(float* dh, const std::vector<float*>& dw_router, const float* dgate,
+                     const RouterActs& acts, const float* h, const float* w_router, int N,
+                     const RouterCall& call);
 
 }  // namespace moerl

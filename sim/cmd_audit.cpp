@@ -16,6 +16,7 @@
 #include "models/h5io.h"
 #include "sim/audit.h"
 #include "sim/cli.h"
+#include "sim/gather.h"
 #include "sim/model_io.h"
 #include "sim/sampling.h"
 #include "sim/scenario.h"
@@ -26,7 +27,8 @@ namespace moerl {
 
 namespace {
 
-// Samples N sequences of P prompt + R response tokens under `profile`, in batches.
+// Samples N sequences of P prompt + R response tokens under `profile`, in batches; every batch
+// split over the data-parallel ranks and gathered (streams are keyed by the sequence index).
 std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profile,
                                       const AuditConfig& a, uint64_t seed, int batch) {
   const int N = a.prompts, P = a.prompt_len, R = a.response_len, T = P + R;
@@ -37,8 +39,10 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
     for (int t = 0; t < P; ++t)
       tokens[static_cast<size_t>(n) * T + t] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
   }
-  for (int n0 = 0; n0 < N; n0 += batch) {
-    const int B = std::min(batch, N - n0);
+  const ModelParallel& par = model->parallel();
+  for (int n0_batch = 0; n0_batch < N; n0_batch += batch) {
+    const SeqBlock blk = dp_block(std::min(batch, N - n0_batch), par.dp_size(), par.dp_rank());
+    const int B = static_cast<int>(blk.size()), n0 = n0_batch + static_cast<int>(blk.begin);
     std::vector<Rng> rngs;
     for (int b = 0; b < B; ++b)
       rngs.emplace_back(rng_derive(seed, static_cast<uint64_t>(Stream::sampling),
@@ -64,6 +68,12 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
       throw;
     }
     model->generation_end(st);
+    if (par.dp_size() > 1) {
+      const std::vector<int32_t> mine(tokens.begin() + static_cast<int64_t>(n0) * T,
+                                      tokens.begin() + static_cast<int64_t>(n0 + B) * T);
+      const std::vector<int32_t> all = collectives_allgather(*par.dp, mine);
+      std::copy(all.begin(), all.end(), tokens.begin() + static_cast<int64_t>(n0_batch) * T);
+    }
   }
   return tokens;
 }
@@ -94,7 +104,7 @@ void write_text_atomic(const std::string& path, const std::string& text) {
 
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   std::string checkpoint, tokens_path, name_a, name_b, scenario_path, out;
-  int batch = 256;
+  int batch = 256, ranks_per_run = 0;
   std::vector<std::string> sets;
   po::options_description desc("moerl audit options");
   desc.add_options()
@@ -104,25 +114,39 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
       ("profile-b", po::value(&name_b), "profile B, the train side (default: engines.train)")
       ("scenario", po::value(&scenario_path), "scenario: [audit], [run] seed, [engines], [profile.NAME]")
       ("out", po::value(&out), "write the numbers to .h5/.hdf5 (HDF5) or .json")
-      ("batch", po::value(&batch)->default_value(256), "sequences per forward call");
+      ("batch", po::value(&batch)->default_value(256), "sequences per forward call (split over the ranks)")
+      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
   cli_add_set_option(&desc, &sets);
   po::variables_map vm;
-  if (!cli_parse(comms, "audit",
-                 "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
-                 "[--out audit.h5|audit.json] [--set section.key=value]...",
-                 desc, po::positional_options_description(), args, &vm))
-    return 0;
-  if (batch < 1) throw usage_error("audit: --batch " + std::to_string(batch) + ": must be >= 1");
-  if (!out.empty() && !ends_with(out, ".h5") && !ends_with(out, ".hdf5") && !ends_with(out, ".json"))
-    throw usage_error("audit: --out " + out + ": the extension must be .h5, .hdf5 or .json");
-  if (!comms.is_root) return 0;  // single-rank command for now
+  bool go = true;
+  comms_checked(comms, [&] {
+    go = cli_parse(comms, "audit",
+                   "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
+                   "[--out audit.h5|audit.json] [--set section.key=value]...",
+                   desc, po::positional_options_description(), args, &vm);
+    if (!go) return;
+    if (batch < 1) throw usage_error("audit: --batch " + std::to_string(batch) + ": must be >= 1");
+    if (!out.empty() && !ends_with(out, ".h5") && !ends_with(out, ".hdf5") && !ends_with(out, ".json"))
+      throw usage_error("audit: --out " + out + ": the extension must be .h5, .hdf5 or .json");
+  });
+  if (!go) return 0;
+  // Every batch is split over the group's ranks (experts sharded, sequences in blocks) and
+  // gathered; the root prints and writes.
+  const RankGrid grid(comms, ranks_per_run);
+  if (!grid.active()) return 0;
 
-  const Scenario scenario =
-      scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
-  if (name_a.empty()) name_a = scenario.engines.rollout;
-  if (name_b.empty()) name_b = scenario.engines.train;
-  const NumericsProfile prof_a = scenario.profile(name_a), prof_b = scenario.profile(name_b);
-  std::unique_ptr<Model> model = model_load_checkpoint(checkpoint);
+  Scenario scenario;
+  NumericsProfile prof_a, prof_b;
+  std::unique_ptr<Model> model;
+  grid.checked([&] {  // bad input fails on every rank at once
+    scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
+    if (name_a.empty()) name_a = scenario.engines.rollout;
+    if (name_b.empty()) name_b = scenario.engines.train;
+    prof_a = scenario.profile(name_a);
+    prof_b = scenario.profile(name_b);
+    model = model_load_checkpoint(checkpoint);
+    model->set_parallel(grid.model_parallel(0));
+  });
   const ModelConfig& cfg = model->config();
   const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size;
 
@@ -134,15 +158,22 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   std::vector<int32_t> tokens;
   int64_t N = 0;
   int T = 0, first = 1;  // audited positions: first..T-1
-  if (!tokens_path.empty()) {
-    tokens = tokens_read(tokens_path, cfg, &N, &T);
-    info.tokens_source = tokens_path;
-  } else {
+  grid.checked([&] {
+    if (!tokens_path.empty()) tokens = tokens_read(tokens_path, cfg, &N, &T);
     const AuditConfig& a = scenario.audit;
-    if (a.prompt_len + a.response_len > cfg.max_seq_len)
+    if (tokens_path.empty() && a.prompt_len + a.response_len > cfg.max_seq_len)
       throw std::invalid_argument(
           "audit.prompt_len + audit.response_len = " + std::to_string(a.prompt_len + a.response_len) +
           ": exceeds the checkpoint's max_seq_len = " + std::to_string(cfg.max_seq_len));
+    const int64_t n = tokens_path.empty() ? a.prompts : N;
+    if (n < grid.size())
+      throw std::invalid_argument("audit: " + std::to_string(n) + " sequences, fewer than the " +
+                                  std::to_string(grid.size()) + " ranks");
+  });
+  if (!tokens_path.empty()) {
+    info.tokens_source = tokens_path;
+  } else {
+    const AuditConfig& a = scenario.audit;
     tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch);
     N = a.prompts;
     T = a.prompt_len + a.response_len;
@@ -161,9 +192,11 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   ForwardResult ra, rb;
   for (int64_t n0 = 0; n0 < N; n0 += batch) {
     const int B = static_cast<int>(std::min<int64_t>(batch, N - n0));
+    const SeqBlock blk = dp_block(B, grid.size(), grid.rank());  // this rank's sequences
     ForwardRequest req;
-    req.tokens = tokens.data() + n0 * T;
-    req.B = B;
+    req.tokens = tokens.data() + (n0 + blk.begin) * T;
+    req.B = static_cast<int>(blk.size());
+    req.B_total = B;
     req.T = T;
     req.want_logits = true;
     req.call = static_cast<uint64_t>(n0);
@@ -171,6 +204,9 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     model->forward(&ra, req);
     req.profile = &prof_b;
     model->forward(&rb, req);
+    gather_forward(&ra, grid.dp(), L, cfg.is_moe(), false);
+    gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false);
+    req.tokens = tokens.data() + n0 * T;  // the whole batch from here on
     // Row r = b*T + t. Routing mask: rows of audited tokens; log-prob mask: the rows before them.
     const size_t rows = static_cast<size_t>(B) * T;
     std::vector<uint8_t> route_mask(rows, 0), logit_mask(rows, 0);
@@ -189,6 +225,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
                        static_cast<int>(rows), V);
   }
   const AuditMetrics m = audit_finish(acc);
+  if (!grid.is_root()) return 0;
   std::fputs(audit_format_table(m, info).c_str(), stdout);
   if (!out.empty()) {
     if (ends_with(out, ".json")) write_text_atomic(out, audit_format_json(m, info));

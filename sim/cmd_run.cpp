@@ -13,6 +13,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   std::string scenario_path;
   RunOptions opt;
   std::vector<std::string> sets;
+  int ranks_per_run = 0;
   po::options_description desc("moerl run options");
   desc.add_options()
       ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
@@ -21,22 +22,32 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
       ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
       ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")
-      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation");
+      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation")
+      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
   cli_add_set_option(&desc, &sets);
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!cli_parse(comms, "run", "SCENARIO [--set section.key=value]... [--out PATH] [--resume]", desc,
-                 pos, args, &vm))
-    return 0;
-  const Scenario s = Scenario::load(scenario_path, sets);
+  bool go = true;
+  Scenario s;
+  comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
+    go = cli_parse(comms, "run", "SCENARIO [--set section.key=value]... [--out PATH] [--resume]",
+                   desc, pos, args, &vm);
+    if (go) s = Scenario::load(scenario_path, sets);
+  });
+  if (!go) return 0;
+  const RankGrid grid(comms, ranks_per_run);
+  if (!grid.active()) return 0;
   if (opt.out.empty())
     opt.out = "results/" + std::filesystem::path(scenario_path).stem().string() + ".h5";
-  if (std::filesystem::path(opt.out).has_parent_path())
-    std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
-  opt.progress = comms.is_root;
+  grid.checked([&] {
+    if (grid.is_root() && std::filesystem::path(opt.out).has_parent_path())
+      std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
+  });
+  opt.progress = grid.is_root();
+  opt.grid = &grid;
   const RunSummary sum = run_rl(s, opt);
-  if (comms.is_root)
+  if (grid.is_root())
     std::printf("moerl run: %s after %lld steps%s: final reward %.3f, eval accuracy %.3f → %s\n",
                 sum.status.c_str(), static_cast<long long>(sum.steps),
                 sum.collapse_step >= 0 ? (" (collapse at step " + std::to_string(sum.collapse_step) + ")").c_str() : "",

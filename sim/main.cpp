@@ -39,8 +39,8 @@ void reexec_with_openblas_coretype(char** argv) {
 int main(int argc, char** argv) {
   reexec_with_openblas_coretype(argv);
   moerl::Comms comms = moerl::comms_init(&argc, &argv);
-  const int code =
-      moerl::comms_run_guarded(comms, [&] { return moerl::cli_main(comms, argc, argv); });
+  int code = moerl::comms_run_guarded(comms, [&] { return moerl::cli_main(comms, argc, argv); });
+  code = moerl::comms_agree_exit(comms, code);  // idle ranks too exit with the job's status
   moerl::comms_finalize(&comms);
   return code;
 }

@@ -31,7 +31,7 @@ float optim_lr_at(const OptimConfig& c, int64_t step, int64_t total) {
 
 AdamW::AdamW(const OptimConfig& cfg, const ParamStore& layout) : cfg_(cfg) {
   for (const ParamInfo& p : layout.infos())
-    tensors_.push_back({p.offset, p.size, p.shape.size() >= 2, false, p.name});
+    tensors_.push_back({p.offset, p.size, p.shape.size() >= 2, false, p.name, 0, 0, p.size});
   m_.assign(static_cast<size_t>(layout.size()), 0.0f);
   v_.assign(static_cast<size_t>(layout.size()), 0.0f);
 }
@@ -41,15 +41,59 @@ void AdamW::freeze(const std::string& pattern) {
     if (t.name.find(pattern) != std::string::npos) t.frozen = true;
 }
 
+void AdamW::set_parallel(int n_experts, ExpertRange owned, Collectives* ep, bool canonical) {
+  ep_ = ep;
+  ep_rank_ = ep ? ep->rank() : 0;
+  pieces_ = canonical || (ep && ep->size() > 1);
+  for (Tensor& t : tensors_) {
+    bool expert = false;
+    for (const char* suffix : {".moe.w_gate", ".moe.w_up", ".moe.w_down"}) {
+      const std::string x(suffix);
+      expert = expert || (t.name.size() >= x.size() && t.name.compare(t.name.size() - x.size(), x.size(), x) == 0);
+    }
+    if (!expert || n_experts <= 0) continue;
+    const int64_t per = t.size / n_experts;
+    t.experts = n_experts;
+    t.own_begin = per * owned.begin;
+    t.own_end = per * owned.end;
+  }
+}
+
+double AdamW::grad_norm_sq(const float* g) const {
+  if (!pieces_) {  // the serial sum
+    double sq = 0.0;
+    for (const Tensor& t : tensors_) {
+      if (t.frozen) continue;
+      for (int64_t j = t.offset; j < t.offset + t.size; ++j) sq += static_cast<double>(g[j]) * g[j];
+    }
+    return sq;
+  }
+  // One partial per dense tensor (taken from EP rank 0, where every rank holds the same) and per
+  // (expert tensor, expert) (from the owner); the others contribute exact zeros to the sum.
+  std::vector<double> part;
+  for (const Tensor& t : tensors_) {
+    if (t.frozen) continue;
+    const int n = t.experts > 0 ? t.experts : 1;
+    const int64_t per = t.size / n;
+    for (int i = 0; i < n; ++i) {
+      const int64_t b = per * i, e = per * (i + 1);
+      const bool mine = t.experts > 0 ? (b >= t.own_begin && e <= t.own_end) : ep_rank_ == 0;
+      double sq = 0.0;
+      if (mine)
+        for (int64_t j = t.offset + b; j < t.offset + e; ++j) sq += static_cast<double>(g[j]) * g[j];
+      part.push_back(sq);
+    }
+  }
+  if (ep_ && ep_->size() > 1) ep_->allreduce_sum(part.data(), static_cast<int64_t>(part.size()));
+  double sq = 0.0;
+  for (double p : part) sq += p;
+  return sq;
+}
+
 double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step) {
   float* w = params->data().data();
   float* g = grads->data().data();
-  double sq = 0.0;
-  for (const Tensor& t : tensors_) {
-    if (t.frozen) continue;
-    for (int64_t j = t.offset; j < t.offset + t.size; ++j) sq += static_cast<double>(g[j]) * g[j];
-  }
-  const double norm = std::sqrt(sq);
+  const double norm = std::sqrt(grad_norm_sq(g));
   const float clip = (cfg_.grad_clip > 0.0f && norm > cfg_.grad_clip && std::isfinite(norm))
                          ? static_cast<float>(cfg_.grad_clip / norm) : 1.0f;
   const double bc1 = 1.0 - std::pow(static_cast<double>(cfg_.beta1), static_cast<double>(step + 1));
@@ -57,7 +101,7 @@ double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step
   for (const Tensor& t : tensors_) {
     if (t.frozen) continue;
     const float decay = t.decay ? lr * cfg_.weight_decay : 0.0f;
-    for (int64_t j = t.offset; j < t.offset + t.size; ++j) {
+    for (int64_t j = t.offset + t.own_begin; j < t.offset + t.own_end; ++j) {
       const float gj = g[j] * clip;
       m_[j] = cfg_.beta1 * m_[j] + (1.0f - cfg_.beta1) * gj;
       v_[j] = cfg_.beta2 * v_[j] + (1.0f - cfg_.beta2) * gj * gj;

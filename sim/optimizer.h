@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "models/parallel.h"
 #include "models/params.h"
 
 namespace moerl {
@@ -34,6 +35,13 @@ class AdamW {
   // Marks tensors whose name contains `pattern` as frozen (no update, no decay).
   void freeze(const std::string& pattern);
 
+  // Expert parallelism: this rank updates only the slices [owned) of the routed-expert tensors
+  // (layers.{i}.moe.w_gate/w_up/w_down, [E, ...]); other experts' slots and moments stay as they
+  // are. The global gradient norm then covers every rank's experts (summed over `ep`). With
+  // several ranks or `canonical` (deterministic mode) its square is the sum, in layout order, of
+  // one partial per dense tensor and per (expert tensor, expert) — the same bits on any rank count.
+  void set_parallel(int n_experts, ExpertRange owned, Collectives* ep, bool canonical);
+
   // Clips grads in place to cfg.grad_clip (global norm), then one AdamW step at lr.
   // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
   double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
@@ -43,8 +51,18 @@ class AdamW {
 
  private:
   OptimConfig cfg_;
-  struct Tensor { int64_t offset, size; bool decay, frozen; std::string name; };
+  struct Tensor {
+    int64_t offset, size;
+    bool decay, frozen;
+    std::string name;
+    int experts = 0;                   // E for routed-expert tensors, else 0
+    int64_t own_begin = 0, own_end = 0;  // updated slice [own_begin, own_end) of the tensor
+  };
   std::vector<Tensor> tensors_;
+  Collectives* ep_ = nullptr;
+  bool pieces_ = false;  // norm from partial sums (set_parallel)
+  int ep_rank_ = 0;
+  double grad_norm_sq(const float* g) const;
   std::vector<float> m_, v_;
 };
 

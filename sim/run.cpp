@@ -11,6 +11,8 @@
 
 #include "models/checkpoint.h"
 #include "models/h5io.h"
+#include "sim/comms.h"
+#include "sim/gather.h"
 #include "sim/model_io.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
@@ -97,13 +99,55 @@ std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir,
   return path;
 }
 
+namespace {
+// Rank counts a run cannot be split over: every rank needs sequences in every batch it runs.
+void check_ranks(const Scenario& s, int ranks) {
+  const int S = s.rl.prompts_per_step * s.rl.group_size;
+  const auto need = [&](const std::string& what, int n) {
+    if (n < ranks)
+      throw std::invalid_argument(what + " = " + std::to_string(n) + ": fewer sequences than the " +
+                                  std::to_string(ranks) + " ranks of the run (each rank needs at least one)");
+  };
+  need("rl.prompts_per_step * rl.group_size", S);
+  need("rl.prompts_per_step * rl.group_size / rl.minibatches", S / std::max(s.rl.minibatches, 1));
+  need("rl.eval_prompts", s.rl.eval_prompts);
+  if (s.rl.shared_prefix_routing && ranks > 1 && s.rl.prompts_per_step % ranks != 0)
+    throw std::invalid_argument("rl.shared_prefix_routing with " + std::to_string(ranks) +
+                                " ranks: rl.prompts_per_step = " + std::to_string(s.rl.prompts_per_step) +
+                                " must be a multiple of the ranks (a prompt's group stays on one rank)");
+}
+}  // namespace
+
 RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   const bool verbose = opt.progress;
-  const std::string base = opt.base.empty() ? run_base_checkpoint(s, opt.cache_dir, verbose) : opt.base;
-  std::unique_ptr<Model> model = model_load_checkpoint(base);
-  if (model->config().d_model != s.model.d_model || model->config().n_layers != s.model.n_layers ||
-      model->config().n_experts != s.model.n_experts || model->config().vocab_size != s.model.vocab_size)
-    throw std::invalid_argument(base + ": checkpoint shape differs from the scenario's [model]");
+  const RankGrid* grid = opt.grid;
+  const bool writer = !grid || grid->is_root();  // the one rank that writes files
+  ModelParallel par = grid ? grid->model_parallel(0) : ModelParallel{};
+  par.reduce_chunks = s.run.deterministic ? s.run.reduce_chunks : 0;
+  auto check = [&] {
+    par.validate(s.model);
+    check_ranks(s, par.dp_size());
+  };
+  if (grid) grid->checked(check);  // bad input fails on every rank at once: no rank left waiting
+  else check();
+  std::string base = opt.base;
+  if (base.empty()) {  // trained and cached by the root alone; the others wait, sleeping
+    if (writer) base = run_base_checkpoint(s, opt.cache_dir, verbose);
+    if (grid) {
+      grid->wait();
+      base = grid->broadcast(base);
+    }
+  }
+  std::unique_ptr<Model> model;
+  auto load = [&] {
+    model = model_load_checkpoint(base);
+    if (model->config().d_model != s.model.d_model || model->config().n_layers != s.model.n_layers ||
+        model->config().n_experts != s.model.n_experts || model->config().vocab_size != s.model.vocab_size)
+      throw std::invalid_argument(base + ": checkpoint shape differs from the scenario's [model]");
+    model->set_parallel(par);
+  };
+  if (grid) grid->checked(load);
+  else load();
 
   RlSetup setup;
   setup.rl = s.rl;
@@ -162,7 +206,14 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     trainer.save_state(&ex);
     ex.scalars.push_back({"step", steps_done});
     ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
-    checkpoint_save(ckpt, s.model, model->params(), &ex);
+    ParamStore params = model->params();
+    if (par.ep_size() > 1) {  // the owners' expert slices first: the file equals a 1-rank one
+      gather_experts(&params.data(), params, s.model.n_experts, *par.ep);
+      for (auto& [name, v] : ex.arrays)
+        if (name == "optim/m" || name == "optim/v" || name.rfind("stale/params_", 0) == 0)
+          gather_experts(&v, params, s.model.n_experts, *par.ep);
+    }
+    if (writer) checkpoint_save(ckpt, s.model, params, &ex);
   };
 
   RunSummary sum;
@@ -179,7 +230,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     if (collapsed && !s.rl.continue_after_collapse) status = RunStatus::collapsed;
     else if (last) status = collapsed || results.int_attrs["collapse_step"] >= 0 ? RunStatus::collapsed : RunStatus::complete;
     results.attrs["status"] = run_status_name(status);
-    results.write(opt.out);
+    if (writer) results.write(opt.out);
     if ((s.rl.checkpoint_every > 0 && (step + 1) % s.rl.checkpoint_every == 0) || last ||
         status != RunStatus::running || step + 1 == end)
       save_checkpoint(step + 1);

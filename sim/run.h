@@ -14,6 +14,8 @@
 
 namespace moerl {
 
+class RankGrid;
+
 struct RunOptions {
   std::string out;             // results file (HDF5); the checkpoint is <out stem>.ckpt.h5
   std::string base;            // base checkpoint to start from ("" = cached SFT of the scenario)
@@ -23,6 +25,9 @@ struct RunOptions {
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
   std::function<void()> on_step;  // called after every step is written (a sweep's rank 0 serves other groups here)
+  // The ranks of this run (sim/comms.h): experts over its EP group, sequences over its DP group;
+  // only its root prints and writes. Null: one process.
+  const RankGrid* grid = nullptr;
 };
 
 struct RunSummary {

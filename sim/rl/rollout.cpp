@@ -106,10 +106,15 @@ double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int 
   RolloutBatch rb;
   SamplingConfig greedy;
   greedy.temperature = 0.0f;
-  rollout_generate(&rb, model, profile, prompts.data(), n, P, R, greedy, seed, 0, 0);
+  // data parallel: this rank's block of the prompts; the exact-match count is summed over ranks
+  const ModelParallel& par = model.parallel();
+  const SeqBlock blk = dp_block(n, par.dp_size(), par.dp_rank());
+  rollout_generate(&rb, model, profile, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
+                   P, R, greedy, seed, 0, static_cast<uint64_t>(blk.begin));
   double correct = 0.0;
-  for (int i = 0; i < n; ++i)
-    correct += task.reward(&answers[static_cast<size_t>(i) * R], &rb.tokens[static_cast<size_t>(i) * rb.T + P], false);
+  for (int i = 0; i < blk.size(); ++i)
+    correct += task.reward(&answers[static_cast<size_t>(blk.begin + i) * R], &rb.tokens[static_cast<size_t>(i) * rb.T + P], false);
+  if (par.dp_size() > 1) par.dp->allreduce_sum(&correct, 1);  // counts: exact in any order
   return correct / n;
 }
 

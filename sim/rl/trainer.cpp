@@ -14,6 +14,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
 #include "sim/audit.h"
+#include "sim/gather.h"
 #include "sim/rl/loss.h"
 #include "sim/rl/rollout.h"
 
@@ -75,12 +76,17 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
   s_.optim.validate("optim");
   adamw_ = std::make_unique<AdamW>(s_.optim, model_->params());
   if (s_.rl.freeze_router) adamw_->freeze(".moe.router");
+  // expert parallelism: this rank updates its own experts; the norm covers every rank's
+  const ModelParallel& par = model_->parallel();
+  adamw_->set_parallel(cfg.n_experts, model_->expert_range(), par.ep, par.canonical());
   if (s_.rl.rollout_staleness > 0) {
     rollout_model_ = std::make_unique<Model>(cfg);
+    rollout_model_->set_parallel(par);
     snapshots_.push_back({model_->params().data(), model_->expert_bias()});
   }
   if (s_.rl.loss.kl_coef > 0.0f) {
     ref_model_ = std::make_unique<Model>(cfg);
+    ref_model_->set_parallel(par);
     ref_model_->params().data() = model_->params().data();
     ref_model_->expert_bias() = model_->expert_bias();
   }
@@ -155,8 +161,17 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     rollout_model_->invalidate_packed_weights();
     roll_model = rollout_model_.get();
   }
-  rollout_generate(&rb, *roll_model, roll, prompts.data(), S, P, R, rl.sampling, s_.seed,
-                   static_cast<uint64_t>(step), 0, rl.shared_prefix_routing ? G : 1);
+  // Data parallelism: every rank rolls out (and below runs the train engine on) its contiguous
+  // block of the sequences; results are gathered, so rewards, advantages and metrics are computed
+  // from the whole batch on every rank, in the serial order.
+  const ModelParallel& par = model_->parallel();
+  const SeqBlock blk = dp_block(S, par.dp_size(), par.dp_rank());
+  std::vector<int> blk_seqs(static_cast<size_t>(blk.size()));
+  std::iota(blk_seqs.begin(), blk_seqs.end(), static_cast<int>(blk.begin));
+  rollout_generate(&rb, *roll_model, roll, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
+                   P, R, rl.sampling, s_.seed, static_cast<uint64_t>(step),
+                   static_cast<uint64_t>(blk.begin), rl.shared_prefix_routing ? G : 1);
+  if (par.dp) gather_rollout(&rb, *par.dp, L, moe);
   const double time_rollout = seconds_since(t0);
 
   // 3. rewards and group-normalised advantages (unbiased std; Dr.GRPO: no division)
@@ -180,14 +195,21 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   // 4. train engine: π_old (always recomputed: the mismatch metrics need it even in bypass mode)
   t0 = Clock::now();
   ForwardRequest req;
-  req.tokens = rb.tokens.data(); req.B = S; req.T = T; req.profile = &train;
+  req.tokens = rb.tokens.data() + blk.begin * T; req.B = static_cast<int>(blk.size()); req.B_total = S;
+  req.T = T; req.profile = &train;
   req.temperature = tau; req.want_logits = true; req.want_own_topk = moe;
+  std::vector<int32_t> blk_replay;
   if (rl.routing_replay == RoutingReplay::rollout) {
     req.router_mode = RouterMode::replay;
     req.replay_ids = rb.topk_ids.data();
+    if (blk.size() < S) {
+      blk_replay = gather_ids(rb.topk_ids, blk_seqs, L, S, T, K);
+      req.replay_ids = blk_replay.data();
+    }
   }
   ForwardResult old;
   model_->forward(&old, req);
+  if (par.dp) gather_forward(&old, *par.dp, L, moe, req.want_own_topk);
   std::vector<float> logp_train(static_cast<size_t>(S) * R);
   for (int s = 0; s < S; ++s)
     for (int r = 0; r < R; ++r)
@@ -201,6 +223,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     rq.want_logits = rq.want_own_topk = false;
     ForwardResult ref;
     ref_model_->forward(&ref, rq);
+    if (par.dp) gather_forward(&ref, *par.dp, L, moe, false);
     logp_ref.resize(logp_train.size());
     for (int s = 0; s < S; ++s)
       for (int r = 0; r < R; ++r)
@@ -217,6 +240,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     cr.want_logits = cr.want_own_topk = false;
     ForwardResult cur;
     model_->forward(&cur, cr);
+    if (par.dp) gather_forward(&cur, *par.dp, L, moe, false);
     double k_stale = 0.0, k_num = 0.0;
     for (int s = 0; s < S; ++s)
       for (int r = 0; r < R; ++r) {
@@ -298,40 +322,52 @@ void RlTrainer::step(int64_t step, RunResults* res) {
       if (ref_model_) std::memcpy(&lref[static_cast<size_t>(i) * R], &logp_ref[static_cast<size_t>(s) * R], sizeof(float) * R);
       a[i] = adv[s];
     }
+    // this rank's block of the mini-batch runs forward/backward; the loss sees the whole of it
+    const SeqBlock mb = dp_block(Smb, par.dp_size(), par.dp_rank());
+    const int Bm = static_cast<int>(mb.size());
+    const std::vector<int> mine(seqs.begin() + mb.begin, seqs.begin() + mb.end);
     ForwardRequest mr;
-    mr.tokens = tok.data(); mr.B = Smb; mr.T = T; mr.profile = &train; mr.temperature = tau;
+    mr.tokens = tok.data() + mb.begin * T; mr.B = Bm; mr.B_total = Smb; mr.T = T; mr.profile = &train;
+    mr.temperature = tau;
     mr.save_for_backward = true;
     mr.call = 1 + static_cast<uint64_t>(m);
     std::vector<int32_t> replay, probe;
     if (replay_src) {
-      replay = gather_ids(*replay_src, seqs, L, S, T, K);
+      replay = gather_ids(*replay_src, mine, L, S, T, K);
       mr.router_mode = RouterMode::replay;
       mr.replay_ids = replay.data();
     }
     if (rspo && moe) {
-      probe = gather_ids(old.topk_ids, seqs, L, S, T, K);
+      probe = gather_ids(old.topk_ids, mine, L, S, T, K);
       mr.probe_ids = probe.data();
     }
     ForwardResult nw;
     model_->forward(&nw, mr);
-    for (int i = 0; i < Smb; ++i)
+    std::vector<float> lnew_mine(static_cast<size_t>(Bm) * R);
+    for (int i = 0; i < Bm; ++i)
       for (int r = 0; r < R; ++r)
-        lnew[static_cast<size_t>(i) * R + r] = nw.logprobs[static_cast<size_t>(i) * (T - 1) + P - 1 + r];
+        lnew_mine[static_cast<size_t>(i) * R + r] = nw.logprobs[static_cast<size_t>(i) * (T - 1) + P - 1 + r];
+    lnew = par.dp ? collectives_allgather(*par.dp, lnew_mine) : lnew_mine;
     if (rspo && moe) {  // γ = max(γ_min, exp(−mean_l mean_k |Δ log p_router|)) at π_old's experts
-      for (int i = 0; i < Smb; ++i)
+      std::vector<double> g_mine(static_cast<size_t>(Bm) * R);
+      for (int i = 0; i < Bm; ++i)
         for (int r = 0; r < R; ++r) {
           const size_t row_new = static_cast<size_t>(i) * T + P - 1 + r;
-          const size_t row_old = static_cast<size_t>(seqs[i]) * T + P - 1 + r;
+          const size_t row_old = static_cast<size_t>(mine[i]) * T + P - 1 + r;
           double d = 0.0;
           for (int l = 0; l < L; ++l)
             for (int k = 0; k < K; ++k)
-              d += std::fabs(static_cast<double>(nw.router_logp[(static_cast<size_t>(l) * Smb * T + row_new) * K + k]) -
+              d += std::fabs(static_cast<double>(nw.router_logp[(static_cast<size_t>(l) * Bm * T + row_new) * K + k]) -
                              old.router_logp[(static_cast<size_t>(l) * S * T + row_old) * K + k]);
           d /= static_cast<double>(L) * K;
-          const double g = std::max(static_cast<double>(rl.loss.rspo_floor), std::exp(-d));
-          gamma[static_cast<size_t>(i) * R + r] = static_cast<float>(g);
-          gamma_sum += g; gamma_min = std::min(gamma_min, g); gamma_n += 1.0;
+          g_mine[static_cast<size_t>(i) * R + r] = std::max(static_cast<double>(rl.loss.rspo_floor), std::exp(-d));
         }
+      const std::vector<double> g_all = par.dp ? collectives_allgather(*par.dp, g_mine) : g_mine;
+      for (size_t j = 0; j < g_all.size(); ++j) {
+        const double g = g_all[j];
+        gamma[j] = static_cast<float>(g);
+        gamma_sum += g; gamma_min = std::min(gamma_min, g); gamma_n += 1.0;
+      }
     }
     LossBatch lb;
     lb.S = Smb; lb.R = R;
@@ -340,10 +376,10 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     lb.logp_ref = ref_model_ ? lref.data() : nullptr;
     LossOutput lo;
     algo_->loss(&lo, lb);
-    std::vector<float> dfull(static_cast<size_t>(Smb) * (T - 1), 0.0f);
-    for (int i = 0; i < Smb; ++i)
+    std::vector<float> dfull(static_cast<size_t>(Bm) * (T - 1), 0.0f);
+    for (int i = 0; i < Bm; ++i)
       for (int r = 0; r < R; ++r)
-        dfull[static_cast<size_t>(i) * (T - 1) + P - 1 + r] = lo.dlogp[static_cast<size_t>(i) * R + r];
+        dfull[static_cast<size_t>(i) * (T - 1) + P - 1 + r] = lo.dlogp[(static_cast<size_t>(mb.begin) + i) * R + r];
     model_->grads().zero();
     model_->backward(dfull.data());
     const float lr = optim_lr_at(s_.optim, opt_step_, static_cast<int64_t>(rl.steps) * M);
@@ -410,6 +446,11 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   if (moe) {  // load of the train engine's π_old forward over all positions
     std::vector<double> load(old.expert_load.begin(), old.expert_load.end());
     res->set_row("expert_load", {L, E}, load);
+    // all-to-all traffic of that forward per layer and EP rank (ForwardResult::a2a_bytes)
+    const int64_t ranks = static_cast<int64_t>(old.a2a_bytes.size()) / L;
+    res->set_row("a2a_bytes", {L, ranks}, std::vector<double>(old.a2a_bytes.begin(), old.a2a_bytes.end()));
+    res->set_row("tokens_received", {L, ranks},
+                 std::vector<double>(old.tokens_received.begin(), old.tokens_received.end()));
     double cv = 0.0, max_over_mean = 0.0;
     int dead = 0;
     for (int l = 0; l < L; ++l) {
