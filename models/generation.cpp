@@ -57,6 +57,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     c.bias = cfg.expert_bias ? m.expert_bias().data() + static_cast<size_t>(l) * cfg.n_experts : nullptr;
     c.training = false;
     c.dispatcher = im->dispatcher.get();
+    c.control = &m.router_control();
     float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
     layer_forward(&a, x_out.data(), rl, nullptr, c);
     if (cfg.is_moe() && topk_ids)

@@ -21,6 +21,7 @@ struct LayerCall {
   const float* bias = nullptr;          // [E]
   const int32_t* probe_ids = nullptr;   // [N, K]
   int32_t* own_ids = nullptr;           // [N, K]
+  const RouterControl* control = nullptr;  // router temperature and KL regularisers
   bool training = false;                // aux-loss bookkeeping for backward
   const Dispatcher* dispatcher = nullptr;  // MoE exchange (null: local)
   const RowSums* rows = nullptr;          // training: sums over the whole batch (parallel.h)

@@ -128,6 +128,23 @@ MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, ui
   return c;
 }
 
+void router_apply_control(RouterCall* rc, const RouterControl& ctl, int layer, int N, int E,
+                          bool training) {
+  if (!ctl.temperature.empty()) rc->temperature = ctl.temperature[static_cast<size_t>(layer)];
+  rc->regularisers = ctl.regularisers_in_backward;
+  if (!training) return;
+  const size_t off = static_cast<size_t>(layer) * N * E;
+  if (ctl.kl_full_target) {
+    rc->kl_full_target = ctl.kl_full_target + off;
+    rc->kl_full_weight = ctl.kl_full_weight;
+  }
+  if (ctl.kl_topk_target) {
+    rc->kl_topk_target = ctl.kl_topk_target + off;
+    rc->kl_topk_weight = ctl.kl_topk_weight;
+    rc->kl_topk_temperature = ctl.kl_topk_temperature;
+  }
+}
+
 MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl,
                        int layer) {
   const std::string pre = layer_prefix(layer);

@@ -25,6 +25,26 @@ namespace moerl {
 // Every forward records the ids it used (ForwardResult::topk_ids), so "record" is always on.
 enum class RouterMode : uint8_t { normal = 0, replay };
 
+// Runtime controls of the routers that are not trained parameters (sim/rl sets them; all off by
+// default, so a plain forward/backward is unaffected):
+//  * temperature[l]: router logits are divided by τ_l before scoring, selection and gating;
+//  * router KL regularisers on the training forward's rows, each a detached target of router
+//    logits [L, N, E] (N = the forward's rows) and a weight, normalised by the batch's tokens:
+//      full:  weight·KL(softmax(z) ‖ softmax(target)) over all experts (the router KL replay buffer)
+//      topk:  weight·KL(p̃ ‖ q̃) with p̃, q̃ the softmax at temperature T of the engine's own
+//             logits and of the target at the engine's own top-k experts (routing calibration);
+//  * regularisers_in_backward: false leaves every regulariser (aux, z-loss, both KLs) out of the
+//    backward, so that policy and regulariser gradients can be taken apart (gradient surgery).
+struct RouterControl {
+  std::vector<float> temperature;      // [L], 1 = plain routing
+  const float* kl_full_target = nullptr;
+  float kl_full_weight = 0.0f;
+  const float* kl_topk_target = nullptr;
+  float kl_topk_weight = 0.0f;
+  float kl_topk_temperature = 1.0f;
+  bool regularisers_in_backward = true;
+};
+
 struct ForwardRequest {
   const int32_t* tokens = nullptr;  // [B, T]
   int B = 0, T = 0;
@@ -34,6 +54,7 @@ struct ForwardRequest {
   bool save_for_backward = false;       // keep activations for model_backward
   bool want_logits = false;             // fill ForwardResult::logits
   bool want_own_topk = false;           // fill ForwardResult::own_topk_ids (flip metrics under replay)
+  bool want_router_logits = false;      // fill ForwardResult::router_logits
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
@@ -51,6 +72,8 @@ struct ForwardResult {
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
                                    // (of probe_ids when given)
   std::vector<int32_t> own_topk_ids;  // [L, B*T, K] the router's own choice (when want_own_topk)
+  std::vector<float> router_logits;   // [L, B*T, E] router logits after the temperature
+                                      // (when want_router_logits)
   std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert, over the
                                      // whole batch (all data-parallel ranks)
   float aux_loss = 0.0f;           // load-balancing + z losses summed over layers (coef included)
@@ -84,6 +107,7 @@ class Model {
   ParamStore& grads() { return grads_; }
   // Expert selection bias b [L, E] (only used when cfg.expert_bias); not a trained parameter.
   std::vector<float>& expert_bias() { return expert_bias_; }
+  RouterControl& router_control() { return router_control_; }
 
   // Training-mode forward over whole sequences.
   void forward(ForwardResult* out, const ForwardRequest& req);
@@ -116,6 +140,7 @@ class Model {
   ModelParallel par_;
   ParamStore params_, grads_;
   std::vector<float> expert_bias_;
+  RouterControl router_control_;
   std::unique_ptr<Impl> impl_;
 };
 

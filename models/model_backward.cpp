@@ -87,8 +87,9 @@ void Model::backward(const float* dlogp) {
       const int32_t* replay = im.mode == RouterMode::replay
                                   ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
       const float* bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
-      const MoeCall mc = moe_call(cfg_, p, l, im.call, im.mode, replay, bias, T, true,
-                                  im.dispatcher.get(), &im.rows);
+      MoeCall mc = moe_call(cfg_, p, l, im.call, im.mode, replay, bias, T, true,
+                            im.dispatcher.get(), &im.rows);
+      router_apply_control(&mc.router, router_control_, l, N, cfg_.n_experts, true);
       MoeGrads g;
       g.w_gate = grads_.get(pre + "moe.w_gate");
       g.w_up = grads_.get(pre + "moe.w_up");

@@ -95,6 +95,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
                           c.training, c.dispatcher, c.rows);
     mc.router.probe_ids = c.probe_ids;
     mc.router.own_ids = c.own_ids;
+    if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
     aux = moe_forward(a->y.data(), &a->moe, router_logp, load, a->h_mlp.data(),
                       moe_weights(cfg, params, pl, l), N, mc);
   } else {
@@ -165,6 +166,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   out->expert_load.assign(moe ? static_cast<size_t>(L) * cfg_.n_experts : 0, 0);
   out->aux_loss = 0.0f;
   out->own_topk_ids.assign(moe && req.want_own_topk ? static_cast<size_t>(L) * N * K : 0, 0);
+  out->router_logits.assign(moe && req.want_router_logits ? static_cast<size_t>(L) * N * cfg_.n_experts : 0, 0.0f);
   if (!(req.temperature > 0.0f))
     throw std::invalid_argument("forward: temperature must be > 0 (got " + std::to_string(req.temperature) + ")");
   im.temperature = req.temperature;
@@ -186,6 +188,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     c.training = true;
     c.dispatcher = im.dispatcher.get();
     c.rows = &im.rows;
+    c.control = &router_control_;
     const size_t lo = static_cast<size_t>(l) * N * K;
     if (moe && req.probe_ids) c.probe_ids = req.probe_ids + lo;
     if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
@@ -198,6 +201,9 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
           a2a[2 * l] += static_cast<double>(dp.send_rows[s] + dp.recv_rows[s]) * D * sizeof(float);
       a2a[2 * l + 1] = dp.received();
       std::memcpy(&out->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
+      if (req.want_router_logits)
+        std::memcpy(&out->router_logits[static_cast<size_t>(l) * N * cfg_.n_experts],
+                    a.moe.router.logits.data(), sizeof(float) * N * cfg_.n_experts);
       if (req.want_own_topk && req.router_mode == RouterMode::normal)
         std::memcpy(&out->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
     }

@@ -92,4 +92,9 @@ MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const P
 
 std::string layer_prefix(int layer);
 
+// Applies the model's RouterControl to one layer's RouterCall: the layer's temperature always; the
+// KL targets (rows [N, E] of layer l) only on a training forward.
+void router_apply_control(RouterCall* rc, const RouterControl& ctl, int layer, int N, int E,
+                          bool training);
+
 }  // namespace moerl

@@ -80,6 +80,8 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
 
   linear_forward(a->logits.data(), h, w_router, N, c.linear);
   round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
+  if (c.temperature != 1.0f)  // router temperature: everything below sees z / τ
+    for (size_t i = 0; i < NE; ++i) a->logits[i] /= c.temperature;
   const float* z = a->logits.data();
   if (cfg.scoring == Scoring::softmax) {
     cpu::softmax_forward(a->scores.data(), z, N, E);
@@ -182,6 +184,53 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
     rows.combine(&zl, part.data(), 1);
     aux += static_cast<float>(cfg.z_loss_coef * zl / static_cast<double>(rows.rows_total()));
   }
+  // KL regularisers against detached target logits (RouterControl), per token, then the mean
+  // over the batch's tokens: value into aux, d/dz into kl_grad.
+  a->kl_grad.clear();
+  if ((c.kl_full_target && c.kl_full_weight > 0.0f) || (c.kl_topk_target && c.kl_topk_weight > 0.0f)) {
+    a->kl_grad.assign(NE, 0.0f);
+    const double inv_n = 1.0 / static_cast<double>(rows.rows_total());
+    std::vector<double> part(G, 0.0), lp(E), lq(E);
+    for (int g = 0; g < G; ++g)
+      for (int n = rows.begin(g); n < rows.end(g); ++n) {
+        const float* zn = z + static_cast<size_t>(n) * E;
+        float* dz = a->kl_grad.data() + static_cast<size_t>(n) * E;
+        if (c.kl_full_target && c.kl_full_weight > 0.0f) {  // KL(softmax z ‖ softmax target), all E
+          const float* tn = c.kl_full_target + static_cast<size_t>(n) * E;
+          const double lz = row_logsumexp(zn, E), lt = row_logsumexp(tn, E);
+          double kl = 0.0;
+          for (int e = 0; e < E; ++e) {
+            lp[e] = zn[e] - lz;
+            lq[e] = tn[e] - lt;
+            kl += std::exp(lp[e]) * (lp[e] - lq[e]);
+          }
+          part[g] += c.kl_full_weight * kl;
+          for (int e = 0; e < E; ++e)
+            dz[e] += static_cast<float>(c.kl_full_weight * inv_n * std::exp(lp[e]) * (lp[e] - lq[e] - kl));
+        }
+        if (c.kl_topk_target && c.kl_topk_weight > 0.0f) {  // over own top-k, at temperature T
+          const float* tn = c.kl_topk_target + static_cast<size_t>(n) * E;
+          const int32_t* id = a->ids.data() + static_cast<size_t>(n) * K;
+          const double T = c.kl_topk_temperature;
+          double mz = -1e300, mt = -1e300;
+          for (int k = 0; k < K; ++k) { mz = std::max(mz, zn[id[k]] / T); mt = std::max(mt, tn[id[k]] / T); }
+          double sz = 0.0, st = 0.0;
+          for (int k = 0; k < K; ++k) { sz += std::exp(zn[id[k]] / T - mz); st += std::exp(tn[id[k]] / T - mt); }
+          double kl = 0.0;
+          for (int k = 0; k < K; ++k) {
+            lp[k] = zn[id[k]] / T - mz - std::log(sz);
+            lq[k] = tn[id[k]] / T - mt - std::log(st);
+            kl += std::exp(lp[k]) * (lp[k] - lq[k]);
+          }
+          part[g] += c.kl_topk_weight * kl;
+          for (int k = 0; k < K; ++k)
+            dz[id[k]] += static_cast<float>(c.kl_topk_weight * inv_n / T * std::exp(lp[k]) * (lp[k] - lq[k] - kl));
+        }
+      }
+    double total = 0.0;
+    rows.combine(&total, part.data(), 1);
+    aux += static_cast<float>(total * inv_n);
+  }
   return aux;
 }
 
@@ -224,7 +273,7 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
     }
 
     // balance losses ← p̂ (aux_weight holds dL/dp̂)
-    if (cfg.load_balance != LoadBalance::none) {
+    if (c.regularisers && cfg.load_balance != LoadBalance::none) {
       const float* w = a.aux_weight.data() + static_cast<size_t>(n) * E;
       aux_probs(phat.data(), sn, E, cfg.scoring);
       float dot = 0.0f;
@@ -239,11 +288,17 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
     }
 
     // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N (N: rows of the whole batch)
-    if (cfg.z_loss_coef > 0.0f) {
+    if (c.regularisers && cfg.z_loss_coef > 0.0f) {
       const float lse = row_logsumexp(zn, E);
       const float f = 2.0f * cfg.z_loss_coef * lse / static_cast<float>(N_total);
       for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
     }
+    if (c.regularisers && !a.kl_grad.empty()) {
+      const float* kg = a.kl_grad.data() + static_cast<size_t>(n) * E;
+      for (int e = 0; e < E; ++e) dzn[e] += kg[e];
+    }
+    if (c.temperature != 1.0f)  // z = raw / τ
+      for (int e = 0; e < E; ++e) dzn[e] /= c.temperature;
   }
   const std::vector<int> whole{0, N};
   const std::vector<int>& b = c.rows ? c.rows->bounds() : whole;

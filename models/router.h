@@ -20,6 +20,7 @@ struct RouterActs {
   std::vector<int32_t> ids;   // [N, K] selected experts, descending selection score
   std::vector<float> gate;    // [N, K] gate weights of the selected experts
   std::vector<float> aux_weight;  // [N, E] dL_aux/dp̂ (switch / sequence aux loss), for backward
+  std::vector<float> kl_grad;     // [N, E] d(KL regularisers)/dz, for backward (empty when off)
 };
 
 struct RouterCall {
@@ -37,6 +38,13 @@ struct RouterCall {
   // call's N rows are the whole batch.
   const RowSums* rows = nullptr;
   const int32_t* probe_ids = nullptr;  // [N, K]: router_logp is taken at these ids (RSPO)
+  float temperature = 1.0f;        // logits are divided by it before scoring (RouterControl)
+  const float* kl_full_target = nullptr;  // [N, E] detached target logits (RouterControl)
+  float kl_full_weight = 0.0f;
+  const float* kl_topk_target = nullptr;  // [N, E]
+  float kl_topk_weight = 0.0f;
+  float kl_topk_temperature = 1.0f;
+  bool regularisers = true;        // backward includes aux, z-loss and the KL regularisers
   int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
 };
 

@@ -25,11 +25,25 @@ double objective(Model& m, const std::vector<int32_t>& tok, int B, int T,
   return L;
 }
 
-void check_gradients(ModelConfig cfg, uint64_t seed, float temperature = 1.0f) {
+void check_gradients(ModelConfig cfg, uint64_t seed, float temperature = 1.0f,
+                     bool router_control = false) {
   cfg.init_std = 0.1f;  // smooth enough for central differences at h ~ 1e-3
   Model m(cfg);
   params_init(&m.params(), cfg, seed);
   const int B = 3, T = 7;
+  std::vector<float> kl_full, kl_topk;
+  if (router_control) {  // router temperature and both KL regularisers against random targets
+    RouterControl& rc = m.router_control();
+    rc.temperature.assign(cfg.n_layers, 0.7f);
+    rc.temperature.back() = 1.4f;
+    kl_full = test::random_vector(cfg.n_layers * B * T * cfg.n_experts, seed + 5);
+    kl_topk = test::random_vector(cfg.n_layers * B * T * cfg.n_experts, seed + 6);
+    rc.kl_full_target = kl_full.data();
+    rc.kl_full_weight = 0.5f;
+    rc.kl_topk_target = kl_topk.data();
+    rc.kl_topk_weight = 0.3f;
+    rc.kl_topk_temperature = 0.8f;
+  }
   const auto tok = test::random_tokens(B * T, cfg.vocab_size, seed);
   const auto w = test::random_vector(B * (T - 1), seed + 1);
 
@@ -105,6 +119,10 @@ TEST(ModelGrad, MoeSigmoidSeqAuxSharedExpert) {
 }
 
 TEST(ModelGrad, MoeWithSamplingTemperature) { check_gradients(test::tiny_moe_config(), 15, 0.7f); }
+
+TEST(ModelGrad, MoeWithRouterTemperatureAndKlRegularisers) {
+  check_gradients(test::tiny_moe_config(), 16, 1.0f, true);
+}
 
 TEST(ModelGrad, DenseTwin) {
   ModelConfig c = test::tiny_moe_config();
