@@ -248,6 +248,21 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.f32("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
   f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
   f.i32("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
+  f.f32("rl.router_kl_coef", &r->router_kl_coef, "router KL replay buffer: weight of KL(router || pi_old's detached router) (0 = off; 0.1 suggested)");
+  f.f32("rl.calib_coef", &r->calib_coef, "routing calibration: lambda of KL(train router || inference router) over the top-k (0 = off)");
+  f.i32("rl.calib_every", &r->calib_every, "routing calibration on every N-th step");
+  f.custom("rl.calib_schedule", "lambda over training: constant | linear | sigmoid",
+           [r](const std::string& v) {
+             if (!ramp_schedule_parse(v, &r->calib_schedule)) throw BadValue{"must be constant, linear or sigmoid"};
+           },
+           [r] { return std::string(ramp_schedule_name(r->calib_schedule)); });
+  f.f32("rl.calib_temperature", &r->calib_temperature, "temperature T of the calibration's top-k distributions");
+  f.boolean("rl.grad_surgery", &r->grad_surgery, "project regulariser gradients that conflict with the policy gradient off the routers");
+  f.i32("rl.router_temp_every", &r->router_temp_every, "router temperature control every N steps (0 = off)");
+  f.f32("rl.router_temp_min_util", &r->router_temp.min_utilisation, "temperature x router_temp_down when fewer than this share of experts get tokens");
+  f.f32("rl.router_temp_monopoly", &r->router_temp.monopoly, "temperature x router_temp_up when one expert takes more than this share");
+  f.f32("rl.router_temp_down", &r->router_temp.down, "factor of the under-utilisation rule");
+  f.f32("rl.router_temp_up", &r->router_temp.up, "factor of the monopoly rule");
   f.boolean("rl.shared_prefix_routing", &r->shared_prefix_routing, "a prompt's routing is computed once per group and reused by its samples");
   f.i32("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
   f.i32("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");

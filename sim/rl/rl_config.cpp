@@ -60,6 +60,17 @@ void RlConfig::validate() const {
     bad("icepop_low", std::to_string(loss.icepop_low), "must be in [0, rl.icepop_high)");
   if (!(loss.rspo_floor >= 0.0f && loss.rspo_floor <= 1.0f)) bad("rspo_floor", std::to_string(loss.rspo_floor), "must be in [0, 1]");
   if (!(loss.kl_coef >= 0.0f)) bad("kl_coef", std::to_string(loss.kl_coef), "must be >= 0");
+  if (!(router_kl_coef >= 0.0f)) bad("router_kl_coef", std::to_string(router_kl_coef), "must be >= 0");
+  if (!(calib_coef >= 0.0f)) bad("calib_coef", std::to_string(calib_coef), "must be >= 0");
+  if (calib_every < 1) bad("calib_every", std::to_string(calib_every), "must be >= 1");
+  if (!(calib_temperature > 0.0f)) bad("calib_temperature", std::to_string(calib_temperature), "must be > 0");
+  if (router_temp_every < 0) bad("router_temp_every", std::to_string(router_temp_every), "must be >= 0");
+  if (!(router_temp.down > 0.0f)) bad("router_temp_down", std::to_string(router_temp.down), "must be > 0");
+  if (!(router_temp.up > 0.0f)) bad("router_temp_up", std::to_string(router_temp.up), "must be > 0");
+  if (!(router_temp.min_utilisation >= 0.0 && router_temp.min_utilisation <= 1.0))
+    bad("router_temp_min_util", std::to_string(router_temp.min_utilisation), "must be in [0, 1]");
+  if (!(router_temp.monopoly > 0.0 && router_temp.monopoly <= 1.0))
+    bad("router_temp_monopoly", std::to_string(router_temp.monopoly), "must be in (0, 1]");
   if (rollout_staleness < 0) bad("rollout_staleness", std::to_string(rollout_staleness), "must be >= 0");
   if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");

@@ -5,6 +5,7 @@
 
 #include "sim/rl/loss.h"
 #include "sim/rl/rollout.h"
+#include "sim/rl/router_stabilisers.h"
 
 namespace moerl {
 
@@ -35,6 +36,15 @@ struct RlConfig {
                                    // (an overlapped, asynchronous rollout/training pipeline)
   bool shared_prefix_routing = false;  // a prompt's routing is computed once per group and
                                        // reused by its samples (prefix KV-cache reuse)
+  // Router-side stabilisers (docs/stabilisers.md), all off by default:
+  float router_kl_coef = 0.0f;     // KL(router ‖ π_old's detached router) on every mini-batch
+  float calib_coef = 0.0f;         // λ of the routing-calibration loss KL(train ‖ inference router)
+  int calib_every = 1;             // calibration on every N-th step
+  RampSchedule calib_schedule = RampSchedule::constant;
+  float calib_temperature = 1.0f;  // T of the top-k renormalised distributions
+  bool grad_surgery = false;       // project conflicting regulariser gradients off the routers'
+  int router_temp_every = 0;       // router temperature control every N steps (0 = off)
+  RouterTemperatureRule router_temp;
   int eval_every = 10;             // steps between greedy evaluations (0 = only at the end)
   int eval_prompts = 256;
   std::string eval_profile = "fp32-ref";

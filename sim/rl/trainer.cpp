@@ -17,6 +17,7 @@
 #include "sim/gather.h"
 #include "sim/rl/loss.h"
 #include "sim/rl/rollout.h"
+#include "sim/rl/router_stabilisers.h"
 
 namespace moerl {
 
@@ -54,6 +55,17 @@ std::vector<int32_t> gather_ids(const std::vector<int32_t>& ids, const std::vect
                   &ids[((static_cast<size_t>(l) * S + seqs[i]) * T) * K], sizeof(int32_t) * T * K);
   return out;
 }
+// Rows [L, S·T, E] of the given sequences, in order → [L, n·T, E].
+std::vector<float> gather_rows(const std::vector<float>& x, const std::vector<int>& seqs, int L, int S,
+                               int T, int E) {
+  const int n = static_cast<int>(seqs.size());
+  std::vector<float> out(static_cast<size_t>(L) * n * T * E);
+  for (int l = 0; l < L; ++l)
+    for (int i = 0; i < n; ++i)
+      std::memcpy(&out[((static_cast<size_t>(l) * n + i) * T) * E],
+                  &x[((static_cast<size_t>(l) * S + seqs[i]) * T) * E], sizeof(float) * T * E);
+  return out;
+}
 }  // namespace
 
 RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(model) {
@@ -79,8 +91,11 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
   // expert parallelism: this rank updates its own experts; the norm covers every rank's
   const ModelParallel& par = model_->parallel();
   adamw_->set_parallel(cfg.n_experts, model_->expert_range(), par.ep, par.canonical());
+  if (s_.rl.router_temp_every > 0 && cfg.is_moe())
+    model_->router_control().temperature.assign(cfg.n_layers, 1.0f);
   if (s_.rl.rollout_staleness > 0) {
     rollout_model_ = std::make_unique<Model>(cfg);
+    rollout_model_->router_control() = model_->router_control();
     rollout_model_->set_parallel(par);
     snapshots_.push_back({model_->params().data(), model_->expert_bias()});
   }
@@ -98,6 +113,8 @@ void RlTrainer::save_state(CheckpointExtras* ex) const {
   ex->arrays.push_back({"optim/m", adamw_->m()});
   ex->arrays.push_back({"optim/v", adamw_->v()});
   if (model_->config().expert_bias) ex->arrays.push_back({"router/expert_bias", model_->expert_bias()});
+  if (!model_->router_control().temperature.empty())
+    ex->arrays.push_back({"router/temperature", model_->router_control().temperature});
   ex->scalars.push_back({"optimizer_steps", opt_step_});
   ex->scalars.push_back({"stale_snapshots", static_cast<int64_t>(snapshots_.size())});
   for (size_t i = 0; i < snapshots_.size(); ++i) {
@@ -117,6 +134,10 @@ void RlTrainer::load_state(const CheckpointExtras& ex) {
     if (name == "optim/m") adamw_->m() = v;
     else if (name == "optim/v") adamw_->v() = v;
     else if (name == "router/expert_bias") model_->expert_bias() = v;
+    else if (name == "router/temperature") {
+      model_->router_control().temperature = v;
+      if (rollout_model_) rollout_model_->router_control().temperature = v;
+    }
     else if (name.rfind("stale/params_", 0) == 0) snapshots_.at(std::stoul(name.substr(13))).params = v;
     else if (name.rfind("stale/bias_", 0) == 0) snapshots_.at(std::stoul(name.substr(11))).bias = v;
   }
@@ -166,6 +187,9 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   // from the whole batch on every rank, in the serial order.
   const ModelParallel& par = model_->parallel();
   const SeqBlock blk = dp_block(S, par.dp_size(), par.dp_rank());
+  if (par.dp_size() > 1 && (rl.router_kl_coef > 0.0f || rl.calib_coef > 0.0f))
+    throw std::invalid_argument("rl.router_kl_coef / rl.calib_coef: the router KL regularisers run on one "
+                                "data-parallel rank only (got " + std::to_string(par.dp_size()) + " ranks)");
   std::vector<int> blk_seqs(static_cast<size_t>(blk.size()));
   std::iota(blk_seqs.begin(), blk_seqs.end(), static_cast<int>(blk.begin));
   rollout_generate(&rb, *roll_model, roll, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
@@ -198,6 +222,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   req.tokens = rb.tokens.data() + blk.begin * T; req.B = static_cast<int>(blk.size()); req.B_total = S;
   req.T = T; req.profile = &train;
   req.temperature = tau; req.want_logits = true; req.want_own_topk = moe;
+  req.want_router_logits = moe && rl.router_kl_coef > 0.0f;
   std::vector<int32_t> blk_replay;
   if (rl.routing_replay == RoutingReplay::rollout) {
     req.router_mode = RouterMode::replay;
@@ -229,6 +254,23 @@ void RlTrainer::step(int64_t step, RunResults* res) {
       for (int r = 0; r < R; ++r)
         logp_ref[static_cast<size_t>(s) * R + r] = ref.logprobs[static_cast<size_t>(s) * (T - 1) + P - 1 + r];
   }
+  // Routing calibration: the inference engine's router logits on the same tokens (current weights,
+  // rollout profile, teacher-forced) are the target of KL(train router ‖ inference router).
+  std::vector<float> calib_target;
+  const double calib_lambda = moe && rl.calib_coef > 0.0f && step % rl.calib_every == 0
+                                  ? ramp_weight(rl.calib_schedule, rl.calib_coef, step, rl.steps) : 0.0;
+  if (calib_lambda > 0.0) {
+    ForwardRequest cq = req;
+    cq.profile = &roll;
+    cq.router_mode = RouterMode::normal;
+    cq.replay_ids = nullptr;
+    cq.want_logits = cq.want_own_topk = false;
+    cq.want_router_logits = true;
+    ForwardResult inf;
+    model_->forward(&inf, cq);
+    calib_target = std::move(inf.router_logits);
+  }
+  res->set("calib_lambda", calib_lambda);
   if (rollout_model_) {
     // Separate the two parts of μ vs π_old: staleness (stale vs current weights, both under the
     // rollout profile, teacher-forced on the sampled tokens) and numerics (current weights,
@@ -308,6 +350,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   const bool rspo = std::string(algo_->name()) == "rspo";
   double loss_sum = 0.0, gnorm_sum = 0.0, aux_sum = 0.0, clipped = 0.0, masked = 0.0, tokens = 0.0;
   double gamma_sum = 0.0, gamma_min = 1.0, gamma_n = 0.0;
+  double surgery_fired = 0.0, surgery_checked = 0.0;
   bool finite = true;
   for (int m = 0; m < M; ++m) {
     std::vector<int> seqs(order.begin() + m * Smb, order.begin() + (m + 1) * Smb);
@@ -340,6 +383,20 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     if (rspo && moe) {
       probe = gather_ids(old.topk_ids, mine, L, S, T, K);
       mr.probe_ids = probe.data();
+    }
+    // router regularisers: targets of this mini-batch's rows (single data-parallel rank: checked)
+    RouterControl& rctl = model_->router_control();
+    std::vector<float> kl_full, kl_topk;
+    if (req.want_router_logits) {
+      kl_full = gather_rows(old.router_logits, mine, L, S, T, E);
+      rctl.kl_full_target = kl_full.data();
+      rctl.kl_full_weight = rl.router_kl_coef;
+    }
+    if (calib_lambda > 0.0) {
+      kl_topk = gather_rows(calib_target, mine, L, S, T, E);
+      rctl.kl_topk_target = kl_topk.data();
+      rctl.kl_topk_weight = static_cast<float>(calib_lambda);
+      rctl.kl_topk_temperature = rl.calib_temperature;
     }
     ForwardResult nw;
     model_->forward(&nw, mr);
@@ -380,8 +437,29 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     for (int i = 0; i < Bm; ++i)
       for (int r = 0; r < R; ++r)
         dfull[static_cast<size_t>(i) * (T - 1) + P - 1 + r] = lo.dlogp[(static_cast<size_t>(mb.begin) + i) * R + r];
-    model_->grads().zero();
-    model_->backward(dfull.data());
+    if (rl.grad_surgery && moe) {
+      // policy and regulariser gradients apart; the regularisers' part of each router tensor
+      // loses its component against the policy's when they conflict
+      rctl.regularisers_in_backward = false;
+      model_->grads().zero();
+      model_->backward(dfull.data());
+      const std::vector<float> g_pol = model_->grads().data();
+      rctl.regularisers_in_backward = true;
+      model_->grads().zero();
+      const std::vector<float> none(dfull.size(), 0.0f);
+      model_->backward(none.data());
+      std::vector<float>& g = model_->grads().data();
+      for (int l = 0; l < L; ++l) {
+        const ParamInfo& ri = model_->params().info("layers." + std::to_string(l) + ".moe.router");
+        surgery_fired += surgery_project(g.data() + ri.offset, g_pol.data() + ri.offset, ri.size) ? 1 : 0;
+        surgery_checked += 1;
+      }
+      for (size_t j = 0; j < g.size(); ++j) g[j] += g_pol[j];
+    } else {
+      model_->grads().zero();
+      model_->backward(dfull.data());
+    }
+    rctl.kl_full_target = rctl.kl_topk_target = nullptr;
     const float lr = optim_lr_at(s_.optim, opt_step_, static_cast<int64_t>(rl.steps) * M);
     const double gnorm = adamw_->step(&model_->params(), &model_->grads(), lr, opt_step_);
     ++opt_step_;
@@ -441,6 +519,19 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   res->set("masked_frac", tokens > 0 ? masked / tokens : 0.0);
   res->set("rspo_gamma_mean", gamma_n > 0 ? gamma_sum / gamma_n : 1.0);
   res->set("rspo_gamma_min", gamma_n > 0 ? gamma_min : 1.0);
+  res->set("surgery_frac", surgery_checked > 0 ? surgery_fired / surgery_checked : 0.0);
+  if (moe && rl.router_temp_every > 0) {  // router temperature control from the π_old load
+    std::vector<float>& tau_r = model_->router_control().temperature;
+    if ((step + 1) % rl.router_temp_every == 0) {
+      for (int l = 0; l < L; ++l)
+        tau_r[l] = router_temperature_update(tau_r[l], &old.expert_load[static_cast<size_t>(l) * E], E, rl.router_temp);
+      model_->invalidate_packed_weights();
+      if (rollout_model_) rollout_model_->router_control().temperature = tau_r;
+    }
+    double mean = 0.0;
+    for (float t : tau_r) mean += t;
+    res->set("router_temperature_mean", mean / L);
+  }
   res->set("lr", optim_lr_at(s_.optim, opt_step_ - 1, static_cast<int64_t>(rl.steps) * M));
   res->set("finite", finite ? 1.0 : 0.0);
   if (moe) {  // load of the train engine's π_old forward over all positions
