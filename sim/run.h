@@ -34,7 +34,7 @@ struct RunSummary {
   std::string status;          // complete | collapsed | running (stopped by max_steps)
   int64_t steps = 0;
   int64_t collapse_step = -1;
-  double final_reward = 0.0, final_eval = 0.0, base_eval = 0.0;
+  double final_reward = 0.0, final_eval = 0.0;
 };
 
 // The base policy of a scenario: initialised with run.seed, then sft_steps supervised warm-up
