@@ -11,45 +11,20 @@ import argparse
 import glob
 import os
 import re
+import sys
 from collections import defaultdict
 
-import h5py
 import numpy as np
 
-# two-sided 95% Student-t quantiles by degrees of freedom
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
-def mean_ci(values):
-    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
-    if len(v) == 0:
-        return float("nan"), float("nan")
-    if len(v) == 1:
-        return float(v[0]), float("nan")
-    return float(v.mean()), T95.get(len(v) - 1, 1.96) * float(v.std(ddof=1)) / np.sqrt(len(v))
+# Run as a script (python3 analysis/reproductions.py): make the package importable.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from analysis.runs import Run  # noqa: E402
+from analysis.stats import T95, fmt, mean_ci, smooth  # noqa: E402,F401  (mean_ci, fmt: mismatch_table.py)
 
 
 def load(path):
-    with h5py.File(path, "r") as f:
-        m = {k: f["metrics"][k][()] for k in f["metrics"]}
-        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-    return m, attrs
-
-
-def smooth(x, w=10):
-    x = np.asarray(x, dtype=float)
-    if len(x) < w:
-        return x
-    k = np.ones(w) / w
-    y = np.convolve(x, k, mode="valid")
-    return np.concatenate([np.full(w - 1, np.nan), y])
-
-
-def fmt(m, ci, digits=3, sci=False):
-    if not np.isfinite(m):
-        return "–"
-    f = (lambda x: f"{x:.2e}") if sci else (lambda x: f"{x:.{digits}f}")
-    return f(m) if not np.isfinite(ci) else f"{f(m)} ± {f(ci)}"
+    r = Run(path).load()
+    return r.metrics, r.attrs
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian packages moerl needs to build, test and analyse; idempotent.
-# Usage: scripts/install-deps.sh [--with-python]   (python3-torch etc. for golden references/analysis)
+# Usage: scripts/install-deps.sh [--with-python]   (python3-torch for the golden references)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       libopenmpi-dev openmpi-bin
@@ -9,9 +9,10 @@ pkgs=(build-essential cmake pkg-config
       libtbb-dev
       libgtest-dev googletest
       libopenblas-dev
-      python3 python3-numpy python3-h5py)
+      python3 python3-numpy python3-h5py
+      python3-matplotlib python3-pytest)   # analysis/ and its tests (ctest runs them)
 if [[ "${1:-}" == "--with-python" ]]; then
-  pkgs+=(python3-matplotlib python3-torch)
+  pkgs+=(python3-torch)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

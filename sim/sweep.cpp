@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <thread>
 
 #include "models/h5io.h"
 #include "sim/run.h"
@@ -32,6 +34,16 @@ void mpi_check(int rc, const char* what) {
     int len = 0;
     MPI_Error_string(rc, msg, &len);
     throw std::runtime_error(std::string("sweep: ") + what + ": " + std::string(msg, static_cast<size_t>(len)));
+  }
+}
+
+// Waits for a request without spinning: ranks that wait (for a base policy another group trains,
+// for the last runs of others) must not take cores from the ranks that compute.
+void wait_sleeping(MPI_Request* req, const char* what) {
+  for (int done = 0;;) {
+    mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 
@@ -123,7 +135,6 @@ class Sweep {
   SweepSummary execute();
 
  private:
-  void split_groups();
   std::vector<int> prepare_index();  // rank 0: the runs to do
   void prepare_bases(const std::vector<int>& todo);
   Report run_one(int index, bool serve);
@@ -132,14 +143,15 @@ class Sweep {
   void serve(bool block);
   void bcast_index(int* index) const;
   void bcast_ints(std::vector<int>* v) const;
+  void wait_world() const;
 
   const Comms& c_;
   const SweepGrid& g_;
   SweepOptions o_;
   std::string cache_;
   bool mpi_ = false;
+  std::unique_ptr<RankGrid> grid_;  // sweep groups of ranks_per_run ranks (sim/comms.h)
   int n_groups_ = 1, group_ = 0;
-  Comms group_comms_;  // this rank's group (a bundle of one without MPI)
   bool leader_ = true;
 
   // rank 0 only
@@ -150,30 +162,15 @@ class Sweep {
   int done_ = 0, skipped_ = 0;
 };
 
-void Sweep::split_groups() {
-  mpi_ = c_.world != MPI_COMM_NULL;
-  const int rpr = o_.ranks_per_run;
-  if (rpr < 1 || c_.size % rpr != 0)
-    throw usage_error("sweep: --ranks-per-run " + std::to_string(rpr) + ": must be >= 1 and divide the " +
-                      std::to_string(c_.size) + " ranks");
-  n_groups_ = c_.size / rpr;
-  group_ = c_.rank / rpr;
-  group_comms_ = comms_local();
-  if (mpi_) {
-    MPI_Comm gc = MPI_COMM_NULL;
-    mpi_check(MPI_Comm_split(c_.world, group_, c_.rank, &gc), "MPI_Comm_split");
-    group_comms_.world = gc;
-    MPI_Comm_rank(gc, &group_comms_.rank);
-    MPI_Comm_size(gc, &group_comms_.size);
-    group_comms_.is_root = group_comms_.rank == 0;
-  }
-  leader_ = group_comms_.is_root;
-  waiting_leaders_ = n_groups_ - 1;
+void Sweep::bcast_index(int* index) const {
+  if (grid_->size() > 1) *index = std::stoi(grid_->broadcast(std::to_string(*index)));
 }
 
-void Sweep::bcast_index(int* index) const {
-  if (group_comms_.world != MPI_COMM_NULL && group_comms_.size > 1)
-    mpi_check(MPI_Bcast(index, 1, MPI_INT, 0, group_comms_.world), "MPI_Bcast (run index)");
+void Sweep::wait_world() const {
+  if (!mpi_ || c_.size == 1) return;
+  MPI_Request req;
+  mpi_check(MPI_Ibarrier(c_.world, &req), "MPI_Ibarrier");
+  wait_sleeping(&req, "MPI_Ibarrier");
 }
 
 void Sweep::bcast_ints(std::vector<int>* v) const {
@@ -190,6 +187,14 @@ std::vector<int> Sweep::prepare_index() {
   index_.grid = g_.path;
   index_.base = g_.base;
   index_.swept_keys = g_.swept_keys;
+  std::map<std::string, SweepIndexRow> before;  // the previous invocation's rows, for their timings
+  if (o_.resume && has_index) {
+    try {
+      for (const SweepIndexRow& r : sweep_index_read(o_.out).rows) before[r.id] = r;
+    } catch (const std::exception&) {
+      // an unreadable index is rebuilt from the results files
+    }
+  }
   std::vector<int> todo;
   for (const SweepRun& r : g_.runs) {
     SweepIndexRow row;
@@ -204,6 +209,10 @@ std::vector<int> Sweep::prepare_index() {
                         "); --resume continues it, or choose another --out");
     if (o_.resume && read_previous(path, r, &row)) {
       if (row.status != "failed") ++skipped_;
+      if (before.count(r.id) && before[r.id].status == row.status) {
+        row.seconds = before[r.id].seconds;
+        row.rank = before[r.id].rank;
+      }
       ++done_;
     } else {
       todo.push_back(r.index);
@@ -234,7 +243,7 @@ void Sweep::prepare_bases(const std::vector<int>& todo) {
       // the runs that need this base fail with the same error, and are recorded as failed
     }
   }
-  if (mpi_ && c_.size > 1) mpi_check(MPI_Barrier(c_.world), "MPI_Barrier");
+  wait_world();
 }
 
 Report Sweep::run_one(int index, bool serve_others) {
@@ -248,6 +257,7 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.resume = o_.resume;
   ro.dump_tensors = o_.dump_tensors;
   ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
+  ro.grid = grid_.get();
   if (serve_others) ro.on_step = [this] { serve(false); };
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -305,13 +315,12 @@ void Sweep::serve(bool block) {
   while (waiting_leaders_ > 0) {
     MPI_Status st;
     int flag = 0;
-    if (block) {
-      mpi_check(MPI_Probe(MPI_ANY_SOURCE, kTagReport, c_.world, &st), "MPI_Probe");
-      flag = 1;
-    } else {
-      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReport, c_.world, &flag, &st), "MPI_Iprobe");
+    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReport, c_.world, &flag, &st), "MPI_Iprobe");
+    if (!flag && !block) return;
+    if (!flag) {  // waiting for the others' last runs: sleep, do not spin
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
     }
-    if (!flag) return;
     int n = 0;
     MPI_Get_count(&st, MPI_CHAR, &n);
     std::string text(static_cast<size_t>(n), '\0');
@@ -326,14 +335,21 @@ void Sweep::serve(bool block) {
 }
 
 SweepSummary Sweep::execute() {
-  split_groups();
+  mpi_ = c_.world != MPI_COMM_NULL;
+  grid_ = std::make_unique<RankGrid>(c_, o_.ranks_per_run);  // throws on every rank if it does not divide
+  n_groups_ = grid_->groups();
+  group_ = grid_->group();
+  leader_ = grid_->is_root();
+  waiting_leaders_ = n_groups_ - 1;
   std::vector<int> todo;
-  if (c_.is_root) todo = prepare_index();
+  comms_checked(c_, [&] {  // a refused directory fails every rank alike, no abort
+    if (c_.is_root) todo = prepare_index();
+  });
   bcast_ints(&todo);
   if (c_.is_root && o_.progress) {
     std::printf("sweep: %zu runs (%zu to run) from %s → %s; %d group%s of %d rank%s\n", g_.runs.size(), todo.size(),
-                g_.path.c_str(), o_.out.c_str(), n_groups_, n_groups_ == 1 ? "" : "s", o_.ranks_per_run,
-                o_.ranks_per_run == 1 ? "" : "s");
+                g_.path.c_str(), o_.out.c_str(), n_groups_, n_groups_ == 1 ? "" : "s", grid_->size(),
+                grid_->size() == 1 ? "" : "s");
     std::fflush(stdout);
   }
   prepare_bases(todo);
@@ -354,22 +370,25 @@ SweepSummary Sweep::execute() {
       mpi_check(MPI_Send(report.data(), static_cast<int>(report.size()), MPI_CHAR, 0, kTagReport, c_.world),
                 "MPI_Send (report)");
       int i = -1;
-      mpi_check(MPI_Recv(&i, 1, MPI_INT, 0, kTagAssign, c_.world, MPI_STATUS_IGNORE), "MPI_Recv (assign)");
+      MPI_Request req;
+      mpi_check(MPI_Irecv(&i, 1, MPI_INT, 0, kTagAssign, c_.world, &req), "MPI_Irecv (assign)");
+      wait_sleeping(&req, "MPI_Irecv (assign)");
       bcast_index(&i);
       if (i < 0) break;
       report = report_encode(run_one(i, false));
     }
   } else {
-    // A member of a group of several ranks: follows its leader's indices. run_rl is a
-    // single-process run for now, so the members wait; when runs take a group communicator
-    // (expert parallelism), they join each run here.
+    // A member of a group of several ranks: joins each run its leader was given (run_rl splits
+    // experts and sequences over the group; only the leader writes).
     for (;;) {
       int i = -1;
       bcast_index(&i);
       if (i < 0) break;
+      run_one(i, false);
     }
   }
 
+  wait_world();  // ranks done early sleep here until the last run ends
   std::vector<int> tally(5, 0);
   if (c_.is_root) {
     tally[0] = static_cast<int>(index_.rows.size());
@@ -382,7 +401,6 @@ SweepSummary Sweep::execute() {
     sweep_index_write(o_.out, index_);
   }
   bcast_ints(&tally);
-  if (mpi_ && group_comms_.world != MPI_COMM_NULL) MPI_Comm_free(&group_comms_.world);
   SweepSummary sum;
   sum.runs = tally[0];
   sum.complete = tally[1];

@@ -1,8 +1,8 @@
 // sweep.h — runs every run of a sweep grid (sweep_grid.h) over the MPI world and keeps the sweep
 // directory's index (sweep_index.h) up to date.
 //
-// The world splits into groups of `ranks_per_run` consecutive ranks (MPI_Comm_split); each group
-// does one run at a time. Work is handed out dynamically by world rank 0: a group leader sends the
+// The world splits into groups of `ranks_per_run` consecutive ranks (RankGrid, sim/comms.h); each
+// group does one run at a time, the run's experts and sequences spread over the group's ranks. Work is handed out dynamically by world rank 0: a group leader sends the
 // report of its last run and gets the next run index back (-1: nothing left), so a slow run never
 // idles the others. Rank 0 leads group 0 and runs too; it answers other leaders between two of its
 // own steps (RunOptions::on_step) and between runs. With one rank everything happens in order.
@@ -24,7 +24,7 @@ namespace moerl {
 struct SweepOptions {
   std::string out;           // the sweep directory (created)
   std::string cache_dir;     // cached base checkpoints ("" = <out>/cache)
-  int ranks_per_run = 1;     // ranks per group; must divide the world size
+  int ranks_per_run = 1;     // ranks per group (one run); must divide the world size
   bool resume = false;       // continue a sweep directory: skip finished runs, resume partial ones
   bool dump_tensors = false; // --dump-tensors for every run
   bool progress = true;      // rank 0 prints one line per finished run (and the live step line when alone)

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -52,17 +53,13 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// A [sweep] list: comma-separated, no empty or repeated values.
+// A [sweep] list: comma-separated, no empty values (repeats are checked per axis, below).
 std::vector<std::string> value_list(const std::string& source, const std::string& key, const std::string& v) {
   const std::vector<std::string> items = split(v, ',');
-  std::set<std::string> seen;
-  for (const std::string& x : items) {
+  for (const std::string& x : items)
     if (x.empty())
       throw std::invalid_argument(source + ": [sweep] " + key + " = " + v +
                                   ": expected a comma-separated list of values (an item is empty)");
-    if (!seen.insert(x).second)
-      throw std::invalid_argument(source + ": [sweep] " + key + " = " + v + ": value '" + x + "' is listed twice");
-  }
   if (items.empty()) throw std::invalid_argument(source + ": [sweep] " + key + ": has no values");
   return items;
 }
@@ -73,6 +70,17 @@ std::string file_safe(const std::string& v) {
   for (char& c : out)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == '_')) c = '-';
   return out;
+}
+
+// A run id's part for one value: the value itself when it reads as a name (grpo, fp8-rollout), the
+// key's last part and the value when it is a number or a boolean (n_experts-8, expert_bias-true).
+std::string id_part(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  const bool number = !v.empty() && end == v.c_str() + v.size();
+  const bool boolean = v == "true" || v == "false" || v == "on" || v == "off" || v == "yes" || v == "no";
+  if (!number && !boolean) return file_safe(v);
+  return file_safe(key.substr(key.rfind('.') + 1)) + "-" + file_safe(v);
 }
 
 // One axis of the product: a single key, or a zip group whose keys vary together.
@@ -184,6 +192,18 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     g.swept_keys.push_back(key);
   }
   if (!seeds.empty()) g.swept_keys.push_back("run.seed");
+  // a value (a zip group: a tuple of values) twice on one axis would be the same run twice
+  for (const auto& a : axes) {
+    std::set<std::vector<std::string>> seen;
+    for (const auto& tuple : a.values)
+      if (!seen.insert(tuple).second) {
+        std::string t;
+        for (size_t j = 0; j < tuple.size(); ++j) t += (j ? " + " : "") + a.keys[j] + "=" + tuple[j];
+        throw std::invalid_argument(source + ": [sweep] " + t + " is listed twice");
+      }
+  }
+  if (std::set<std::string>(seeds.begin(), seeds.end()).size() != seeds.size())
+    throw std::invalid_argument(source + ": [sweep] seeds: a seed is listed twice");
 
   // 4. Expand: seeds outermost (every variant's first seed comes first, so a sweep stopped early
   //    already compares every variant), then the axes with the last one fastest.
@@ -204,7 +224,8 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
       for (size_t a = 0; a < axes.size(); ++a)
         for (size_t j = 0; j < axes[a].keys.size(); ++j) {
           r.keys.push_back({axes[a].keys[j], axes[a].values[pos[a]][j]});
-          name += (name.empty() ? "" : "_") + file_safe(axes[a].values[pos[a]][j]);
+          if (!name.empty()) name += '_';
+          name += id_part(axes[a].keys[j], axes[a].values[pos[a]][j]);
         }
       // keys in grid order (zip groups may interleave with other lists)
       std::vector<std::pair<std::string, std::string>> ordered;
@@ -230,7 +251,8 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     }
 
   // 5. Every combination is a validated scenario, or the grid is rejected.
-  std::vector<std::string> errors;
+  std::vector<std::pair<std::string, std::vector<std::string>>> errors;  // message → combinations
+  int n_bad = 0;
   for (SweepRun& r : g.runs) {
     std::map<std::string, std::string> m = merged;
     std::string label;
@@ -240,17 +262,30 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     }
     std::string txt;
     for (const auto& [k, v] : m) txt += k + " = " + v + "\n";
+    const std::string run_source = source + " [" + (label.empty() ? r.id : label) + "]";
     try {
-      r.scenario = Scenario::parse(txt, source + " [" + (label.empty() ? r.id : label) + "]", overrides);
+      r.scenario = Scenario::parse(txt, run_source, overrides);
     } catch (const std::invalid_argument& e) {
-      errors.push_back(e.what());
+      std::string what = e.what();
+      if (what.rfind(run_source + ": ", 0) == 0) what = what.substr(run_source.size() + 2);
+      auto it = std::find_if(errors.begin(), errors.end(), [&](const auto& x) { return x.first == what; });
+      if (it == errors.end()) errors.push_back({what, {label}});
+      else it->second.push_back(label);
+      ++n_bad;
     }
   }
   if (!errors.empty()) {
-    std::string msg = source + ": " + std::to_string(errors.size()) + " of " + std::to_string(g.runs.size()) +
+    std::string msg = source + ": " + std::to_string(n_bad) + " of " + std::to_string(g.runs.size()) +
                       " combinations do not validate; nothing was run:";
-    for (size_t i = 0; i < errors.size() && i < 4; ++i) msg += "\n  " + errors[i];
-    if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " more";
+    for (size_t i = 0; i < errors.size() && i < 4; ++i) {
+      const auto& [what, labels] = errors[i];
+      msg += "\n  " + what + "   (" +
+             (labels.size() == g.runs.size() ? std::string("every combination")
+                                             : std::to_string(labels.size()) + " combination" +
+                                                   (labels.size() > 1 ? "s, e.g. " : ": ") + labels[0]) +
+             ")";
+    }
+    if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " other problems";
     throw std::invalid_argument(msg);
   }
   if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");

@@ -27,7 +27,8 @@ namespace moerl {
 
 struct SweepRun {
   int index = 0;   // position in the expansion; seeds outermost, then the axes in grid order
-  std::string id;  // file-safe name: the swept values joined by '_', then "-seed<k>"; or run-NNNN
+  std::string id;  // file-safe name: the swept values joined by '_' (numbers and booleans as
+                   // key-value: n_experts-8), then "-seed<k>"; or run-NNNN when too long or not unique
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value, grid order, run.seed last
   Scenario scenario;
 };

@@ -143,7 +143,7 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
 
   std::string csv;
   for (size_t i = 0; i < kNumFixed; ++i) csv += std::string(i ? "," : "") + kFixedColumns[i];
-  for (const std::string& k : index.swept_keys) csv += "," + csv_cell(k);
+  for (const std::string& k : index.swept_keys) csv.append(",").append(csv_cell(k));
   csv += ",error\n";
   for (const SweepIndexRow& x : index.rows) {
     csv += std::to_string(x.index) + "," + csv_cell(x.id) + "," + csv_cell(x.file) + "," + x.status + "," +
@@ -153,9 +153,9 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
       std::string v;
       for (const auto& kv : x.keys)
         if (kv.first == k) v = kv.second;
-      csv += "," + csv_cell(v);
+      csv.append(",").append(csv_cell(v));
     }
-    csv += "," + csv_cell(x.error) + "\n";
+    csv.append(",").append(csv_cell(x.error)).append("\n");
   }
   const std::filesystem::path d(dir);
   sweep_write_text_atomic((d / "index.json").string(), js);
@@ -215,7 +215,8 @@ std::string sweep_index_table(const SweepIndex& index) {
       std::string e = x.error.substr(0, x.error.find('\n'));
       keys += "  error: " + (e.size() > 100 ? e.substr(0, 100) + "…" : e);
     }
-    std::string status = x.status + (x.collapse_step >= 0 ? "@" + std::to_string(x.collapse_step) : "");
+    std::string status = x.status;
+    if (x.collapse_step >= 0) status.append("@").append(std::to_string(x.collapse_step));
     std::snprintf(buf, sizeof buf, "%-*s %-10s %6lld %9.3f %7.3f %8.1f  %s\n", static_cast<int>(w),
                   x.id.substr(0, w).c_str(), status.c_str(), static_cast<long long>(x.steps), x.final_reward,
                   x.final_eval, x.seconds, keys.c_str());

@@ -1,7 +1,7 @@
 // sweep_index.h — the index of a sweep directory: one row per run with its swept keys, file,
 // status and headline numbers, written as index.json and index.csv (each atomically: temporary
 // name, then rename) whenever a run starts or ends, so the directory always describes itself.
-// Layout and columns: docs/hdf5-schema.md, "Sweep directory".
+// Layout and columns: docs/sweeps.md, "The sweep directory".
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,132 @@
+"""The report of a sweep, a directory of runs, or run files: summary table (Markdown, CSV), curves,
+expert-load heatmaps, IS-ratio histograms (runs with dumps) and a static report/index.html that
+shows them together. `python3 -m analysis --help` for the command line.
+"""
+import html
+import os
+import re
+
+from . import plots
+from .runs import default_group_keys, group_runs, load_sweep, resolve_keys
+from .summary import COLUMNS, group_rows, markdown, to_csv
+
+
+def default_out(path, info):
+    """SWEEP_DIR/report, DIR/report, or <stem>-report beside a single run file."""
+    if info["kind"] in ("sweep", "directory"):
+        return os.path.join(info["dir"], "report")
+    if isinstance(path, (list, tuple)) and len(path) > 1:
+        return os.path.join(info["dir"], "report")
+    p = path[0] if isinstance(path, (list, tuple)) else path
+    return os.path.splitext(p)[0] + "-report"
+
+
+def _safe(label):
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", label).strip("-") or "group"
+
+
+def _smooth_window(groups):
+    n = max((r.steps for runs in groups.values() for r in runs), default=0)
+    return 10 if n >= 50 else (5 if n >= 20 else 1)
+
+
+def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
+    """Writes the report; returns {"out": dir, "files": [...], "groups": OrderedDict, "rows": [...]}."""
+    runs, info = load_sweep(path)
+    keys = resolve_keys(group_by, runs) if group_by else default_group_keys(info)
+    groups = group_runs(runs, keys, info)
+    out = out or default_out(path, info)
+    os.makedirs(out, exist_ok=True)
+    w = smooth if smooth is not None else _smooth_window(groups)
+    title = title if title is not None else os.path.basename(os.path.normpath(info["dir"] if info["kind"] != "files"
+                                                                              else os.path.splitext(runs[0].path)[0]))
+    ok_groups = {k: [r for r in v if r.metrics] for k, v in groups.items()}
+    ok_groups = {k: v for k, v in ok_groups.items() if v}
+    files = []
+
+    rows = group_rows(groups)
+    group_title = ", ".join(keys) if keys else "run"
+    md = markdown(rows, group_title)
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out, "summary.csv"), "w") as f:
+        f.write(to_csv(rows))
+    files += ["summary.md", "summary.csv"]
+
+    figures = []  # (section, file, caption)
+    if ok_groups:
+        plots.plot_reward(ok_groups, os.path.join(out, "reward.png"), w)
+        figures.append(("Reward", "reward.png", "Sampled reward and greedy held-out accuracy: mean over each group's "
+                        "runs, band = 95% Student-t interval over seeds."))
+        plots.plot_stability(ok_groups, os.path.join(out, "stability.png"), w)
+        figures.append(("Stability", "stability.png", "Train–inference KL, routing flips between the engines "
+                        "(dotted: the 2% alarm), the range of the IS ratio π_old/μ, and the clip fraction."))
+        if plots.has_diagnostics(ok_groups):
+            plots.plot_diagnostics(ok_groups, os.path.join(out, "diagnostics.png"), w)
+            figures.append(("Algorithm diagnostics", "diagnostics.png", "What each algorithm does to the tokens: "
+                            "clipped (PPO clip band), masked (IcePop's ρ band, MIS) or rescaled (RSPO's γ)."))
+        vmax = plots.load_vmax(ok_groups)  # one colour scale for every group's heatmap
+        for label, grp in ok_groups.items():
+            name = f"load-{_safe(label)}.png"
+            if plots.plot_expert_load(grp, os.path.join(out, name), f"expert load — {label}", vmax):
+                figures.append(("Expert load", name, f"{label}: each expert's share of its layer's routed "
+                                "(token, slot) pairs relative to an even split, over steps (mean over runs)."))
+            dumped = [r for r in grp if r.has_dumps]
+            if dumped:
+                name = f"ratios-{_safe(label)}.png"
+                if plots.plot_ratios(dumped[0], os.path.join(out, name), f"IS ratios — {dumped[0].name}"):
+                    figures.append(("IS ratios and clipping", name, f"{dumped[0].name} (--dump-tensors): "
+                                    "per-token ratios of the first mini-batch of the dumped steps."))
+    files += [f for _, f, _ in figures]
+
+    with open(os.path.join(out, "index.html"), "w") as f:
+        f.write(_html(title, info, keys, rows, figures, runs))
+    files.append("index.html")
+    if verbose:
+        print(md)
+        print(f"wrote {out}/: " + ", ".join(files))
+    return {"out": out, "files": files, "groups": groups, "rows": rows}
+
+
+def _html(title, info, keys, rows, figures, runs):
+    e = html.escape
+    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>moerl report — {e(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+             "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 7px;"
+             "text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+             "img{max-width:100%;border:1px solid #eee}.failed{color:#b00}.note{color:#555;font-size:13px}</style>",
+             "</head><body>", f"<h1>moerl report — {e(title)}</h1>",
+             f"<p class='note'>{len(runs)} run(s) from <code>{e(info['dir'])}</code>"
+             + (f", grouped by <code>{e(', '.join(keys))}</code>" if keys else "")
+             + ". Files: <a href='summary.md'>summary.md</a>, <a href='summary.csv'>summary.csv</a>.</p>",
+             "<h2>Summary</h2>", "<table><tr><th>" + e(", ".join(keys) or "run") + "</th><th>runs</th><th>steps</th>"
+             + "".join(f"<th>{e(t)}</th>" for _, t, _, _ in COLUMNS) + "<th>collapsed</th></tr>"]
+    from .stats import fmt
+    for row in rows:
+        cells = [e(row["group"]), f"{row['ok']}" + (f" <span class='failed'>+{row['failed']} failed</span>"
+                                                   if row["failed"] else ""), str(row["steps"])]
+        for col, _, _, d in COLUMNS:
+            m, ci = row[col]
+            cells.append(e(fmt(m, ci, sci=True) if d == "sci" else fmt(m, ci, d)))
+        c = f"{row['collapsed']}/{row['ok']}"
+        if row["collapsed"]:
+            c += f" (step {fmt(*row['collapse_step'], 0)})"
+        cells.append(e(c))
+        parts.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
+    parts.append("</table><p class='note'>Mean ± 95% Student-t half-width over the runs (seeds) of each group; "
+                 "definitions in <code>analysis/summary.py</code> and <code>docs/metrics.md</code>.</p>")
+    section = None
+    for sec, name, caption in figures:
+        if sec != section:
+            parts.append(f"<h2>{e(sec)}</h2>")
+            section = sec
+        parts.append(f"<figure><img src='{e(name)}' alt='{e(name)}'><figcaption class='note'>{e(caption)}"
+                     "</figcaption></figure>")
+    parts.append("<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>steps</th><th>keys / error</th></tr>")
+    for r in runs:
+        kv = " ".join(f"{k}={v}" for k, v in r.keys.items())
+        err = f"<span class='failed'>{e(r.error)}</span>" if r.error else ""
+        parts.append(f"<tr><td>{e(r.name)}</td><td>{e(r.status)}</td><td>{r.steps}</td>"
+                     f"<td style='text-align:left'>{e(kv)} {err}</td></tr>")
+    parts.append("</table></body></html>")
+    return "\n".join(parts) + "\n"

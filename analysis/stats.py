@@ -1,0 +1,62 @@
+"""Statistics over seeds: means with 95% Student-t intervals, moving averages, number formatting.
+
+Every band and ± in moerl's reports is a two-sided 95% Student-t interval of the mean over the
+runs (seeds) of a group: half-width t_{0.975, n-1} · s / sqrt(n), s the unbiased std. One run has
+no interval (NaN); non-finite values are left out.
+"""
+import numpy as np
+
+# two-sided 95% Student-t quantiles by degrees of freedom (1.96 beyond the table)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(dof):
+    """The 95% two-sided t quantile for dof degrees of freedom (the nearest tabulated one below)."""
+    if dof < 1:
+        return float("nan")
+    keys = [k for k in T95 if k <= dof]
+    return T95[max(keys)] if dof <= 30 else 1.96
+
+
+def mean_ci(values):
+    """(mean, 95% half-width) of the finite values; the half-width is NaN for fewer than two."""
+    v = np.asarray([x for x in values if np.isfinite(x)], dtype=float)
+    if len(v) == 0:
+        return float("nan"), float("nan")
+    if len(v) == 1:
+        return float(v[0]), float("nan")
+    return float(v.mean()), t95(len(v) - 1) * float(v.std(ddof=1)) / np.sqrt(len(v))
+
+
+def band(ys):
+    """Per-column mean and 95% half-width of a [runs, steps] array with NaN for missing values."""
+    ys = np.asarray(ys, dtype=float)
+    if ys.ndim == 1:
+        ys = ys[None, :]
+    n = np.sum(np.isfinite(ys), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.nansum(ys, axis=0) / np.where(n > 0, n, np.nan)
+        dev = np.where(np.isfinite(ys), ys - mu, 0.0)
+        sd = np.sqrt(np.sum(dev * dev, axis=0) / np.where(n > 1, n - 1, np.nan))
+        t = np.array([t95(k - 1) if k > 1 else np.nan for k in n])
+        ci = t * sd / np.sqrt(np.where(n > 0, n, np.nan))
+    return mu, ci
+
+
+def smooth(x, w=10):
+    """Trailing moving average over w steps; the first w-1 steps are NaN (x unchanged if shorter)."""
+    x = np.asarray(x, dtype=float)
+    if len(x) < w or w <= 1:
+        return x
+    k = np.ones(w) / w
+    y = np.convolve(x, k, mode="valid")
+    return np.concatenate([np.full(w - 1, np.nan), y])
+
+
+def fmt(m, ci, digits=3, sci=False):
+    """'m ± ci' (or 'm' without an interval, '–' when m is not finite)."""
+    if not np.isfinite(m):
+        return "–"
+    f = (lambda x: f"{x:.2e}") if sci else (lambda x: f"{x:.{digits}f}")
+    return f(m) if not np.isfinite(ci) else f"{f(m)} ± {f(ci)}"

@@ -1,0 +1,133 @@
+"""The summary table of a set of runs: one row per group, each number the mean ± 95% interval over
+the group's runs (seeds). Written as Markdown and CSV; the same rows feed the HTML report.
+
+Per run (formulas of the metrics: docs/metrics.md):
+  final reward   mean reward_mean over the last min(10, steps) steps
+  peak reward    max over steps of reward_mean's trailing 10-step mean (of the raw series if shorter)
+  final / peak eval   last / largest finite eval_accuracy
+  collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step)
+  KL             mean over steps of kl_rollout_train (k3 of KL(μ‖π_old))
+  flip %         mean over steps of 100·flip_rate_mean
+  extreme        mean over steps of extreme_token_frac
+  clip           mean over steps of clip_frac
+  load CV        mean over steps of load_cv; max/mean load and dead experts at the last step
+"""
+import csv
+import io
+
+import numpy as np
+
+from .stats import fmt, mean_ci, smooth
+
+def _last_mean(x, n=10):
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.mean(x[-n:])) if len(x) else float("nan")
+
+
+def _nanmean(x):
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.mean(x)) if len(x) else float("nan")
+
+
+def _last_finite(x):
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(x[-1]) if len(x) else float("nan")
+
+
+def _max_finite(x):
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.max(x)) if len(x) else float("nan")
+
+
+def _peak_reward(r):
+    x = r.series("reward_mean")
+    w = 10 if len(x) >= 10 else 1
+    return _max_finite(smooth(x, w))
+
+
+# (column, title, per-run function, digits or "sci")
+COLUMNS = [
+    ("final_reward", "final reward", lambda r: _last_mean(r.series("reward_mean")), 3),
+    ("peak_reward", "peak reward", _peak_reward, 3),
+    ("final_eval", "final eval", lambda r: _last_finite(r.series("eval_accuracy")), 3),
+    ("peak_eval", "peak eval", lambda r: _max_finite(r.series("eval_accuracy")), 3),
+    ("kl", "KL(μ‖π_old) k3", lambda r: _nanmean(r.series("kl_rollout_train")), "sci"),
+    ("flip_pct", "flip %", lambda r: 100 * _nanmean(r.series("flip_rate_mean")), 2),
+    ("extreme", "extreme tokens", lambda r: _nanmean(r.series("extreme_token_frac")), "sci"),
+    ("clip", "clip frac", lambda r: _nanmean(r.series("clip_frac")), "sci"),
+    ("load_cv", "load CV", lambda r: _nanmean(r.series("load_cv")), 3),
+    ("load_max_over_mean", "max/mean load", lambda r: _last_finite(r.series("load_max_over_mean")), 2),
+    ("dead_experts", "dead experts", lambda r: _last_finite(r.series("dead_experts")), 1),
+]
+
+
+def group_rows(groups):
+    """One dict per group: label, runs, ok (runs with metrics), failed, collapsed, collapse_step,
+    steps, and (mean, ci) for every column of COLUMNS."""
+    rows = []
+    for label, runs in groups.items():
+        ok = [r for r in runs if r.metrics]
+        collapsed = [r for r in ok if r.status == "collapsed"]
+        steps = [int(r.attrs.get("collapse_step", -1)) for r in collapsed]
+        row = {
+            "group": label,
+            "runs": len(runs),
+            "ok": len(ok),
+            "failed": sum(1 for r in runs if r.status == "failed" or not r.metrics),
+            "collapsed": len(collapsed),
+            "collapse_step": mean_ci([s for s in steps if s >= 0]),
+            "steps": int(np.median([r.steps for r in ok])) if ok else 0,
+        }
+        for col, _, fn, _ in COLUMNS:
+            row[col] = mean_ci([fn(r) for r in ok])
+        rows.append(row)
+    return rows
+
+
+def _cell(row, col, digits):
+    m, ci = row[col]
+    return fmt(m, ci, sci=True) if digits == "sci" else fmt(m, ci, digits)
+
+
+def markdown(rows, group_title="group"):
+    head = [group_title, "runs", "steps"] + [t for _, t, _, _ in COLUMNS] + ["collapsed (step)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for row in rows:
+        cells = [row["group"], f"{row['ok']}" + (f" (+{row['failed']} failed)" if row["failed"] else ""),
+                 str(row["steps"])]
+        cells += [_cell(row, col, d) for col, _, _, d in COLUMNS]
+        col = f"{row['collapsed']}/{row['ok']}"
+        if row["collapsed"]:
+            col += f" ({fmt(*row['collapse_step'], 0)})"
+        cells.append(col)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: mean of "
+              "the last 10 steps; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
+              "KL, flip %, extreme, clip, load CV: means over all steps; max/mean load and dead experts: last step."]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(rows, group_keys=()):
+    """CSV with one mean and one ci95 column per quantity (empty cells for NaN)."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    head = ["group", "runs", "ok", "failed", "steps", "collapsed", "collapse_rate", "collapse_step"]
+    for col, _, _, _ in COLUMNS:
+        head += [col, col + "_ci95"]
+    w.writerow(head)
+
+    def num(x):
+        return "" if not np.isfinite(x) else f"{x:.6g}"
+
+    for row in rows:
+        rate = row["collapsed"] / row["ok"] if row["ok"] else float("nan")
+        cells = [row["group"], row["runs"], row["ok"], row["failed"], row["steps"], row["collapsed"], num(rate),
+                 num(row["collapse_step"][0])]
+        for col, _, _, _ in COLUMNS:
+            cells += [num(row[col][0]), num(row[col][1])]
+        w.writerow(cells)
+    return out.getvalue()

@@ -1,0 +1,50 @@
+"""Fixtures of the analysis tests: the moerl binary (MOERL_BIN, as ctest sets it, else the newest
+build*/sim/moerl of the tree) and small real sweeps made with it."""
+import glob
+import os
+import subprocess
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TINY_GRID = os.path.join(ROOT, "tests", "sweep", "tiny-grid.ini")
+
+
+def moerl_binary():
+    b = os.environ.get("MOERL_BIN")
+    if b and os.access(b, os.X_OK):
+        return b
+    found = [p for p in glob.glob(os.path.join(ROOT, "build*", "sim", "moerl")) if os.access(p, os.X_OK)]
+    return max(found, key=os.path.getmtime) if found else None
+
+
+def run_sweep(grid, out, *extra):
+    b = moerl_binary()
+    if b is None:
+        pytest.skip("the moerl binary is not built (cmake --build build): no sweep to analyse")
+    p = subprocess.run([b, "sweep", grid, "--out", str(out), "--quiet", *extra], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    return p
+
+
+@pytest.fixture(scope="session")
+def sweep_dir(tmp_path_factory):
+    """The tiny grid (GRPO vs R3 × 2 seeds, 2 steps) with per-token dumps."""
+    out = tmp_path_factory.mktemp("sweeps") / "tiny"
+    p = run_sweep(TINY_GRID, out, "--dump-tensors")
+    assert p.returncode == 0, p.stdout + p.stderr
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def failing_sweep_dir(tmp_path_factory):
+    """The tiny grid crossed with MoE/dense: r3 on the dense twin fails at run time."""
+    d = tmp_path_factory.mktemp("grids")
+    grid = d / "moe-dense.ini"
+    with open(TINY_GRID) as f:
+        text = f.read()
+    grid.write_text(text.replace("seeds = 0, 1", "seeds = 0, 1\nmodel.n_experts = 4, 0"))
+    out = d / "moe-dense"
+    p = run_sweep(str(grid), out)
+    assert p.returncode == 1, p.stdout + p.stderr  # some runs failed
+    return str(out)
