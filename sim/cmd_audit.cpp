@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "models/h5io.h"
+#include "sim/text_io.h"
 #include "sim/audit.h"
 #include "sim/cli.h"
 #include "sim/gather.h"
@@ -80,24 +81,6 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// Writes text to path atomically (temporary file, then rename).
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(path + ": cannot write " + tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": cannot rename " + tmp + " into place");
-  }
 }
 
 }  // namespace
@@ -228,7 +211,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   if (!grid.is_root()) return 0;
   std::fputs(audit_format_table(m, info).c_str(), stdout);
   if (!out.empty()) {
-    if (ends_with(out, ".json")) write_text_atomic(out, audit_format_json(m, info));
+    if (ends_with(out, ".json")) text_write_atomic(out, audit_format_json(m, info));
     else audit_write_h5(out, m, info);
     std::printf("wrote %s\n", out.c_str());
   }

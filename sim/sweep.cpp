@@ -2,6 +2,7 @@
 //   leader → 0, kTagReport: the report of the leader's last run as text ("" before its first);
 //   0 → leader, kTagAssign: one int, the next run index, or -1 (stop).
 // Inside a group the leader broadcasts each index to its members.
+#include "sim/text_io.h"
 #include "sim/sweep.h"
 
 #include <unistd.h>
@@ -219,7 +220,7 @@ std::vector<int> Sweep::prepare_index() {
     }
     index_.rows.push_back(row);
   }
-  sweep_write_text_atomic((fs::path(o_.out) / "grid.ini").string(), g_.text);
+  text_write_atomic((fs::path(o_.out) / "grid.ini").string(), g_.text);
   sweep_index_write(o_.out, index_);
   return todo;
 }

@@ -1,5 +1,6 @@
 // sweep_index.cpp — see sweep_index.h. JSON and CSV are written by hand (no dependency): strings
 // are escaped, non-finite numbers become null (JSON) or an empty cell (CSV).
+#include "sim/text_io.h"
 #include "sim/sweep_index.h"
 
 #include <unistd.h>
@@ -104,23 +105,6 @@ double parse_double(const std::string& s) {
 
 }  // namespace
 
-void sweep_write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw std::runtime_error(path + ": cannot write " + tmp);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error(path + ": cannot rename " + tmp + " into place");
-  }
-}
-
 void sweep_index_write(const std::string& dir, const SweepIndex& index) {
   std::string js = "{\n  \"format\": \"moerl-sweep-index\",\n  \"version\": 1,\n";
   js += "  \"grid\": " + json_string(index.grid) + ",\n  \"base\": " + json_string(index.base) + ",\n";
@@ -158,8 +142,8 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
     csv.append(",").append(csv_cell(x.error)).append("\n");
   }
   const std::filesystem::path d(dir);
-  sweep_write_text_atomic((d / "index.json").string(), js);
-  sweep_write_text_atomic((d / "index.csv").string(), csv);
+  text_write_atomic((d / "index.json").string(), js);
+  text_write_atomic((d / "index.csv").string(), csv);
 }
 
 SweepIndex sweep_index_read(const std::string& dir) {

@@ -42,7 +42,4 @@ SweepIndex sweep_index_read(const std::string& dir);
 // The index as a terminal table (one line per run), for `moerl sweep` and `moerl inspect DIR`.
 std::string sweep_index_table(const SweepIndex& index);
 
-// Writes text to path atomically (temporary file in the same directory, then rename).
-void sweep_write_text_atomic(const std::string& path, const std::string& text);
-
 }  // namespace moerl
