@@ -11,6 +11,8 @@ Per run (formulas of the metrics: docs/metrics.md):
   extreme        mean over steps of extreme_token_frac
   clip           mean over steps of clip_frac
   load CV        mean over steps of load_cv; max/mean load and dead experts at the last step
+  surgery fired  mean over steps of surgery_frac; router τ: last router_temperature_mean;
+  KL staleness   mean over steps of kl_staleness (stale rollouts)
 """
 import csv
 import io
@@ -62,6 +64,10 @@ COLUMNS = [
     ("load_cv", "load CV", lambda r: _nanmean(r.series("load_cv")), 3),
     ("load_max_over_mean", "max/mean load", lambda r: _last_finite(r.series("load_max_over_mean")), 2),
     ("dead_experts", "dead experts", lambda r: _last_finite(r.series("dead_experts")), 1),
+    # stabilisers (docs/stabilisers.md); "–" for runs that do not use them
+    ("surgery_frac", "surgery fired", lambda r: _nanmean(r.series("surgery_frac")), 3),
+    ("router_temperature", "router τ (last)", lambda r: _last_finite(r.series("router_temperature_mean")), 3),
+    ("kl_staleness", "KL staleness", lambda r: _nanmean(r.series("kl_staleness")), "sci"),
 ]
 
 
