@@ -6,8 +6,10 @@
 // order-controlled GEMM of cpu/gemm.h. The reduction plan of a call follows
 // its ReduceCtx: reduce_effective_split(ctx, M, K) chunks (M = the call's rows, or one expert's
 // rows in the grouped form), the order kind, and the limited-precision accumulator.
-// Backward is plain FP32 through the unrounded operands (straight-through estimator) with
-// OpenBLAS sgemm, beta = 1.
+// Backward is plain FP32 through the unrounded operands (straight-through estimator), in the
+// reduction order of ref::matmul_backward (cpu/gemm_backward.h): bit-identical to the reference
+// and independent of the thread count. OpenBLAS serves only as the yardstick of
+// gemm_measure_gflops (its own thread pool contended with oneTBB's when it ran the backward).
 #include "kernels/linear.h"
 
 #include <cblas.h>
@@ -23,6 +25,7 @@
 #include <tbb/parallel_for.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_backward.h"
 #include "kernels/precision.h"
 #include "kernels/rng.h"
 
@@ -90,6 +93,7 @@ void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
   }
   out->data.assign(static_cast<size_t>(cpu::gemm_packed_size(N, K)), 0.0f);
   if (N > 0 && K > 0) cpu::gemm_pack(out->data.data(), src, N, K);
+  cpu::gemm_exp_range(src, static_cast<int64_t>(N) * K, &out->exp_lo, &out->exp_hi);
 }
 
 // out[M,N] = quant(inp)[M,K] · quant(W)ᵀ
@@ -103,9 +107,12 @@ void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
     return;
   }
   cpu::GemmReduce red = plan_reduce(nm, M, K, 0);
+  red.w_exp_lo = w.exp_lo;
+  red.w_exp_hi = w.exp_hi;
   std::unique_ptr<float[]> buf;
   const float* x = prepare_activations(&red, &buf, inp, M, K, nm);
-  if (red.accum_bits > 0) red.operands_nan_free = operands_nan_free(inp, int64_t{M} * K, w);
+  // (the GEMM looks at each block's activations when it knows the weight's range)
+  if (red.accum_bits > 0 && w.exp_hi < 0) red.operands_nan_free = operands_nan_free(inp, int64_t{M} * K, w);
   cpu::gemm_forward(out, x, w.data.data(), M, N, K, red);
 }
 
@@ -139,13 +146,17 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
   std::vector<cpu::GemmReduce> plans(E);
   std::vector<std::unique_ptr<float[]>> bufs(E);
   std::vector<const float*> xs(E);  // expert e's rows, quantised when tensor-scaled
+  bool ranges_known = true;  // the GEMM then looks at each block's activations itself
+  for (int e = 0; e < E; ++e) ranges_known = ranges_known && w[e].exp_hi >= 0;
   const bool x_nan_free =
-      nm.accum_bits > 0 &&
+      nm.accum_bits > 0 && !ranges_known &&
       cpu::gemm_nan_free(inp + static_cast<int64_t>(offsets[0]) * K,
                          static_cast<int64_t>(rows_end - offsets[0]) * K);
   for (int e = 0; e < E; ++e) {
     const int Me = offsets[e + 1] - offsets[e];
     plans[e] = plan_reduce(nm, Me, K, static_cast<uint64_t>(e));
+    plans[e].w_exp_lo = w[e].exp_lo;
+    plans[e].w_exp_hi = w[e].exp_hi;
     xs[e] = prepare_activations(&plans[e], &bufs[e], inp + static_cast<int64_t>(offsets[e]) * K,
                                 Me, K, nm);
     if (Me == 0) continue;
@@ -169,25 +180,16 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
 void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, int M, int N, int K) {
   if (M <= 0 || N <= 0 || K <= 0) return;
-  if (dinp)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, weight, K, 1.0f,
-                dinp, K);
-  if (dweight)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
-                dweight, K);
+  if (dinp) cpu::gemm_backward_input(dinp, dout, weight, M, N, K);
+  if (dweight) cpu::gemm_backward_weight(dweight, dout, inp, M, N, K);
 }
 
-// Experts one after another, each a multi-threaded BLAS call (OpenBLAS is not meant to be entered
-// from several threads at once); weight/dweight are [E, N, K].
+// weight/dweight are [E, N, K]; all experts' tiles run in one parallel region per product.
 void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
                              const float* weight, const int* offsets, int E, int N, int K) {
-  const int64_t nk = static_cast<int64_t>(N) * K;
-  for (int e = 0; e < E; ++e) {
-    const int64_t off = offsets[e];
-    const int Me = offsets[e + 1] - offsets[e];
-    linear_backward(dinp ? dinp + off * K : nullptr, dweight ? dweight + e * nk : nullptr,
-                    dout + off * N, inp + off * K, weight + e * nk, Me, N, K);
-  }
+  if (E <= 0 || N <= 0 || K <= 0) return;
+  if (dinp) cpu::gemm_backward_input_grouped(dinp, dout, weight, offsets, E, N, K);
+  if (dweight) cpu::gemm_backward_weight_grouped(dweight, dout, inp, offsets, E, N, K);
 }
 
 const char* blas_kernel_name() {

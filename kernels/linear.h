@@ -11,7 +11,8 @@
 //  * quantised formats → operands fake-quantised with their scales (precision.h), then either the
 //    FP32 kernels above or, with accum_bits > 0, the limited-precision accumulator kernel.
 // Backward: FP32, straight-through the quantisation (dinp and dweight see the unrounded operands'
-// positions), computed with BLAS (cblas_sgemm) where it wins; written with '+='.
+// positions), written with '+='; each gradient element is one FMA chain in the reference's order
+// (ref::matmul_backward), so the backward is bit-identical to it for any thread count.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@ struct PackedWeight {
   int N = 0, K = 0;
   Format format = Format::fp32;
   std::vector<float> data;  // kernel-specific layout of the fake-quantised weight
+  int exp_lo = -1, exp_hi = -1;  // FP32 exponent fields: lowest nonzero, highest (kernel's choice)
 };
 void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
                         const LinearNumerics& nm);
@@ -52,7 +54,7 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
                             int E, const LinearNumerics& nm);
 
 // dinp[M, K] += dout[M, N] · W[N, K];  dweight[N, K] += dout[M, N]ᵀ · inp[M, K].
-// Either gradient pointer may be null (skipped). FP32; deterministic for a fixed thread count.
+// Either gradient pointer may be null (skipped). FP32; bit-identical to ref::matmul_backward.
 void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                      const float* weight, int M, int N, int K);
 

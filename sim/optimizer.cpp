@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "kernels/cpu/ops.h"
+
 namespace moerl {
 
 void OptimConfig::validate(const std::string& s) const {
@@ -101,14 +103,10 @@ double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step
   for (const Tensor& t : tensors_) {
     if (t.frozen) continue;
     const float decay = t.decay ? lr * cfg_.weight_decay : 0.0f;
-    for (int64_t j = t.offset + t.own_begin; j < t.offset + t.own_end; ++j) {
-      const float gj = g[j] * clip;
-      m_[j] = cfg_.beta1 * m_[j] + (1.0f - cfg_.beta1) * gj;
-      v_[j] = cfg_.beta2 * v_[j] + (1.0f - cfg_.beta2) * gj * gj;
-      const double mhat = m_[j] / bc1, vhat = v_[j] / bc2;
-      w[j] -= decay * w[j];
-      w[j] -= static_cast<float>(lr * mhat / (std::sqrt(vhat) + cfg_.eps));
-    }
+    // element-wise (kernels/ref/adamw.cpp is the scalar form): vectorised, threads over blocks
+    const int64_t j = t.offset + t.own_begin;
+    cpu::adamw_update(w + j, m_.data() + j, v_.data() + j, g + j, t.own_end - t.own_begin, clip,
+                      cfg_.beta1, cfg_.beta2, bc1, bc2, lr, decay, cfg_.eps);
   }
   return norm;
 }

@@ -7,11 +7,29 @@ rollout = prefill of 16 prompt tokens + 32 sampled tokens for 256 sequences with
 train = forward + backward + AdamW over the same 256 sequences of 48 tokens (log-prob loss).
 Experts run the usual eager way (tokens sorted by expert, one matmul per expert, index_add back).
 
-Usage: /usr/bin/python3 analysis/bench/torch_peer.py [--threads 2] [--repeat 3] [--json out.json]
-Run it with OPENBLAS_CORETYPE=SkylakeX in the environment on AVX-512 machines (the peer's best
-configuration: Debian's torch calls OpenBLAS, which otherwise falls back to SSE3 kernels here).
+Usage: /usr/bin/python3 analysis/bench/torch_peer.py [--threads 2] [--repeat 5] [--json out.json]
+
+The peer runs in its best configuration, set up here before torch is imported (measured on the
+2-core AVX-512 reference machine, torch 1.13 from Debian, docs/performance.md):
+  * OMP_WAIT_POLICY=PASSIVE. Debian's torch runs its element-wise ops on OpenMP threads and its
+    matmuls on OpenBLAS's own pthreads; with OpenMP's default spin-waiting the idle OpenMP threads
+    hold the cores the BLAS threads need, and the step took 2.7x longer (6.2 s instead of 2.3 s).
+  * OpenBLAS with AVX-512 kernels. 0.3.21 picks "Cooperlake" on Zen 4 by itself; where it picks
+    a non-AVX-512 family on an AVX-512 CPU, the script re-runs itself with
+    OPENBLAS_CORETYPE=SkylakeX (the variable is read when the library loads).
+  * The rollout under torch.inference_mode() (no autograd bookkeeping), the same thread count
+    as moerl (--threads, default 2); torch 1.13 has no fused attention (SDPA), so attention is the
+    eager softmax(q·kᵀ)·v.
+Times are the best (minimum) over --repeat steps after one warm-up step, as `moerl bench` takes
+the best of its rounds; medians are reported too.
 """
+import os
+import sys
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
+import ctypes
 import json
 import math
 import time
@@ -117,7 +135,7 @@ class Model(torch.nn.Module):
 def rollout(model, gen):
     prompts = torch.randint(0, V, (B, P), generator=gen)
     caches = [dict() for _ in range(L)]
-    with torch.no_grad():
+    with torch.inference_mode():
         logits = model(prompts, 0, caches)[:, -1]
         toks = [prompts]
         for r in range(R):
@@ -145,13 +163,39 @@ def flops_train():
     return 3 * B * T * (per_tok + attn)
 
 
+def openblas_core():
+    """The kernel family of the OpenBLAS that torch loaded ('' when it is not OpenBLAS)."""
+    with open("/proc/self/maps") as maps:
+        paths = sorted({l.split()[-1] for l in maps if "openblas" in l and ".so" in l})
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            continue
+    return ""
+
+
+def ensure_avx512_blas():
+    core = openblas_core()
+    avx512_cpu = "avx512f" in open("/proc/cpuinfo").read()
+    avx512_core = any(c in core for c in ("SkylakeX", "Cooperlake", "SapphireRapids"))
+    if core and avx512_cpu and not avx512_core and "OPENBLAS_CORETYPE" not in os.environ:
+        os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
+        os.execv(sys.executable, [sys.executable] + sys.argv)
+    return core
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    core = ensure_avx512_blas()
     torch.set_num_threads(args.threads)
+    load_begin = os.getloadavg()
     model = Model()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     gen = torch.Generator().manual_seed(1)
@@ -166,11 +210,14 @@ def main():
         t2 = time.perf_counter()
         ro.append(t1 - t0)
         tr.append(t2 - t1)
-    ro.sort(); tr.sort()
+    med = lambda v: sorted(v)[len(v) // 2]
     res = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": args.threads,
-           "rollout_s": ro[len(ro) // 2], "train_s": tr[len(tr) // 2],
-           "train_gflops": flops_train() / tr[len(tr) // 2] / 1e9,
-           "blas": torch.__config__.show().split("BLAS_INFO=")[-1].split(",")[0] if "BLAS_INFO" in torch.__config__.show() else "?"}
+           "rollout_s": min(ro), "train_s": min(tr),
+           "rollout_median_s": med(ro), "train_median_s": med(tr),
+           "train_gflops": flops_train() / min(tr) / 1e9,
+           "blas": "OpenBLAS " + core if core else "?",
+           "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
+           "load_begin": list(load_begin), "load_end": list(os.getloadavg())}
     print(json.dumps(res, indent=1))
     if args.json:
         with open(args.json, "w") as f:

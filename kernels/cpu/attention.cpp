@@ -6,7 +6,7 @@
 // the same bits in both for the same ctx:
 //   1. s_j = (fma chain of q_d·k_jd over d = 0..Dh-1 from 0) · scale        (always this order)
 //      vectorised over keys j from a transposed key block kT[d][j]: each lane is one s_j's chain.
-//   2. m = max_j s_j (sequential);  e_j = exp(s_j − m)  (std::exp, scalar)
+//   2. m = max_j s_j (sequential);  e_j = exp_f32(s_j − m)  (kernels/expf.h, 16 lanes at a time)
 //   3. sum = Σ_j e_j in the row's order (row_order.h): S = 1 forward → e_0 + … + e_{L-1} from 0.0f
 //   4. p_j = e_j / sum
 //   5. out_d = Σ_j p_j·v_jd as fma chains in the same order (same chunks, same combination
@@ -25,8 +25,10 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/expf_avx512.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/row_order.h"
+#include "kernels/expf.h"
 
 namespace moerl::cpu {
 
@@ -36,14 +38,62 @@ namespace {
 constexpr int kKeyBlock = 64;
 int padded_keys(int L) { return (L + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
 
-// kT[Dh, ldk] = rows 0..L-1 of a [*, ld] matrix, columns 0..Dh-1, transposed; columns L..ldk-1
-// zero (the dot kernels read, and discard, whole register blocks).
-void transpose_block(float* kT, int ldk, const float* k, int64_t ld, int L, int Dh) {
-  for (int d = 0; d < Dh; ++d) {
-    float* row = kT + static_cast<int64_t>(d) * ldk;
-    for (int j = 0; j < L; ++j) row[j] = k[j * ld + d];
-    for (int j = L; j < ldk; ++j) row[j] = 0.0f;
+#ifdef __AVX512F__
+// r[0..16) ← the 16×16 block's transpose (r[i] lane j = old r[j] lane i).
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
   }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // each 4×4 sub-block is transposed within its 128-bit lanes; two rounds of 128-bit lane
+  // shuffles move the sub-blocks to their transposed places.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xDD);
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xDD);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xDD);
+  }
+}
+#endif
+
+// kT[Dh, ldk] = rows 0..L-1 of a [*, ld] matrix, columns 0..Dh-1, transposed; columns L..ldk-1
+// zero (the dot kernels read, and discard, whole register blocks). Rows are read whole, one after
+// the other (the KV cache is far larger than L2: streaming reads let the prefetcher run ahead),
+// and transposed 16 × 16 in registers.
+void transpose_block(float* kT, int ldk, const float* k, int64_t ld, int L, int Dh) {
+  int d0 = 0;
+#ifdef __AVX512F__
+  for (; d0 + 16 <= Dh; d0 += 16)
+    for (int j0 = 0; j0 < L; j0 += 16) {
+      __m512 r[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = j0 + i < L ? _mm512_loadu_ps(k + (j0 + i) * ld + d0) : _mm512_setzero_ps();
+      transpose16(r);
+      for (int i = 0; i < 16; ++i) _mm512_storeu_ps(kT + static_cast<int64_t>(d0 + i) * ldk + j0, r[i]);
+    }
+  const int filled = (L + 15) / 16 * 16;  // columns the blocks above wrote (zeros past L)
+  for (int d = 0; d < d0; ++d)
+    for (int j = filled; j < ldk; ++j) kT[static_cast<int64_t>(d) * ldk + j] = 0.0f;
+#endif
+  for (int j = 0; j < L; ++j) {
+    const float* kj = k + j * ld;
+    for (int d = d0; d < Dh; ++d) kT[static_cast<int64_t>(d) * ldk + j] = kj[d];
+  }
+  for (int d = d0; d < Dh; ++d)
+    for (int j = L; j < ldk; ++j) kT[static_cast<int64_t>(d) * ldk + j] = 0.0f;
 }
 
 // s[j0..j0+W) = fma chains over d of x_d·kT[d][j], held in registers across d.
@@ -115,26 +165,32 @@ void pv_chunk(float* acc, const float* p, const float* v, int64_t ld, int lo, in
   if (d + 1 <= Dh) pv_block<1>(acc + d, p, v + d, ld, lo, hi, rev, accumulate);
 }
 
-// out[Dh]; p[L]: scores in, probabilities out; v rows at stride ld; part[split·Dh] scratch.
-void attention_row(float* out, float* p, const float* v, int64_t ld, int L, int Dh,
-                   const RowOrder& order, float* part) {
+// p[j] = e^(p[j] − m), j < L: exp_f32 (kernels/expf.h), 16 lanes at a time.
+void exp_shifted(float* p, int L, float m) {
+  int j = 0;
+#ifdef __AVX512F__
+  const __m512 mv = _mm512_set1_ps(m);
+  for (; j + 16 <= L; j += 16)
+    _mm512_storeu_ps(p + j, exp_f32_v16(_mm512_sub_ps(_mm512_loadu_ps(p + j), mv)));
+#endif
+  for (; j < L; ++j) p[j] = exp_f32(p[j] - m);
+}
+
+// p[L]: scores in, probabilities out (steps 2–4 above).
+void attention_probs(float* p, int L, const RowOrder& order) {
   float m = p[0];
   for (int j = 1; j < L; ++j) m = p[j] > m ? p[j] : m;
   const int S = order.split();
   const bool rev = order.reversed();
+  exp_shifted(p, L, m);
   float sum = 0.0f;
   if (S == 1) {
     if (!rev) {
-      for (int j = 0; j < L; ++j) {
-        p[j] = std::exp(p[j] - m);
-        sum += p[j];
-      }
+      for (int j = 0; j < L; ++j) sum += p[j];
     } else {
-      for (int j = 0; j < L; ++j) p[j] = std::exp(p[j] - m);
       for (int j = L - 1; j >= 0; --j) sum += p[j];
     }
   } else {
-    for (int j = 0; j < L; ++j) p[j] = std::exp(p[j] - m);
     for (int i = 0; i < S; ++i) {
       const int c = order.combine(i);
       float cs = 0.0f;
@@ -147,6 +203,14 @@ void attention_row(float* out, float* p, const float* v, int64_t ld, int L, int 
     }
   }
   for (int j = 0; j < L; ++j) p[j] = p[j] / sum;
+}
+
+// out[Dh]; p[L]: scores in, probabilities out; v rows at stride ld; part[split·Dh] scratch.
+void attention_row(float* out, float* p, const float* v, int64_t ld, int L, int Dh,
+                   const RowOrder& order, float* part) {
+  attention_probs(p, L, order);
+  const int S = order.split();
+  const bool rev = order.reversed();
   if (S == 1) {
     pv_chunk(out, p, v, ld, 0, L, Dh, rev);
     return;
@@ -200,27 +264,83 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
   });
 }
 
+namespace {
+
+// out[H·Dh] = Σ_j p_h[j]·v_j for every head at once, p[H][ldp]: each (h, d) one fma chain over
+// j = 0..L-1 from 0 — pv_chunk's chain for S = 1 — while a whole cache row (all heads) is read per
+// j, so sequence b's cache block streams through once instead of once per head.
+void pv_all_heads(float* out, const float* p, int ldp, const float* v, int64_t ld, int L, int H,
+                  int Dh) {
+#ifdef __AVX512F__
+  const int HD = H * Dh;
+  if (Dh % 16 == 0 && HD <= 256) {  // up to 16 registers of accumulators, 16 lanes per head block
+    const int nv = HD / 16, per_head = Dh / 16;
+    __m512 acc[16];
+    for (int i = 0; i < nv; ++i) acc[i] = _mm512_setzero_ps();
+    for (int j = 0; j < L; ++j) {
+      const float* vr = v + j * ld;
+      for (int i = 0; i < nv; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(p[(i / per_head) * ldp + j]), _mm512_loadu_ps(vr + 16 * i), acc[i]);
+    }
+    for (int i = 0; i < nv; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
+    return;
+  }
+#endif
+  for (int h = 0; h < H; ++h) pv_chunk(out + h * Dh, p + h * ldp, v + h * Dh, ld, 0, L, Dh, false);
+}
+
+}  // namespace
+
 // out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B]
+// One task per sequence: its cache block (rows 0..len-1, all heads) is transposed in one streaming
+// pass, then each head's row runs as in the forward (attention_scores + attention_row); with one
+// chunk in forward order for every head, P·V too reads each cache row once for all heads.
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& ctx) {
   const int64_t ld = static_cast<int64_t>(H) * Dh;
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
-  tbb::parallel_for(tbb::blocked_range<int>(0, B * H), [&](const tbb::blocked_range<int>& br) {
+  tbb::parallel_for(tbb::blocked_range<int>(0, B), [&](const tbb::blocked_range<int>& br) {
     std::vector<float> kT, p, part;
     RowOrder order;
-    for (int bh = br.begin(); bh < br.end(); ++bh) {
-      const int b = bh / H, h = bh % H;
+    for (int b = br.begin(); b < br.end(); ++b) {
       const int L = len[b];
-      const int64_t cache = static_cast<int64_t>(b) * Tmax * ld + static_cast<int64_t>(h) * Dh;
-      const int64_t row = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
       const int ldk = padded_keys(L);
-      kT.resize(static_cast<size_t>(ldk) * Dh);
-      p.resize(L);
-      transpose_block(kT.data(), ldk, kcache + cache, ld, L, Dh);
-      row_order_set(&order, ctx, B, L, b, L - 1, h);
-      part.resize(static_cast<size_t>(order.split()) * Dh);
-      attention_scores(p.data(), q + row, kT.data(), ldk, L, Dh, scale);
-      attention_row(out + row, p.data(), vcache + cache, ld, L, Dh, order, part.data());
+      const int64_t cache = static_cast<int64_t>(b) * Tmax * ld;
+      if (b + 1 < br.end()) {  // the next sequence's cache block: fetched while this one computes
+        const int64_t next = cache + Tmax * ld, bytes = static_cast<int64_t>(len[b + 1]) * ld * 4;
+        const char* kn = reinterpret_cast<const char*>(kcache + next);
+        const char* vn = reinterpret_cast<const char*>(vcache + next);
+        for (int64_t o = 0; o < bytes; o += 64) {
+          __builtin_prefetch(kn + o, 0, 2);
+          __builtin_prefetch(vn + o, 0, 2);
+        }
+      }
+      const int64_t row = static_cast<int64_t>(b) * ld;
+      kT.resize(static_cast<size_t>(H) * Dh * ldk);  // [H][Dh][ldk]
+      p.resize(static_cast<size_t>(H) * ldk);         // [H][ldk]
+      transpose_block(kT.data(), ldk, kcache + cache, ld, L, H * Dh);
+      bool plain = ctx.order.kind != OrderKind::reversed;  // every head: S = 1, forward
+      for (int h = 0; h < H; ++h) {
+        row_order_set(&order, ctx, B, L, b, L - 1, h);
+        float* ph = p.data() + static_cast<size_t>(h) * ldk;
+        attention_scores(ph, q + row + h * Dh, kT.data() + static_cast<size_t>(h) * Dh * ldk, ldk, L, Dh, scale);
+        if (order.split() == 1 && !order.reversed()) {
+          attention_probs(ph, L, order);
+          continue;
+        }
+        plain = false;
+        part.resize(static_cast<size_t>(order.split()) * Dh);
+        attention_row(out + row + h * Dh, ph, vcache + cache + h * Dh, ld, L, Dh, order, part.data());
+      }
+      if (plain) {
+        pv_all_heads(out + row, p.data(), ldk, vcache + cache, ld, L, H, Dh);
+      } else {  // heads that took the single-chunk shortcut still need their P·V
+        for (int h = 0; h < H; ++h) {
+          row_order_set(&order, ctx, B, L, b, L - 1, h);
+          if (order.split() == 1 && !order.reversed())
+            pv_chunk(out + row + h * Dh, p.data() + static_cast<size_t>(h) * ldk, vcache + cache + h * Dh, ld, 0, L, Dh, false);
+        }
+      }
     }
   });
 }

@@ -41,6 +41,12 @@ struct GemmReduce {
   int promote_every = 128;            // run length of the limited accumulator
   bool operands_nan_free = false;     // promise: no NaN in inp or W (enables the faster limited
                                       // kernel; results are identical either way)
+  // FP32 exponent fields of W's nonzero entries (lowest) and of all entries (highest), from
+  // gemm_exp_range at pack time; -1 = unknown. With accum_bits in 1..22 and operand ranges for
+  // which no intermediate can be subnormal or overflow (checked per block of rows), the limited
+  // accumulator rounds with Veltkamp's splitting instead of integer operations: the same bits
+  // (see gemm.cpp), half the cost.
+  int w_exp_lo = -1, w_exp_hi = -1;
   // Fake-quantisation of inp applied on the fly, one cache block of rows at a time, exactly as
   // quantize_matrix(·, act_format, act_scaling, 1, act_block) on the whole matrix would do it.
   // Row-local groups only (none | row | block); tensor scaling is the caller's job.
@@ -51,6 +57,9 @@ struct GemmReduce {
 
 // True when no element of x[0..n) is NaN.
 bool gemm_nan_free(const float* x, int64_t n);
+// *lo = lowest FP32 exponent field (bits 23..30) of the nonzero elements of x[0..n) (255 when all
+// are zero), *hi = highest over all elements (255 for inf / NaN).
+void gemm_exp_range(const float* x, int64_t n, int* lo, int* hi);
 
 // Rows m0..m1-1 of the call, computed on the calling thread.
 // out[M,N], inp[M,K] (row m at inp + m·K), packed = gemm_pack of W[N,K].

@@ -5,7 +5,7 @@
 // One query row against keys 0..L-1 (attention_row below, shared by forward and decode):
 //   s_j   = (fma chain of q_d·k_jd over d = 0..Dh-1 from 0) · scale,   scale = 1/sqrt(Dh)
 //   m     = max_j s_j
-//   e_j   = exp(s_j − m)
+//   e_j   = exp_f32(s_j − m)                   (kernels/expf.h)
 //   sum   = e_0 + e_1 + … + e_{L-1}           (sequential from 0.0f)
 //   p_j   = e_j / sum                          (saved in att)
 //   out_d = fma chain of p_j·v_jd over j = 0..L-1 from 0
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/expf.h"
 #include "kernels/ref/ops.h"
 
 namespace moerl::ref {
@@ -31,7 +32,7 @@ void attention_row(float* out, float* p, const float* q, const float* k, const f
   for (int j = 1; j < L; ++j) m = p[j] > m ? p[j] : m;
   float sum = 0.0f;
   for (int j = 0; j < L; ++j) {
-    p[j] = std::exp(p[j] - m);
+    p[j] = exp_f32(p[j] - m);
     sum += p[j];
   }
   for (int j = 0; j < L; ++j) p[j] = p[j] / sum;

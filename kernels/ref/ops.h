@@ -70,4 +70,10 @@ void logprob_forward(float* logp, const float* logits, const int32_t* targets, i
 void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
                       const int32_t* targets, int N, int V);
 
+// One AdamW update of n parameters, in place, element-wise: with g' = g·clip,
+//   m = β1·m + (1 − β1)·g';  v = β2·v + ((1 − β2)·g')·g'     (FP32)
+//   w = w − decay·w;  w = w − (float)(lr·(m/bc1) / (sqrt(v/bc2) + eps))   (the step in double)
+void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
+                  float beta2, double bc1, double bc2, float lr, float decay, float eps);
+
 }  // namespace moerl::ref

@@ -3,6 +3,7 @@
 // (chunks, direction, seeded per-row chunk order, limited-precision accumulator).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -300,6 +301,63 @@ TEST(Linear, LimitedAccumulatorMatchesScalarEmulation) {
   }
 }
 
+// The limited accumulator's fast path rounds with Veltkamp's splitting (cpu/gemm.cpp): for every
+// fraction width it must equal round_to_bits, ties (to even) and carries into the next binade
+// included, over the exponents the GEMM admits to that path.
+TEST(Linear, VeltkampSplittingIsRoundToBits) {
+  Rng rng(rng_derive(3, static_cast<uint64_t>(Stream::data), {0x5E17}));
+  for (int bits = 1; bits <= 22; ++bits) {
+    const int s = 23 - bits;
+    const float C = static_cast<float>((1u << s) + 1u);
+    for (int i = 0; i < 20000; ++i) {
+      uint32_t u = static_cast<uint32_t>(rng.next_u64());
+      u = (u & 0x807FFFFFu) | ((27u + static_cast<uint32_t>(rng.below(200))) << 23);  // 2^-100..2^100
+      const uint32_t low = (1u << s) - 1u;
+      if (i % 4 == 0) u = (u & ~low) | (1u << (s - 1));  // a tie
+      if (i % 4 == 1) u |= low;                           // rounds up, may carry into the exponent
+      float q;
+      std::memcpy(&q, &u, 4);
+      const float g = q * C;
+      const float hi = g + (q - g);
+      const float want = round_to_bits(q, bits);
+      ASSERT_EQ(0, std::memcmp(&hi, &want, 4)) << "bits " << bits << " q " << q;
+    }
+  }
+}
+
+// Operands far from 1 leave the Veltkamp path (a product could be subnormal, or C·q overflow) for
+// the integer rounding; both give the emulation's bits, whichever rows take which path.
+TEST(Linear, LimitedAccumulatorMatchesEmulationOverWideRanges) {
+  const int M = 30, N = 40, K = 200;
+  // Veltkamp; too small (fallback); large but safe (Veltkamp); C·q could overflow (fallback); mixed
+  for (const auto& [lo, hi] : {std::array<int, 2>{-10, 10}, {-75, -30}, {35, 60}, {50, 70}, {-60, 40}}) {
+    SCOPED_TRACE("exponents " + std::to_string(lo) + ".." + std::to_string(hi));
+    Rng rng(rng_derive(11, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(lo + 100)}));
+    auto draw = [&](size_t n, int e0, int e1) {
+      std::vector<float> v(n);
+      for (float& x : v) x = std::ldexp(rng.normal(), e0 + static_cast<int>(rng.below(static_cast<uint64_t>(e1 - e0 + 1))));
+      return v;
+    };
+    // the first 12 rows (one tile) in a benign range, the rest in [lo, hi]
+    auto x = draw(static_cast<size_t>(M) * K, lo, hi);
+    const auto x0 = draw(static_cast<size_t>(12) * K, -3, 3);
+    std::copy(x0.begin(), x0.end(), x.begin());
+    const auto w = draw(static_cast<size_t>(N) * K, lo / 2, hi / 2);
+    for (int bits : {5, 13}) {
+      for (const char* order : {"fixed", "reversed", "split_k:3"}) {
+        LinearNumerics nm;
+        nm.format = Format::bf16;
+        nm.accum_bits = bits;
+        nm.promote_every = 64;
+        ASSERT_TRUE(reduce_order_parse(order, &nm.reduce.order));
+        nm.reduce.key = NoiseKey{2, 3, 4, 5};
+        ASSERT_TRUE(bits_equal(forward(x, w, M, N, K, nm), emulate_forward(x, w, M, N, K, nm)))
+            << bits << " bits, " << order;
+      }
+    }
+  }
+}
+
 // NaN operands take the NaN-safe limited kernel; a NaN whose payload would carry into the sign
 // bit under the integer rounding (0x7FFFFFFF) must still come out as NaN.
 TEST(Linear, LimitedAccumulatorPropagatesNaN) {
@@ -364,38 +422,37 @@ TEST(Linear, EdgeCasesAndErrors) {
   EXPECT_THROW(linear_forward(y.data(), x.data(), pw, 1, bf), std::invalid_argument);
 }
 
-TEST(Linear, BackwardMatchesReferenceAndAccumulates) {
-  const int M = 130, N = 33, K = 70;
-  const auto dout = randn(static_cast<size_t>(M) * N, 17), x = randn(static_cast<size_t>(M) * K, 18),
-             w = randn(static_cast<size_t>(N) * K, 19);
-  const auto dinp0 = randn(static_cast<size_t>(M) * K, 20), dw0 = randn(static_cast<size_t>(N) * K, 21);
-  auto dinp = dinp0, dw = dw0, rdinp = dinp0, rdw = dw0;
-  linear_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), M, N, K);
-  ref::matmul_backward(rdinp.data(), rdw.data(), dout.data(), x.data(), w.data(), M, N, K);
-  // BLAS sums in its own order: the difference of two orders of a sum of R terms is within
-  // R·eps·Σ|terms| (as in expect_within_reassociation), plus one rounding of the '+=' (|value|·eps).
-  const double eps = format_eps(Format::fp32);
-  for (int m = 0; m < M; ++m)
-    for (int k = 0; k < K; ++k) {
-      double mag = 0;
-      for (int n = 0; n < N; ++n) mag += std::fabs(static_cast<double>(dout[m * N + n]) * w[n * K + k]);
-      const double tol = (N + 1) * eps * (mag + std::fabs(dinp0[m * K + k]));
-      ASSERT_NEAR(dinp[m * K + k], rdinp[m * K + k], tol) << m << "," << k;
+// The backward runs the reference's chains (cpu/gemm_backward.h): bit-identical to
+// ref::matmul_backward for ragged shapes, for chains longer than one cache block (M = 700 >
+// 256 steps of dweight's chain) and for a small call that skips the parallel region.
+TEST(Linear, BackwardIsBitIdenticalToReferenceAndAccumulates) {
+  for (const auto& [M, N, K] : {std::array<int, 3>{130, 33, 70}, {700, 17, 45}, {5, 3, 7}, {64, 256, 128}}) {
+    SCOPED_TRACE(std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K));
+    const auto dout = randn(static_cast<size_t>(M) * N, 17), x = randn(static_cast<size_t>(M) * K, 18),
+               w = randn(static_cast<size_t>(N) * K, 19);
+    const auto dinp0 = randn(static_cast<size_t>(M) * K, 20), dw0 = randn(static_cast<size_t>(N) * K, 21);
+    auto dinp = dinp0, dw = dw0, rdinp = dinp0, rdw = dw0;
+    linear_backward(dinp.data(), dw.data(), dout.data(), x.data(), w.data(), M, N, K);
+    ref::matmul_backward(rdinp.data(), rdw.data(), dout.data(), x.data(), w.data(), M, N, K);
+    ASSERT_TRUE(bits_equal(dinp, rdinp));
+    ASSERT_TRUE(bits_equal(dw, rdw));
+    EXPECT_FALSE(bits_equal(dw, dw0));
+    // Null gradients are skipped; the other one is unchanged by the skip.
+    auto only_dw = dw0;
+    linear_backward(nullptr, only_dw.data(), dout.data(), x.data(), w.data(), M, N, K);
+    EXPECT_TRUE(bits_equal(only_dw, dw));
+    auto only_dinp = dinp0;
+    linear_backward(only_dinp.data(), nullptr, dout.data(), x.data(), w.data(), M, N, K);
+    EXPECT_TRUE(bits_equal(only_dinp, dinp));
+    // One thread gives the same bits.
+    auto t1_dinp = dinp0, t1_dw = dw0;
+    {
+      tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
+      linear_backward(t1_dinp.data(), t1_dw.data(), dout.data(), x.data(), w.data(), M, N, K);
     }
-  for (int n = 0; n < N; ++n)
-    for (int k = 0; k < K; ++k) {
-      double mag = 0;
-      for (int m = 0; m < M; ++m) mag += std::fabs(static_cast<double>(dout[m * N + n]) * x[m * K + k]);
-      const double tol = (M + 1) * eps * (mag + std::fabs(dw0[n * K + k]));
-      ASSERT_NEAR(dw[n * K + k], rdw[n * K + k], tol) << n << "," << k;
-    }
-  // Null gradients are skipped; the other one is unchanged by the skip.
-  auto only_dw = dw0;
-  linear_backward(nullptr, only_dw.data(), dout.data(), x.data(), w.data(), M, N, K);
-  EXPECT_TRUE(bits_equal(only_dw, dw));
-  auto only_dinp = dinp0;
-  linear_backward(only_dinp.data(), nullptr, dout.data(), x.data(), w.data(), M, N, K);
-  EXPECT_TRUE(bits_equal(only_dinp, dinp));
+    EXPECT_TRUE(bits_equal(t1_dinp, dinp));
+    EXPECT_TRUE(bits_equal(t1_dw, dw));
+  }
 }
 
 TEST(Linear, GroupedForwardEqualsPerExpertCalls) {
@@ -442,7 +499,7 @@ TEST(Linear, GroupedForwardEqualsPerExpertCalls) {
 
 TEST(Linear, GroupedBackwardEqualsPerExpertCalls) {
   const int E = 4, N = 24, K = 40;
-  const int offsets[E + 1] = {0, 30, 30, 31, 90};
+  const int offsets[E + 1] = {0, 300, 300, 301, 900};  // chains of 599 steps: > 1 cache block
   const int rows = offsets[E];
   const auto dout = randn(static_cast<size_t>(rows) * N, 24), x = randn(static_cast<size_t>(rows) * K, 25);
   const auto w = randn(static_cast<size_t>(E) * N * K, 26);
@@ -457,6 +514,13 @@ TEST(Linear, GroupedBackwardEqualsPerExpertCalls) {
   EXPECT_TRUE(bits_equal(dinp, want_dinp));
   EXPECT_TRUE(bits_equal(dw, want_dw));
   EXPECT_FALSE(bits_equal(dw, dw0));
+  auto t1_dinp = dinp0, t1_dw = dw0;
+  {
+    tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
+    linear_backward_grouped(t1_dinp.data(), t1_dw.data(), dout.data(), x.data(), w.data(), offsets, E, N, K);
+  }
+  EXPECT_TRUE(bits_equal(t1_dinp, dinp));
+  EXPECT_TRUE(bits_equal(t1_dw, dw));
   // An empty expert's weight gradient is untouched.
   EXPECT_EQ(0, std::memcmp(&dw[1 * N * K], &dw0[1 * N * K], sizeof(float) * N * K));
 }

@@ -1,0 +1,87 @@
+// bench.h — the measurements behind `moerl bench`: the reference workload's RL step (rollout with
+// the KV cache and sampling, then forward + backward + AdamW over the same sequences) under
+// several numerics profiles, beside the machine's FP32 GEMM ceiling measured in the same run, the
+// analytic FLOP floors of each phase, the packed R3 routing record's size and the peak memory —
+// and the performance targets of docs/performance.md checked against them.
+//
+// Timing on a shared machine: every measured item runs once per round, the rounds interleave
+// all items (so a burst of foreign load hits every item alike), and each number is the best
+// (minimum) over the rounds — the time the code needs when it gets the cores. Medians are kept
+// too. Parameters and optimizer moments are restored before every step, so every round does the
+// same work (same routing, same expert loads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/parallel.h"
+#include "sim/scenario.h"
+
+namespace moerl {
+
+struct BenchOptions {
+  int rounds = 5;                 // timed rounds (after one untimed warm-up round)
+  int gemm_n = 1024;              // n of the n×n×n ceiling product
+  double gemm_seconds = 0.25;     // minimum time of one ceiling measurement (per round)
+  // Profiles whose RL step (rollout and train under the same profile) is timed; fp32-ref is the
+  // baseline of the profile-cost ratios. The recipe step (engines.rollout + engines.train) is
+  // timed too when `recipe` is set and it differs from those.
+  std::vector<std::string> profiles{"fp32-ref", "bf16-train", "fp8-rollout"};
+  bool recipe = true;
+  // The peer's times for the same step (analysis/bench/torch_peer.py), 0 when not given.
+  double peer_rollout_s = 0.0, peer_train_s = 0.0;
+  std::string peer_name;
+  bool progress = false;          // a line per round on stderr
+  // "step" (default), or only "rollout" / "train" (+ AdamW) in the timed rounds — for profiling
+  // one phase (the train phase then runs over the warm-up rollout's sequences).
+  std::string phase = "step";
+};
+
+// One RL step configuration, best of the rounds: each part is its own minimum, total the minimum
+// of whole steps.
+struct BenchStep {
+  std::string rollout_profile, train_profile;
+  double total_s = 0, rollout_s = 0, train_s = 0, optimizer_s = 0;  // train = forward + backward
+  double total_median_s = 0;
+};
+
+struct BenchTarget {
+  std::string name;   // what is compared
+  double value = 0;   // measured
+  double limit = 0;
+  bool at_least = true;  // value ≥ limit passes (else value ≤ limit)
+  bool pass = false;
+  std::string unit;   // "x", "% of ceiling", ...
+};
+
+struct BenchReport {
+  std::string workload;  // scenario path or "built-in"
+  std::string model;     // one-line model description
+  int B = 0, T = 0, P = 0, R = 0;  // sequences, train length, prompt, generated tokens
+  int threads = 0, ranks = 1;
+  std::string blas;
+  double load_begin[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // /proc/loadavg
+  double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine
+  double flops_rollout = 0, flops_train = 0;                   // analytic, whole batch
+  std::vector<BenchStep> steps;
+  int routing_bits = 0;             // per (layer, token)
+  int64_t routing_bytes = 0;        // packed record of one step's rollout (header included)
+  int64_t routing_bytes_int32 = 0;  // the same ids as int32
+  double peak_rss_mib = 0;          // this process (rank 0)
+  double peer_rollout_s = 0, peer_train_s = 0;
+  std::string peer_name;
+  std::vector<BenchTarget> targets;
+
+  const BenchStep* step(const std::string& rollout, const std::string& train) const;
+};
+
+// Runs the measurements on every rank of par's groups (collectively); the report is complete on
+// rank 0. Throws std::invalid_argument on a bench section that does not fit the model.
+BenchReport bench_run(const Scenario& s, const std::string& workload, const BenchOptions& o,
+                      const ModelParallel& par);
+
+std::string bench_format_table(const BenchReport& r);
+std::string bench_format_json(const BenchReport& r);
+
+}  // namespace moerl
