@@ -22,7 +22,9 @@
 #include <string>
 
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_backward.h"
@@ -199,6 +201,12 @@ const char* blas_kernel_name() {
 
 double gemm_measure_gflops(int n, double min_seconds, bool use_blas) {
   if (n <= 0) return 0.0;
+  // BLAS gets the threads oneTBB may use (tbb::global_control), so both measure the same cores.
+  const int blas_threads_before = openblas_get_num_threads();
+  const int threads = static_cast<int>(std::min<size_t>(
+      tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism),
+      static_cast<size_t>(tbb::this_task_arena::max_concurrency())));
+  if (use_blas) openblas_set_num_threads(threads);
   const size_t nn = static_cast<size_t>(n) * n;
   std::vector<float> a(nn), b(nn), c(nn);
   Rng rng(rng_derive(0, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(n)}));
@@ -223,6 +231,7 @@ double gemm_measure_gflops(int n, double min_seconds, bool use_blas) {
     run();
     best = std::min(best, std::chrono::duration<double>(clock::now() - t0).count());
   } while (std::chrono::duration<double>(clock::now() - start).count() < min_seconds);
+  if (use_blas) openblas_set_num_threads(blas_threads_before);
   return 2.0 * n * static_cast<double>(n) * n / best * 1e-9;
 }
 

@@ -67,7 +67,8 @@ const char* blas_kernel_name();
 
 // Achieved GFLOP/s of a square n×n×n product (2n³ flops per call): BLAS cblas_sgemm when
 // use_blas, else our exact FP32 linear_forward; calls repeat for min_seconds and the fastest one
-// counts (robust to other load on the machine). The machine's ceiling for `moerl bench`.
+// counts (robust to other load on the machine). Both run on the threads oneTBB may use here
+// (tbb::global_control). The machine's ceiling for `moerl bench`.
 double gemm_measure_gflops(int n, double min_seconds, bool use_blas);
 
 }  // namespace moerl

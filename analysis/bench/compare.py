@@ -103,6 +103,9 @@ def main():
         floor = fl / ceil
         print(f"{name:<28} {ms:8.3f} {ps:8.3f} {ps / ms:10.2f}x {floor:8.3f} {ms / floor:11.2f}x {100 * floor / ms:9.1f}%")
         table.append({"phase": name, "moerl_s": ms, "peer_s": ps, "speedup": ps / ms, "floor_s": floor})
+    step_floor = (fr + ft) / ceil
+    print(f"upper bound of the speed-up: even at the FLOP floor (every FLOP at the ceiling) moerl would be "
+          f"{(peer['rollout_s'] + peer['train_s']) / step_floor:.2f}x faster than the peer")
     print()
     print(f"{'profile cost (x fp32-ref)':<28} {'rollout':>8} {'fwd+bwd':>8}")
     for s in moerl["steps"]:

@@ -71,6 +71,8 @@ def plot(args, sweep, points):
     ax.plot(xs, [s["train_s"] for s in st], "^-", label="train fwd+bwd")
     ax.plot(xs, [s["optimizer_s"] for s in st], "v-", label="AdamW")
     ax.plot(xs, floor, "k--", label="FLOP floor of the step (FLOPs / ceiling)")
+    ax.plot(xs, [p["flops_rollout"] / (p["ceiling_gflops"] * 1e9) for p in points], ":", color="tab:blue",
+            label="FLOP floor of the rollout")
     ax.set_xticks(xs)
     ax.set_xticklabels([str(v) for v in values[:len(points)]])
     ax.set_xlabel(title)
