@@ -6,6 +6,9 @@
 // per accumulator. An output element is therefore a single sequential FMA chain — the blocking
 // only decides which chains run side by side, never how a chain is summed — so results do not
 // depend on M, on the tiling or on the number of threads (no reduction crosses a task).
+// The limited-precision accumulator has two kernels with the same bits: Veltkamp's splitting on
+// 12-row × 16-column tiles (tile_veltkamp, used when the operands' exponent ranges exclude
+// subnormal and overflowing intermediates) and the integer rounding on the tiles above (micro).
 // Without AVX-512 at compile time the same chains run as scalar std::fma loops.
 #include "kernels/cpu/gemm.h"
 
