@@ -227,30 +227,36 @@ void gemm_backward_weight(float* dweight, const float* dout, const float* inp, i
   run({weight_problem(dweight, dout, inp, M, N, K)}, kWantTasks);
 }
 
+namespace {
+// One problem per expert with rows (offsets[e]..offsets[e+1]), run together; make(e, o, Me)
+// builds expert e's problem from its first row o and row count Me.
+template <class Make>
+void run_grouped(const int* offsets, int E, const Make& make) {
+  std::vector<Problem> probs;
+  for (int e = 0; e < E; ++e) {
+    const int Me = offsets[e + 1] - offsets[e];
+    if (Me > 0) probs.push_back(make(e, static_cast<int64_t>(offsets[e]), Me));
+  }
+  run(probs, std::max<int64_t>(1, kWantTasks / std::max<int64_t>(1, static_cast<int64_t>(probs.size()))));
+}
+}  // namespace
+
 void gemm_backward_input_grouped(float* dinp, const float* dout, const float* weight,
                                  const int* offsets, int E, int N, int K) {
   if (E <= 0 || N <= 0 || K <= 0) return;
   const int64_t nk = static_cast<int64_t>(N) * K;
-  std::vector<Problem> probs;
-  for (int e = 0; e < E; ++e) {
-    const int64_t o = offsets[e];
-    const int Me = offsets[e + 1] - offsets[e];
-    if (Me > 0) probs.push_back(input_problem(dinp + o * K, dout + o * N, weight + e * nk, Me, N, K));
-  }
-  run(probs, std::max<int64_t>(1, kWantTasks / std::max<int64_t>(1, static_cast<int64_t>(probs.size()))));
+  run_grouped(offsets, E, [&](int e, int64_t o, int Me) {
+    return input_problem(dinp + o * K, dout + o * N, weight + e * nk, Me, N, K);
+  });
 }
 
 void gemm_backward_weight_grouped(float* dweight, const float* dout, const float* inp,
                                   const int* offsets, int E, int N, int K) {
   if (E <= 0 || N <= 0 || K <= 0) return;
   const int64_t nk = static_cast<int64_t>(N) * K;
-  std::vector<Problem> probs;
-  for (int e = 0; e < E; ++e) {
-    const int64_t o = offsets[e];
-    const int Me = offsets[e + 1] - offsets[e];
-    if (Me > 0) probs.push_back(weight_problem(dweight + e * nk, dout + o * N, inp + o * K, Me, N, K));
-  }
-  run(probs, std::max<int64_t>(1, kWantTasks / std::max<int64_t>(1, static_cast<int64_t>(probs.size()))));
+  run_grouped(offsets, E, [&](int e, int64_t o, int Me) {
+    return weight_problem(dweight + e * nk, dout + o * N, inp + o * K, Me, N, K);
+  });
 }
 
 }  // namespace moerl::cpu
