@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/numerics.h"
@@ -39,6 +40,9 @@ struct PackedWeight {
   Format format = Format::fp32;
   std::vector<float> data;  // kernel-specific layout of the fake-quantised weight
   int exp_lo = -1, exp_hi = -1;  // FP32 exponent fields: lowest nonzero, highest (kernel's choice)
+  // The CUDA backend's device copy (operands in their real storage format, with scales); null on
+  // the CPU backend. Opaque here: kernels/cuda/gemm.cu owns its layout.
+  std::shared_ptr<const void> device;
 };
 void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
                         const LinearNumerics& nm);

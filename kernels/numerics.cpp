@@ -187,7 +187,7 @@ bool NumericsProfile::is_exact_fp32() const {
   const ReduceOrder orders[] = {gemm_order, norm_order, attn_order, combine_order};
   for (const ReduceOrder& o : orders)
     if (o.kind != OrderKind::fixed) return false;
-  return accum_bits == 0 && batch_invariant && tie_break == TieBreak::lowest &&
+  return accum_bits == 0 && batch_invariant && !atomics && tie_break == TieBreak::lowest &&
          ep_layout.kind == EpLayoutKind::none;
 }
 
@@ -243,6 +243,9 @@ void NumericsProfile::validate() const {
   check_order(p, "norm_order", norm_order);
   check_order(p, "attn_order", attn_order);
   check_order(p, "combine_order", combine_order);
+  if (atomics && gemm_order.kind != OrderKind::split_k)
+    reject(p, "atomics", "true", ("needs gemm_order = split_k:N (gemm_order is " +
+                                  reduce_order_name(gemm_order) + ")").c_str());
   if (static_cast<int>(tie_break) > static_cast<int>(TieBreak::random))
     reject(p, "tie_break", "?", "lowest|highest|random");
   if (static_cast<int>(ep_layout.kind) > static_cast<int>(EpLayoutKind::strided) ||

@@ -102,6 +102,7 @@ struct NoiseKey {
 struct ReduceCtx {
   ReduceOrder order;
   bool batch_invariant = true;
+  bool atomics = false;  // CUDA backend only: split_k partials combined by atomicAdd (see profile)
   NoiseKey key;
 };
 // Chunks actually used for a reduction over K elements in a call with M rows.
@@ -130,6 +131,10 @@ struct NumericsProfile {
   ReduceOrder attn_order;              // attention: scores·V and the softmax denominator
   ReduceOrder combine_order;           // MoE combine of the k expert outputs (split_k: shuffled)
   bool batch_invariant = true;
+  // CUDA backend only: a linear layer's split_k partial sums are combined with atomicAdd, in
+  // whatever order the hardware schedules them — real run-to-run nondeterminism, not a seeded
+  // draw. Needs gemm_order = split_k:N; the CPU backend rejects it (run validation).
+  bool atomics = false;
   TieBreak tie_break = TieBreak::lowest;
   EpLayout ep_layout;                  // emulated EP layout: base order of the MoE combine
   uint64_t seed = 0;                   // seed of this profile's noise streams

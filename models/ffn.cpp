@@ -1,30 +1,30 @@
 // ffn.cpp — see ffn.h.
 #include "models/ffn.h"
 
-#include "kernels/cpu/ops.h"
 #include "kernels/precision.h"
 
 namespace moerl {
 
 namespace {
-void swiglu_and_round(FfnActs* a, size_t rows, int F, Format fmt) {
+void swiglu_and_round(FfnActs* a, size_t rows, int F, Format fmt, const Backend& be) {
   const int64_t n = static_cast<int64_t>(rows) * F;
   round_array(a->g.data(), n, fmt);
   round_array(a->u.data(), n, fmt);
-  cpu::swiglu_forward(a->a.data(), a->g.data(), a->u.data(), static_cast<int>(rows), F);
+  be.swiglu_forward(a->a.data(), a->g.data(), a->u.data(), static_cast<int>(rows), F);
   round_array(a->a.data(), n, fmt);
 }
 }  // namespace
 
 void ffn_forward(float* y, FfnActs* a, const float* h, const PackedWeight& w_gate,
-                 const PackedWeight& w_up, const PackedWeight& w_down, int N, const FfnNumerics& nm) {
+                 const PackedWeight& w_up, const PackedWeight& w_down, int N, const FfnNumerics& nm,
+                 const Backend& be) {
   const int F = w_gate.N, D = w_gate.K;
   const size_t rows = static_cast<size_t>(N);
   a->g.resize(rows * F); a->u.resize(rows * F); a->a.resize(rows * F);
-  linear_forward(a->g.data(), h, w_gate, N, nm.gate);
-  linear_forward(a->u.data(), h, w_up, N, nm.up);
-  swiglu_and_round(a, rows, F, nm.activations);
-  linear_forward(y, a->a.data(), w_down, N, nm.down);
+  be.linear_forward(a->g.data(), h, w_gate, N, nm.gate);
+  be.linear_forward(a->u.data(), h, w_up, N, nm.up);
+  swiglu_and_round(a, rows, F, nm.activations, be);
+  be.linear_forward(y, a->a.data(), w_down, N, nm.down);
   round_array(y, static_cast<int64_t>(rows) * D, nm.activations);
 }
 
@@ -33,59 +33,59 @@ namespace {
 void ffn_backward_rows(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
                        const float* g, const float* u, const float* a, const float* h,
                        const float* w_gate, const float* w_up, const float* w_down, int N, int F,
-                       int D) {
+                       int D, const Backend& be) {
   const size_t n = static_cast<size_t>(N) * F;
   std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
-  linear_backward(da.data(), dw_down, dy, a, w_down, N, D, F);  // y = a·W_downᵀ
-  cpu::swiglu_backward(dg.data(), du.data(), da.data(), g, u, N, F);
-  linear_backward(dh, dw_gate, dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
-  linear_backward(dh, dw_up, du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
+  be.linear_backward(da.data(), dw_down, dy, a, w_down, N, D, F);  // y = a·W_downᵀ
+  be.swiglu_backward(dg.data(), du.data(), da.data(), g, u, N, F);
+  be.linear_backward(dh, dw_gate, dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
+  be.linear_backward(dh, dw_up, du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
 }
 }  // namespace
 
 void ffn_backward(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
                   const FfnActs& a, const float* h, const float* w_gate, const float* w_up,
-                  const float* w_down, int N, int F, int D) {
+                  const float* w_down, int N, int F, int D, const Backend& be) {
   ffn_backward_rows(dh, dw_gate, dw_up, dw_down, dy, a.g.data(), a.u.data(), a.a.data(), h, w_gate,
-                    w_up, w_down, N, F, D);
+                    w_up, w_down, N, F, D, be);
 }
 
 void ffn_backward_chunks(float* dh, const std::vector<float*>& dw_gate,
                          const std::vector<float*>& dw_up, const std::vector<float*>& dw_down,
                          const float* dy, const FfnActs& a, const float* h, const float* w_gate,
                          const float* w_up, const float* w_down, const std::vector<int>& bounds,
-                         int F, int D) {
+                         int F, int D, const Backend& be) {
   for (size_t c = 0; c + 1 < bounds.size(); ++c) {
     const size_t r0 = static_cast<size_t>(bounds[c]);
     ffn_backward_rows(dh + r0 * D, dw_gate[c], dw_up[c], dw_down[c], dy + r0 * D,
                       a.g.data() + r0 * F, a.u.data() + r0 * F, a.a.data() + r0 * F, h + r0 * D,
-                      w_gate, w_up, w_down, bounds[c + 1] - bounds[c], F, D);
+                      w_gate, w_up, w_down, bounds[c + 1] - bounds[c], F, D, be);
   }
 }
 
 void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWeight* w_gate,
                          const PackedWeight* w_up, const PackedWeight* w_down, const int* offsets,
-                         int E, const FfnNumerics& nm) {
+                         int E, const FfnNumerics& nm, const Backend& be) {
   const int F = w_gate[0].N, D = w_gate[0].K;
   const size_t rows = static_cast<size_t>(offsets[E]);
   a->g.resize(rows * F); a->u.resize(rows * F); a->a.resize(rows * F);
-  linear_forward_grouped(a->g.data(), xe, w_gate, offsets, E, nm.gate);
-  linear_forward_grouped(a->u.data(), xe, w_up, offsets, E, nm.up);
-  swiglu_and_round(a, rows, F, nm.activations);
-  linear_forward_grouped(ye, a->a.data(), w_down, offsets, E, nm.down);
+  be.linear_forward_grouped(a->g.data(), xe, w_gate, offsets, E, nm.gate);
+  be.linear_forward_grouped(a->u.data(), xe, w_up, offsets, E, nm.up);
+  swiglu_and_round(a, rows, F, nm.activations, be);
+  be.linear_forward_grouped(ye, a->a.data(), w_down, offsets, E, nm.down);
   round_array(ye, static_cast<int64_t>(rows) * D, nm.activations);
 }
 
 void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_down,
                           const float* dye, const FfnActs& a, const float* xe,
                           const float* w_gate, const float* w_up, const float* w_down,
-                          const int* offsets, int E, int F, int D) {
+                          const int* offsets, int E, int F, int D, const Backend& be) {
   const size_t n = static_cast<size_t>(offsets[E]) * F;
   std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
-  linear_backward_grouped(da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
-  cpu::swiglu_backward(dg.data(), du.data(), da.data(), a.g.data(), a.u.data(), offsets[E], F);
-  linear_backward_grouped(dxe, dw_gate, dg.data(), xe, w_gate, offsets, E, F, D);
-  linear_backward_grouped(dxe, dw_up, du.data(), xe, w_up, offsets, E, F, D);
+  be.linear_backward_grouped(da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
+  be.swiglu_backward(dg.data(), du.data(), da.data(), a.g.data(), a.u.data(), offsets[E], F);
+  be.linear_backward_grouped(dxe, dw_gate, dg.data(), xe, w_gate, offsets, E, F, D);
+  be.linear_backward_grouped(dxe, dw_up, du.data(), xe, w_up, offsets, E, F, D);
 }
 
 }  // namespace moerl

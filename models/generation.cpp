@@ -4,7 +4,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/precision.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
@@ -58,6 +57,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     c.training = false;
     c.dispatcher = im->dispatcher.get();
     c.control = &m.router_control();
+    c.backend = &m.backend();
     float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
     layer_forward(&a, x_out.data(), rl, nullptr, c);
     if (cfg.is_moe() && topk_ids)
@@ -80,7 +80,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   st->h_final.resize(static_cast<size_t>(B) * D);
   st->rstd_final.resize(B);
   final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl.data(), ps.lm_head,
-                m.params(), cfg, p, B, call);
+                m.params(), cfg, p, B, call, m.backend());
 }
 }  // namespace
 
@@ -99,7 +99,7 @@ void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk
   std::vector<int32_t> positions(N);
   for (int i = 0; i < N; ++i) positions[i] = i % P;
   st->x.resize(static_cast<size_t>(N) * D);
-  cpu::embedding_forward(st->x.data(), prompt, params_.get("embed"), N, D);
+  backend().embedding_forward(st->x.data(), prompt, params_.get("embed"), N, D);
   round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   // call 0: the same noise entity as a training forward with call 0 over the same rows
   run_layers(*this, impl_.get(), st, N, B, P, positions.data(), false, 0, topk_ids, router_logp,
@@ -119,7 +119,7 @@ void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_id
                                   " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
   std::vector<int32_t> positions(B, st->pos);
   st->x.resize(static_cast<size_t>(B) * D);
-  cpu::embedding_forward(st->x.data(), tokens, params_.get("embed"), B, D);
+  backend().embedding_forward(st->x.data(), tokens, params_.get("embed"), B, D);
   round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   run_layers(*this, impl_.get(), st, B, B, 1, positions.data(), true,
              static_cast<uint64_t>(st->pos), topk_ids, router_logp, replay_ids, logits);

@@ -25,6 +25,7 @@ struct LayerCall {
   bool training = false;                // aux-loss bookkeeping for backward
   const Dispatcher* dispatcher = nullptr;  // MoE exchange (null: local)
   const RowSums* rows = nullptr;          // training: sums over the whole batch (parallel.h)
+  const Backend* backend = nullptr;       // where the ops run (null: CPU)
 };
 
 // a->x_in[N, D] → x_out[N, D] ('='); router_logp[N, K] and load[E] (+=) when non-null.
@@ -35,6 +36,6 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
 // final norm + LM head: x[N, D] → logits[N, V] (FP32).
 void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
                    const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
-                   const NumericsProfile& p, int N, uint64_t call);
+                   const NumericsProfile& p, int N, uint64_t call, const Backend& be);
 
 }  // namespace moerl

@@ -44,6 +44,14 @@ ExpertRange Model::expert_range() const {
 
 void Model::invalidate_packed_weights() { impl_->packed.clear(); }
 
+void Model::set_backend(const Backend& backend) {
+  if (impl_->backend == &backend) return;
+  impl_->backend = &backend;
+  impl_->packed.clear();
+}
+
+const Backend& Model::backend() const { return backend_or_cpu(impl_->backend); }
+
 namespace {
 LinearNumerics pack_numerics(const NumericsProfile& p, LinearKind kind) {
   return site_linear_numerics(p, kind, NoiseKey{});
@@ -56,42 +64,43 @@ const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const P
     if (s.profile == p.name) return s;
   PackedSet s;
   s.profile = p.name;
+  const Backend& be = backend_or_cpu(impl->backend);
   const LinearNumerics mm = pack_numerics(p, LinearKind::matmul);
   const int D = cfg.d_model, E = cfg.n_experts, F = cfg.mlp_width(), S = cfg.shared_expert_ff;
   s.layers.resize(cfg.n_layers);
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string pre = layer_prefix(l);
     PackedLayer& pl = s.layers[l];
-    linear_pack_weight(&pl.wq, params.get(pre + "attn.wq"), D, D, mm);
-    linear_pack_weight(&pl.wk, params.get(pre + "attn.wk"), D, D, mm);
-    linear_pack_weight(&pl.wv, params.get(pre + "attn.wv"), D, D, mm);
-    linear_pack_weight(&pl.wo, params.get(pre + "attn.wo"), D, D, mm);
+    be.linear_pack_weight(&pl.wq, params.get(pre + "attn.wq"), D, D, mm);
+    be.linear_pack_weight(&pl.wk, params.get(pre + "attn.wk"), D, D, mm);
+    be.linear_pack_weight(&pl.wv, params.get(pre + "attn.wv"), D, D, mm);
+    be.linear_pack_weight(&pl.wo, params.get(pre + "attn.wo"), D, D, mm);
     if (cfg.is_moe()) {
-      linear_pack_weight(&pl.router, params.get(pre + "moe.router"), E, D,
-                         pack_numerics(p, LinearKind::router));
+      be.linear_pack_weight(&pl.router, params.get(pre + "moe.router"), E, D,
+                            pack_numerics(p, LinearKind::router));
       pl.expert_gate.resize(E); pl.expert_up.resize(E); pl.expert_down.resize(E);
       const float* wg = params.get(pre + "moe.w_gate");
       const float* wu = params.get(pre + "moe.w_up");
       const float* wd = params.get(pre + "moe.w_down");
       const size_t fd = static_cast<size_t>(F) * D;
       for (int e = owned.begin; e < owned.end; ++e) {  // other ranks' experts are not run here
-        linear_pack_weight(&pl.expert_gate[e], wg + e * fd, F, D, mm);
-        linear_pack_weight(&pl.expert_up[e], wu + e * fd, F, D, mm);
-        linear_pack_weight(&pl.expert_down[e], wd + e * fd, D, F, mm);
+        be.linear_pack_weight(&pl.expert_gate[e], wg + e * fd, F, D, mm);
+        be.linear_pack_weight(&pl.expert_up[e], wu + e * fd, F, D, mm);
+        be.linear_pack_weight(&pl.expert_down[e], wd + e * fd, D, F, mm);
       }
       if (S > 0) {
-        linear_pack_weight(&pl.shared[0], params.get(pre + "moe.shared.w_gate"), S, D, mm);
-        linear_pack_weight(&pl.shared[1], params.get(pre + "moe.shared.w_up"), S, D, mm);
-        linear_pack_weight(&pl.shared[2], params.get(pre + "moe.shared.w_down"), D, S, mm);
+        be.linear_pack_weight(&pl.shared[0], params.get(pre + "moe.shared.w_gate"), S, D, mm);
+        be.linear_pack_weight(&pl.shared[1], params.get(pre + "moe.shared.w_up"), S, D, mm);
+        be.linear_pack_weight(&pl.shared[2], params.get(pre + "moe.shared.w_down"), D, S, mm);
       }
     } else {
-      linear_pack_weight(&pl.mlp_gate, params.get(pre + "mlp.w_gate"), F, D, mm);
-      linear_pack_weight(&pl.mlp_up, params.get(pre + "mlp.w_up"), F, D, mm);
-      linear_pack_weight(&pl.mlp_down, params.get(pre + "mlp.w_down"), D, F, mm);
+      be.linear_pack_weight(&pl.mlp_gate, params.get(pre + "mlp.w_gate"), F, D, mm);
+      be.linear_pack_weight(&pl.mlp_up, params.get(pre + "mlp.w_up"), F, D, mm);
+      be.linear_pack_weight(&pl.mlp_down, params.get(pre + "mlp.w_down"), D, F, mm);
     }
   }
-  linear_pack_weight(&s.lm_head, params.get("lm_head"), cfg.vocab_size, D,
-                     pack_numerics(p, LinearKind::lm_head));
+  be.linear_pack_weight(&s.lm_head, params.get("lm_head"), cfg.vocab_size, D,
+                        pack_numerics(p, LinearKind::lm_head));
   impl->packed.push_back(std::move(s));
   return impl->packed.back();
 }

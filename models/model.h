@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/numerics.h"
 #include "models/config.h"
 #include "models/parallel.h"
@@ -132,6 +133,11 @@ class Model {
   // Packed weights are cached per profile until the parameters change: call after every
   // optimizer step or checkpoint load.
   void invalidate_packed_weights();
+
+  // Where every op of this model runs (kernels/backend.h); the CPU backend until set. The backend
+  // must outlive the model. Changing it drops the packed weights (their device copies).
+  void set_backend(const Backend& backend);
+  const Backend& backend() const;
 
   struct Impl;  // private state (model_impl.h), opaque to users
 

@@ -10,7 +10,6 @@
 // rows runs once per chunk, so a chunk's bits never depend on which rank holds it.
 #include <stdexcept>
 
-#include "kernels/cpu/ops.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
 
@@ -24,6 +23,7 @@ void Model::backward(const float* dlogp) {
             H = cfg_.n_heads, Dh = cfg_.head_dim(), L = cfg_.n_layers, K = cfg_.top_k;
   const size_t ND = static_cast<size_t>(N) * D;
   const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
+  const Backend& be = backend();
   const std::vector<int>& bounds = im.rows.bounds();
   const int C = im.rows.groups();
   const bool direct = !im.rows.canonical() && par_.dp_size() == 1;
@@ -44,8 +44,8 @@ void Model::backward(const float* dlogp) {
     const std::vector<float*> g = sink(name);
     for (int c = 0; c < C; ++c) {
       const size_t r0 = static_cast<size_t>(bounds[c]);
-      linear_backward(dinp + r0 * n_in, g[c], dout + r0 * n_out, inp + r0 * n_in,
-                      params_.get(name), bounds[c + 1] - bounds[c], n_out, n_in);
+      be.linear_backward(dinp + r0 * n_in, g[c], dout + r0 * n_out, inp + r0 * n_in,
+                         params_.get(name), bounds[c + 1] - bounds[c], n_out, n_in);
     }
   };
   auto norm = [&](float* dinp, const std::string& name, const float* dout, const float* inp,
@@ -53,8 +53,8 @@ void Model::backward(const float* dlogp) {
     const std::vector<float*> g = sink(name);
     for (int c = 0; c < C; ++c) {
       const size_t r0 = static_cast<size_t>(bounds[c]);
-      cpu::rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, params_.get(name),
-                            rstd + r0, bounds[c + 1] - bounds[c], D);
+      be.rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, params_.get(name),
+                          rstd + r0, bounds[c + 1] - bounds[c], D);
     }
   };
 
@@ -64,11 +64,11 @@ void Model::backward(const float* dlogp) {
     for (int t = 0; t + 1 < T; ++t) dlp[b * T + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
   std::vector<float> dlogits(static_cast<size_t>(N) * V, 0.0f);
   if (im.temperature == 1.0f) {
-    cpu::logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
+    be.logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
   } else {  // logprobs of softmax(logits / τ): the chain rule adds 1/τ
     std::vector<float> scaled(im.logits);
     for (float& z : scaled) z /= im.temperature;
-    cpu::logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im.targets.data(), N, V);
+    be.logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im.targets.data(), N, V);
     for (float& d : dlogits) d /= im.temperature;
   }
 
@@ -89,6 +89,7 @@ void Model::backward(const float* dlogp) {
       const float* bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
       MoeCall mc = moe_call(cfg_, p, l, im.call, im.mode, replay, bias, T, true,
                             im.dispatcher.get(), &im.rows);
+      mc.router.backend = &be;
       router_apply_control(&mc.router, router_control_, l, N, cfg_.n_experts, true);
       MoeGrads g;
       g.w_gate = grads_.get(pre + "moe.w_gate");
@@ -106,7 +107,7 @@ void Model::backward(const float* dlogp) {
       ffn_backward_chunks(dh.data(), sink(pre + "mlp.w_gate"), sink(pre + "mlp.w_up"),
                           sink(pre + "mlp.w_down"), dx.data(), a.ffn, a.h_mlp.data(),
                           params_.get(pre + "mlp.w_gate"), params_.get(pre + "mlp.w_up"),
-                          params_.get(pre + "mlp.w_down"), bounds, cfg_.mlp_width(), D);
+                          params_.get(pre + "mlp.w_down"), bounds, cfg_.mlp_width(), D, be);
     }
     // h_mlp = rmsnorm(x_mid)
     norm(dx.data(), pre + "mlp_norm", dh.data(), a.x_mid.data(), a.rstd_mlp.data());
@@ -117,11 +118,11 @@ void Model::backward(const float* dlogp) {
     std::fill(dq.begin(), dq.end(), 0.0f);
     std::fill(dk.begin(), dk.end(), 0.0f);
     std::fill(dv.begin(), dv.end(), 0.0f);
-    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), a.att.data(), a.q.data(),
-                            a.k.data(), a.v.data(), B, T, H, Dh);
+    be.attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), a.att.data(), a.q.data(),
+                          a.k.data(), a.v.data(), B, T, H, Dh);
     // q, k = rope(h·W_qᵀ), rope(h·W_kᵀ) ; v = h·W_vᵀ
-    cpu::rope_backward(dq.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
-    cpu::rope_backward(dk.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
+    be.rope_backward(dq.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
+    be.rope_backward(dk.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
     std::fill(dh.begin(), dh.end(), 0.0f);
     lin(dh.data(), pre + "attn.wq", dq.data(), a.h_attn.data(), D, D);
     lin(dh.data(), pre + "attn.wk", dk.data(), a.h_attn.data(), D, D);
@@ -132,8 +133,8 @@ void Model::backward(const float* dlogp) {
   // x = embed[tokens]
   const std::vector<float*> g_embed = sink("embed");
   for (int c = 0; c < C; ++c)
-    cpu::embedding_backward(g_embed[c], dx.data() + static_cast<size_t>(bounds[c]) * D,
-                            im.tokens.data() + bounds[c], bounds[c + 1] - bounds[c], D);
+    be.embedding_backward(g_embed[c], dx.data() + static_cast<size_t>(bounds[c]) * D,
+                          im.tokens.data() + bounds[c], bounds[c + 1] - bounds[c], D);
   if (direct) return;
   // the dense gradients of the whole batch: partials of all ranks, combined alike everywhere
   std::vector<float> total(static_cast<size_t>(im.dense_size));

@@ -4,7 +4,6 @@
 // file line by line, straight-through the roundings.
 #include <cstring>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/precision.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
@@ -35,6 +34,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   const PackedLayer& pl = *c.packed;
   const int N = c.N, D = cfg.d_model, H = cfg.n_heads, Dh = cfg.head_dim(), l = c.layer;
   const size_t ND = static_cast<size_t>(N) * D;
+  const Backend& be = backend_or_cpu(c.backend);
   const std::string pre = layer_prefix(l);
   auto key = [&](Site s) { return site_key(p, l, s, c.call); };
   auto lin = [&](Site s) { return site_linear_numerics(p, LinearKind::matmul, key(s)); };
@@ -44,18 +44,18 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   a->rstd_mlp.resize(N);
 
   // attention block
-  cpu::rmsnorm_forward(a->h_attn.data(), a->rstd_attn.data(), a->x_in.data(),
-                       params.get(pre + "attn_norm"), N, D, cfg.norm_eps,
-                       site_reduce(p, p.norm_order, key(Site::attn_norm)));
+  be.rmsnorm_forward(a->h_attn.data(), a->rstd_attn.data(), a->x_in.data(),
+                     params.get(pre + "attn_norm"), N, D, cfg.norm_eps,
+                     site_reduce(p, p.norm_order, key(Site::attn_norm)));
   round_array(a->h_attn.data(), ND, p.activations);
-  linear_forward(a->q.data(), a->h_attn.data(), pl.wq, N, lin(Site::wq));
-  linear_forward(a->k.data(), a->h_attn.data(), pl.wk, N, lin(Site::wk));
-  linear_forward(a->v.data(), a->h_attn.data(), pl.wv, N, lin(Site::wv));
+  be.linear_forward(a->q.data(), a->h_attn.data(), pl.wq, N, lin(Site::wq));
+  be.linear_forward(a->k.data(), a->h_attn.data(), pl.wk, N, lin(Site::wk));
+  be.linear_forward(a->v.data(), a->h_attn.data(), pl.wv, N, lin(Site::wv));
   round_array(a->q.data(), ND, p.activations);
   round_array(a->k.data(), ND, p.activations);
   round_array(a->v.data(), ND, p.activations);
-  cpu::rope_forward(a->q.data(), c.positions, N, H, Dh, cfg.rope_theta);
-  cpu::rope_forward(a->k.data(), c.positions, N, H, Dh, cfg.rope_theta);
+  be.rope_forward(a->q.data(), c.positions, N, H, Dh, cfg.rope_theta);
+  be.rope_forward(a->k.data(), c.positions, N, H, Dh, cfg.rope_theta);
   round_array(a->q.data(), ND, p.attention);
   round_array(a->k.data(), ND, p.attention);
   round_array(a->v.data(), ND, p.attention);
@@ -72,27 +72,28 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
       std::memcpy(vc + row, a->v.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
       len[b] = c.positions[b] + 1;
     }
-    cpu::attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->max_len, H, Dh,
-                          attn_ctx);
+    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->max_len, H, Dh,
+                        attn_ctx);
   } else {
     a->att.resize(static_cast<size_t>(c.B) * H * c.T * c.T);
-    cpu::attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
-                           c.B, c.T, H, Dh, attn_ctx);
+    be.attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
+                         c.B, c.T, H, Dh, attn_ctx);
   }
   round_array(a->ctx.data(), ND, p.activations);
-  linear_forward(a->o.data(), a->ctx.data(), pl.wo, N, lin(Site::wo));
+  be.linear_forward(a->o.data(), a->ctx.data(), pl.wo, N, lin(Site::wo));
   round_array(a->o.data(), ND, p.activations);
   add_round(a->x_mid.data(), a->x_in.data(), a->o.data(), ND, p.activations);
 
   // feed-forward block
-  cpu::rmsnorm_forward(a->h_mlp.data(), a->rstd_mlp.data(), a->x_mid.data(),
-                       params.get(pre + "mlp_norm"), N, D, cfg.norm_eps,
-                       site_reduce(p, p.norm_order, key(Site::mlp_norm)));
+  be.rmsnorm_forward(a->h_mlp.data(), a->rstd_mlp.data(), a->x_mid.data(),
+                     params.get(pre + "mlp_norm"), N, D, cfg.norm_eps,
+                     site_reduce(p, p.norm_order, key(Site::mlp_norm)));
   round_array(a->h_mlp.data(), ND, p.activations);
   float aux = 0.0f;
   if (cfg.is_moe()) {
     MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
                           c.training, c.dispatcher, c.rows);
+    mc.router.backend = c.backend;
     mc.router.probe_ids = c.probe_ids;
     mc.router.own_ids = c.own_ids;
     if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
@@ -100,7 +101,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
                       moe_weights(cfg, params, pl, l), N, mc);
   } else {
     ffn_forward(a->y.data(), &a->ffn, a->h_mlp.data(), pl.mlp_gate, pl.mlp_up, pl.mlp_down, N,
-                ffn_numerics(p, l, Site::mlp_gate, Site::mlp_up, Site::mlp_down, c.call));
+                ffn_numerics(p, l, Site::mlp_gate, Site::mlp_up, Site::mlp_down, c.call), be);
   }
   add_round(x_out, a->x_mid.data(), a->y.data(), ND, p.activations);
   return aux;
@@ -108,18 +109,19 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
 
 void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
                    const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
-                   const NumericsProfile& p, int N, uint64_t call) {
+                   const NumericsProfile& p, int N, uint64_t call, const Backend& be) {
   const int L = cfg.n_layers;
-  cpu::rmsnorm_forward(h_final, rstd_final, x, params.get("final_norm"), N, cfg.d_model,
-                       cfg.norm_eps, site_reduce(p, p.norm_order, site_key(p, L, Site::final_norm, call)));
+  be.rmsnorm_forward(h_final, rstd_final, x, params.get("final_norm"), N, cfg.d_model,
+                     cfg.norm_eps, site_reduce(p, p.norm_order, site_key(p, L, Site::final_norm, call)));
   round_array(h_final, static_cast<int64_t>(N) * cfg.d_model, p.activations);
   // Logits stay FP32 (samplers upcast them): only the LM head's operands are rounded.
-  linear_forward(logits, h_final, lm_head, N,
-                 site_linear_numerics(p, LinearKind::lm_head, site_key(p, L, Site::lm_head, call)));
+  be.linear_forward(logits, h_final, lm_head, N,
+                    site_linear_numerics(p, LinearKind::lm_head, site_key(p, L, Site::lm_head, call)));
 }
 
 void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   const NumericsProfile& p = req.profile ? *req.profile : default_profile();
+  const Backend& be = backend();
   const int B = req.B, T = req.T, N = B * T, D = cfg_.d_model, L = cfg_.n_layers,
             V = cfg_.vocab_size, K = cfg_.top_k;
   const int B_total = req.B_total > 0 ? req.B_total : B;
@@ -174,7 +176,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   im.layers.resize(L);
   std::vector<double> a2a(moe ? 2 * L : 0, 0.0);  // per layer: bytes sent, rows received
   std::vector<float> x(static_cast<size_t>(N) * D);
-  cpu::embedding_forward(x.data(), req.tokens, params_.get("embed"), N, D);
+  be.embedding_forward(x.data(), req.tokens, params_.get("embed"), N, D);
   round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = im.layers[l];
@@ -189,6 +191,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     c.dispatcher = im.dispatcher.get();
     c.rows = &im.rows;
     c.control = &router_control_;
+    c.backend = &be;
     const size_t lo = static_cast<size_t>(l) * N * K;
     if (moe && req.probe_ids) c.probe_ids = req.probe_ids + lo;
     if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
@@ -227,15 +230,15 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   im.rstd_final.resize(N);
   im.logits.resize(static_cast<size_t>(N) * V);
   final_forward(im.logits.data(), im.h_final.data(), im.rstd_final.data(), x.data(), ps.lm_head,
-                params_, cfg_, p, N, req.call);
+                params_, cfg_, p, N, req.call, be);
 
   std::vector<float> lp(N);
   if (req.temperature == 1.0f) {
-    cpu::logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
+    be.logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
   } else {
     std::vector<float> scaled(im.logits);
     for (float& z : scaled) z /= req.temperature;
-    cpu::logprob_forward(lp.data(), scaled.data(), im.targets.data(), N, V);
+    be.logprob_forward(lp.data(), scaled.data(), im.targets.data(), N, V);
   }
   out->logprobs.resize(static_cast<size_t>(B) * (T - 1));
   for (int b = 0; b < B; ++b)

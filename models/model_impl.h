@@ -52,6 +52,7 @@ struct GenerationState {
 };
 
 struct Model::Impl {
+  const Backend* backend = nullptr;        // null: the CPU backend
   std::vector<PackedSet> packed;
   std::unique_ptr<Dispatcher> dispatcher;  // LocalDispatcher, or over the EP group
   // Dense (replicated) tensors in a compact layout, for per-chunk gradient partials: offset of

@@ -38,6 +38,7 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const ModelConfig& cfg = *c.router.cfg;
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model;
   const float aux = router_forward(&a->router, router_logp, load, h, *w.router, N, c.router);
+  const Backend& be = backend_or_cpu(c.router.backend);
 
   const Dispatcher& d = c.dispatcher ? *c.dispatcher : kLocal;
   a->xe.resize(static_cast<size_t>(N) * K * D);
@@ -46,7 +47,7 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const DispatchPlan& p = a->plan;
   if (p.ranks == 1) {
     ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,
-                        p.offsets.data(), E, c.experts);
+                        p.offsets.data(), E, c.experts, be);
   } else {
     const size_t rows = static_cast<size_t>(p.received());
     a->xg.resize(rows * D);
@@ -54,13 +55,13 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
     d.to_experts(a->xg.data(), a->xe.data(), p, D);
     ffn_forward_grouped(a->yg.data(), &a->experts, a->xg.data(), w.w_gate + p.e0, w.w_up + p.e0,
                         w.w_down + p.e0, p.expert_offsets.data(), p.E_local,
-                        local_experts(c.experts, p.e0));
+                        local_experts(c.experts, p.e0), be);
     d.from_experts(a->ye.data(), a->yg.data(), p, D);
   }
   const float* extra = nullptr;
   if (w.shared) {
     a->shared_y.resize(static_cast<size_t>(N) * D);
-    ffn_forward(a->shared_y.data(), &a->shared, h, w.shared[0], w.shared[1], w.shared[2], N, c.shared);
+    ffn_forward(a->shared_y.data(), &a->shared, h, w.shared[0], w.shared[1], w.shared[2], N, c.shared, be);
     extra = a->shared_y.data();
   }
   const int32_t* order = nullptr;
@@ -80,6 +81,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model, F = cfg.d_ff;
   const Dispatcher& d = c.dispatcher ? *c.dispatcher : kLocal;
   const DispatchPlan& p = a.plan;
+  const Backend& be = backend_or_cpu(c.router.backend);
   const size_t rows = static_cast<size_t>(N) * K;
   std::vector<float> dye(rows * D), dgate(rows), dxe(rows * D, 0.0f);
   // combine: y = Σ_k gate·ye (+ shared)
@@ -87,7 +89,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   if (p.ranks == 1) {
     ffn_backward_grouped(dxe.data(), g.w_gate, g.w_up, g.w_down, dye.data(), a.experts,
                          a.xe.data(), w.w_gate_raw, w.w_up_raw, w.w_down_raw, p.offsets.data(), E,
-                         F, D);
+                         F, D, be);
   } else {
     // ye = from_experts(yg): its adjoint sends dye to the experts' owners (counts swapped)
     const size_t recv = static_cast<size_t>(p.received());
@@ -97,7 +99,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
     ffn_backward_grouped(dxg.data(), g.w_gate + e0 * fd, g.w_up + e0 * fd, g.w_down + e0 * fd,
                          dyg.data(), a.experts, a.xg.data(), w.w_gate_raw + e0 * fd,
                          w.w_up_raw + e0 * fd, w.w_down_raw + e0 * fd, p.expert_offsets.data(),
-                         p.E_local, F, D);
+                         p.E_local, F, D, be);
     // xg = to_experts(xe): the adjoint brings dxg back to the tokens' ranks
     d.from_experts(dxe.data(), dxg.data(), p, D);
   }
@@ -107,7 +109,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   if (w.shared)  // y_extra enters the combine with weight 1
     ffn_backward_chunks(dh, g.shared_gate, g.shared_up, g.shared_down, dy, a.shared, h,
                         w.shared_gate_raw, w.shared_up_raw, w.shared_down_raw, bounds,
-                        cfg.shared_expert_ff, D);
+                        cfg.shared_expert_ff, D, be);
   router_backward(dh, g.router, dgate.data(), a.router, h, w.router_raw, N, c.router);
 }
 

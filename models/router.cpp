@@ -77,14 +77,15 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
   a->scores.resize(NE);
   a->ids.resize(NK);
   a->gate.resize(NK);
+  const Backend& be = backend_or_cpu(c.backend);
 
-  linear_forward(a->logits.data(), h, w_router, N, c.linear);
+  be.linear_forward(a->logits.data(), h, w_router, N, c.linear);
   round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
   if (c.temperature != 1.0f)  // router temperature: everything below sees z / τ
     for (size_t i = 0; i < NE; ++i) a->logits[i] /= c.temperature;
   const float* z = a->logits.data();
   if (cfg.scoring == Scoring::softmax) {
-    cpu::softmax_forward(a->scores.data(), z, N, E);
+    be.softmax_forward(a->scores.data(), z, N, E);
   } else {
     for (size_t i = 0; i < NE; ++i) a->scores[i] = sigmoidf(z[i]);
   }
@@ -105,7 +106,7 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
       sel = biased.data();
     }
     std::vector<float> vals(NK);
-    cpu::topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+    be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
     if (c.own_ids && own != c.own_ids) std::memcpy(c.own_ids, own, sizeof(int32_t) * NK);
   }
 
@@ -302,9 +303,11 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
   }
   const std::vector<int> whole{0, N};
   const std::vector<int>& b = c.rows ? c.rows->bounds() : whole;
+  const Backend& be = backend_or_cpu(c.backend);
   for (size_t g = 0; g + 1 < b.size(); ++g)
-    linear_backward(dh + static_cast<size_t>(b[g]) * D, dw_router[g], dz.data() + static_cast<size_t>(b[g]) * E,
-                    h + static_cast<size_t>(b[g]) * D, w_router, b[g + 1] - b[g], E, D);
+    be.linear_backward(dh + static_cast<size_t>(b[g]) * D, dw_router[g],
+                       dz.data() + static_cast<size_t>(b[g]) * E, h + static_cast<size_t>(b[g]) * D,
+                       w_router, b[g + 1] - b[g], E, D);
 }
 
 }  // namespace moerl

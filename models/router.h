@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/linear.h"
 #include "models/config.h"
 #include "models/model.h"
@@ -46,6 +47,7 @@ struct RouterCall {
   float kl_topk_temperature = 1.0f;
   bool regularisers = true;        // backward includes aux, z-loss and the KL regularisers
   int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
+  const Backend* backend = nullptr;  // where the router's (and the MoE layer's) ops run; null: CPU
 };
 
 // h[N, D] → acts; router_logp[N, K] (log of softmax(z) at the ids used — or at probe_ids when

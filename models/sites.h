@@ -45,6 +45,7 @@ inline LinearNumerics site_linear_numerics(const NumericsProfile& p, LinearKind 
   nm.promote_every = p.promote_every;
   nm.reduce.order = p.gemm_order;
   nm.reduce.batch_invariant = p.batch_invariant;
+  nm.reduce.atomics = p.atomics;
   nm.reduce.key = key;
   return nm;
 }

@@ -151,6 +151,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   model.invalidate_packed_weights();
   OptimConfig oc;
   AdamW adamw(oc, model.params());
+  adamw.set_backend(model.backend());
   adamw.set_parallel(cfg.n_experts, model.expert_range(), par.ep, par.canonical());
   const std::vector<float> params0 = model.params().data(), m0 = adamw.m(), v0 = adamw.v();
 

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/cpu/ops.h"
 
 namespace moerl {
 
@@ -105,8 +104,9 @@ double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step
     const float decay = t.decay ? lr * cfg_.weight_decay : 0.0f;
     // element-wise (kernels/ref/adamw.cpp is the scalar form): vectorised, threads over blocks
     const int64_t j = t.offset + t.own_begin;
-    cpu::adamw_update(w + j, m_.data() + j, v_.data() + j, g + j, t.own_end - t.own_begin, clip,
-                      cfg_.beta1, cfg_.beta2, bc1, bc2, lr, decay, cfg_.eps);
+    backend_or_cpu(backend_).adamw_update(w + j, m_.data() + j, v_.data() + j, g + j,
+                                          t.own_end - t.own_begin, clip, cfg_.beta1, cfg_.beta2,
+                                          bc1, bc2, lr, decay, cfg_.eps);
   }
   return norm;
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "models/parallel.h"
 #include "models/params.h"
 
@@ -42,6 +43,9 @@ class AdamW {
   // one partial per dense tensor and per (expert tensor, expert) — the same bits on any rank count.
   void set_parallel(int n_experts, ExpertRange owned, Collectives* ep, bool canonical);
 
+  // Where the element-wise update runs (the model's backend; the CPU backend until set).
+  void set_backend(const Backend& backend) { backend_ = &backend; }
+
   // Clips grads in place to cfg.grad_clip (global norm), then one AdamW step at lr.
   // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
   double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
@@ -60,6 +64,7 @@ class AdamW {
   };
   std::vector<Tensor> tensors_;
   Collectives* ep_ = nullptr;
+  const Backend* backend_ = nullptr;
   bool pieces_ = false;  // norm from partial sums (set_parallel)
   int ep_rank_ = 0;
   double grad_norm_sq(const float* g) const;

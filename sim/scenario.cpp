@@ -292,6 +292,8 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.order(x + "attn_order", &p->attn_order, "reduction order inside attention");
   f.order(x + "combine_order", &p->combine_order, "order of the MoE combine of k expert outputs");
   f.boolean(x + "batch_invariant", &p->batch_invariant, "reductions independent of the batch size");
+  f.boolean(x + "atomics", &p->atomics,
+            "cuda backend: split-K partials of linear layers combined by atomicAdd (needs gemm_order = split_k:N)");
   f.custom(x + "tie_break", "top-k tie-breaking: lowest | highest | random",
            [p](const std::string& v) {
              if (!tie_break_parse(v, &p->tie_break)) throw BadValue{"must be lowest, highest or random"};

@@ -19,6 +19,7 @@ SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64
   cfg.validate();
   const int B = cfg.batch, P = task.prompt_len(), R = task.answer_len(), T = P + R;
   AdamW adamw(cfg.optim, model->params());
+  adamw.set_backend(model->backend());
   SftReport rep;
   std::vector<int32_t> tok(static_cast<size_t>(B) * T);
   std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1), 0.0f);

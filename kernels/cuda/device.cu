@@ -1,6 +1,10 @@
 // device.cu — see device.h.
 #include "kernels/cuda/device.h"
 
+#include <stdexcept>
+
+#include "kernels/cuda/buffer.h"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -43,6 +47,20 @@ bool round_bf16_on_device(float* out, const float* x, int64_t n) {
   cudaFree(dx);
   cudaFree(dy);
   return ok;
+}
+
+}  // namespace moerl::cuda
+
+// ---- buffer.h ------------------------------------------------------------------------------------
+
+namespace moerl::cuda {
+
+void* device_scratch(int slot, size_t bytes) {
+  constexpr int kSlots = 16;
+  if (slot < 0 || slot >= kSlots) throw std::invalid_argument("device_scratch: slot out of range");
+  thread_local DeviceBuffer<unsigned char> slots[kSlots];
+  slots[slot].resize(bytes);
+  return slots[slot].get();
 }
 
 }  // namespace moerl::cuda

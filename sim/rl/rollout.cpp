@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
 #include "sim/tasks/task.h"
 
@@ -71,7 +70,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   for (int r = 0; r < R; ++r) {
     std::vector<float> scaled(logits);
     for (float& z : scaled) z /= tau;
-    cpu::log_softmax_forward(lp.data(), scaled.data(), S, V);
+    model.backend().log_softmax_forward(lp.data(), scaled.data(), S, V);
     for (int s = 0; s < S; ++s) {
       const float* row = &lp[static_cast<size_t>(s) * V];
       Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));

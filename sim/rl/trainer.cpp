@@ -11,7 +11,6 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
 #include "sim/audit.h"
 #include "sim/gather.h"
@@ -87,6 +86,7 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
   algo_ = algorithm_create(s_.rl.loss);
   s_.optim.validate("optim");
   adamw_ = std::make_unique<AdamW>(s_.optim, model_->params());
+  adamw_->set_backend(model_->backend());
   if (s_.rl.freeze_router) adamw_->freeze(".moe.router");
   // expert parallelism: this rank updates its own experts; the norm covers every rank's
   const ModelParallel& par = model_->parallel();
@@ -318,7 +318,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
       }
     // the same log-softmax the rollout applied, so identical engines compare identical bits
     const std::vector<float> scaled(train_lp);
-    cpu::log_softmax_forward(train_lp.data(), scaled.data(), S * R, V);
+    model_->backend().log_softmax_forward(train_lp.data(), scaled.data(), S * R, V);
     audit_add_logprobs(&acc, rb.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
     const AuditMetrics am = audit_finish(acc);
     res->set("kl_rollout_train", am.k3);

@@ -1,0 +1,12 @@
+// backend_cuda.h — the CUDA backend (kernels/backend.h) over kernels/cuda/ops.h and gemm.h.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace moerl::cuda {
+
+// The CUDA backend on device 0 of this process (sim/ picks the device per rank first).
+// Throws std::runtime_error when no device is present.
+const Backend& cuda_backend();
+
+}  // namespace moerl::cuda

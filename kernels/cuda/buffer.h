@@ -1,0 +1,101 @@
+// buffer.h — device memory for the CUDA backend: an owning buffer, host↔device copies, and the
+// error check every CUDA call goes through (a failed call throws std::runtime_error naming the
+// call, file and line; nothing in moerl calls exit() on a CUDA error).
+//
+// The backend takes and returns host pointers (kernels/backend.h): every op uploads its inputs,
+// runs on the device and downloads its outputs. Buffers are cached per thread and grow only
+// (DeviceScratch), so a decode loop does not call cudaMalloc per op.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace moerl::cuda {
+
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* what, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" +
+                           std::to_string(line) + "): " + cudaGetErrorString(e));
+}
+#define MOERL_CUDA_CHECK(call)                                                   \
+  do {                                                                           \
+    const cudaError_t moerl_err_ = (call);                                       \
+    if (moerl_err_ != cudaSuccess) ::moerl::cuda::cuda_fail(moerl_err_, #call, __FILE__, __LINE__); \
+  } while (0)
+// After a kernel launch: launch-configuration errors now, execution errors at the next sync.
+#define MOERL_CUDA_LAUNCHED() MOERL_CUDA_CHECK(cudaGetLastError())
+
+// An owning device allocation of n elements of T (uninitialised). Move-only.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t n) { resize(n); }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) { release(); p_ = o.p_; n_ = o.n_; o.p_ = nullptr; o.n_ = 0; }
+    return *this;
+  }
+  // Reallocates (contents lost) only when n exceeds the capacity.
+  void resize(size_t n) {
+    if (n <= n_) return;
+    release();
+    MOERL_CUDA_CHECK(cudaMalloc(&p_, (n ? n : 1) * sizeof(T)));
+    n_ = n;
+  }
+  T* get() const { return p_; }
+  size_t capacity() const { return n_; }
+  void upload(const T* host, size_t n) {
+    resize(n);
+    if (n) MOERL_CUDA_CHECK(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  void download(T* host, size_t n) const {
+    if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, p_, n * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+  void zero(size_t n) {
+    resize(n);
+    if (n) MOERL_CUDA_CHECK(cudaMemset(p_, 0, n * sizeof(T)));
+  }
+
+ private:
+  void release() {
+    if (p_) cudaFree(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// Numbered per-thread scratch buffers (slot 0..15) that only grow: ops take their operands'
+// device copies from here. Two live operands of one op must use different slots.
+void* device_scratch(int slot, size_t bytes);
+template <class T>
+T* scratch_upload(int slot, const T* host, size_t n) {
+  T* d = static_cast<T*>(device_scratch(slot, n * sizeof(T)));
+  if (n && host) MOERL_CUDA_CHECK(cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+template <class T>
+T* scratch_zeroed(int slot, size_t n) {
+  T* d = static_cast<T*>(device_scratch(slot, n * sizeof(T)));
+  if (n) MOERL_CUDA_CHECK(cudaMemset(d, 0, n * sizeof(T)));
+  return d;
+}
+template <class T>
+void download(T* host, const T* dev, size_t n) {
+  if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+
+// Blocks of `threads` covering n elements.
+inline unsigned grid_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace moerl::cuda
