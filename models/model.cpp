@@ -44,11 +44,7 @@ ExpertRange Model::expert_range() const {
 
 void Model::invalidate_packed_weights() { impl_->packed.clear(); }
 
-void Model::set_backend(const Backend& backend) {
-  if (impl_->backend == &backend) return;
-  impl_->backend = &backend;
-  impl_->packed.clear();
-}
+void Model::set_backend(const Backend& backend) { impl_->backend = &backend; }
 
 const Backend& Model::backend() const { return backend_or_cpu(impl_->backend); }
 
@@ -60,11 +56,12 @@ LinearNumerics pack_numerics(const NumericsProfile& p, LinearKind kind) {
 
 const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
                               const NumericsProfile& p, ExpertRange owned) {
+  const Backend& be = backend_or_cpu(impl->backend);
   for (const PackedSet& s : impl->packed)
-    if (s.profile == p.name) return s;
+    if (s.profile == p.name && s.backend == &be) return s;
   PackedSet s;
   s.profile = p.name;
-  const Backend& be = backend_or_cpu(impl->backend);
+  s.backend = &be;
   const LinearNumerics mm = pack_numerics(p, LinearKind::matmul);
   const int D = cfg.d_model, E = cfg.n_experts, F = cfg.mlp_width(), S = cfg.shared_expert_ff;
   s.layers.resize(cfg.n_layers);

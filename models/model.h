@@ -135,7 +135,8 @@ class Model {
   void invalidate_packed_weights();
 
   // Where every op of this model runs (kernels/backend.h); the CPU backend until set. The backend
-  // must outlive the model. Changing it drops the packed weights (their device copies).
+  // must outlive the model. Packed weights are cached per (profile, backend), so switching back and
+  // forth (moerl audit across backends) does not repack.
   void set_backend(const Backend& backend);
   const Backend& backend() const;
 

@@ -22,6 +22,7 @@ struct PackedLayer {
 };
 struct PackedSet {
   std::string profile;
+  const Backend* backend = nullptr;  // the backend that packed it (device copies are its own)
   std::vector<PackedLayer> layers;
   PackedWeight lm_head;
 };

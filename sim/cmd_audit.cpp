@@ -16,6 +16,7 @@
 #include "models/h5io.h"
 #include "sim/text_io.h"
 #include "sim/audit.h"
+#include "sim/backend_select.h"
 #include "sim/cli.h"
 #include "sim/gather.h"
 #include "sim/model_io.h"
@@ -86,7 +87,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
-  std::string checkpoint, tokens_path, name_a, name_b, scenario_path, out;
+  std::string checkpoint, tokens_path, name_a, name_b, scenario_path, out, backend_a, backend_b;
   int batch = 256, ranks_per_run = 0;
   std::vector<std::string> sets;
   po::options_description desc("moerl audit options");
@@ -95,6 +96,9 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
       ("tokens", po::value(&tokens_path), "tokens file (tokens [N, T] int32); default: sample [audit] sequences under profile A")
       ("profile-a", po::value(&name_a), "profile A, the rollout side (default: engines.rollout)")
       ("profile-b", po::value(&name_b), "profile B, the train side (default: engines.train)")
+      ("backend-a", po::value(&backend_a), "backend of side A: cpu | cuda (default: run.backend)")
+      ("backend-b", po::value(&backend_b), "backend of side B: cpu | cuda (default: run.backend); "
+                                         "e.g. the same profile emulated (cpu) against the GPU (cuda)")
       ("scenario", po::value(&scenario_path), "scenario: [audit], [run] seed, [engines], [profile.NAME]")
       ("out", po::value(&out), "write the numbers to .h5/.hdf5 (HDF5) or .json")
       ("batch", po::value(&batch)->default_value(256), "sequences per forward call (split over the ranks)")
@@ -120,6 +124,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
 
   Scenario scenario;
   NumericsProfile prof_a, prof_b;
+  const Backend *be_a = nullptr, *be_b = nullptr;
   std::unique_ptr<Model> model;
   grid.checked([&] {  // bad input fails on every rank at once
     scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
@@ -127,6 +132,15 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     if (name_b.empty()) name_b = scenario.engines.train;
     prof_a = scenario.profile(name_a);
     prof_b = scenario.profile(name_b);
+    BackendKind kind_a = scenario.run.backend, kind_b = scenario.run.backend;
+    if (!backend_a.empty() && !backend_parse(backend_a, &kind_a))
+      throw usage_error("audit: --backend-a " + backend_a + ": must be cpu or cuda");
+    if (!backend_b.empty() && !backend_parse(backend_b, &kind_b))
+      throw usage_error("audit: --backend-b " + backend_b + ": must be cpu or cuda");
+    backend_check_profiles(kind_a, {&prof_a});
+    backend_check_profiles(kind_b, {&prof_b});
+    be_a = &backend_select(kind_a, comms.local_rank);
+    be_b = &backend_select(kind_b, comms.local_rank);
     model = model_load_checkpoint(checkpoint);
     model->set_parallel(grid.model_parallel(0));
   });
@@ -137,6 +151,10 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   info.checkpoint = checkpoint;
   info.profile_a = name_a;
   info.profile_b = name_b;
+  if (be_a != be_b) {  // say which side ran where
+    info.profile_a += std::string(" on ") + backend_name(be_a->kind());
+    info.profile_b += std::string(" on ") + backend_name(be_b->kind());
+  }
   info.scenario = scenario.effective_text();
   std::vector<int32_t> tokens;
   int64_t N = 0;
@@ -157,6 +175,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     info.tokens_source = tokens_path;
   } else {
     const AuditConfig& a = scenario.audit;
+    model->set_backend(*be_a);
     tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch);
     N = a.prompts;
     T = a.prompt_len + a.response_len;
@@ -184,8 +203,10 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     req.want_logits = true;
     req.call = static_cast<uint64_t>(n0);
     req.profile = &prof_a;
+    model->set_backend(*be_a);
     model->forward(&ra, req);
     req.profile = &prof_b;
+    model->set_backend(*be_b);
     model->forward(&rb, req);
     gather_forward(&ra, grid.dp(), L, cfg.is_moe(), false);
     gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false);

@@ -46,6 +46,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   });
   opt.progress = grid.is_root();
   opt.grid = &grid;
+  opt.local_rank = comms.local_rank;
   const RunSummary sum = run_rl(s, opt);
   if (grid.is_root())
     std::printf("moerl run: %s after %lld steps%s: final reward %.3f, eval accuracy %.3f → %s\n",

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "models/h5io.h"
+#include "sim/backend_select.h"
 #include "sim/cli.h"
 #include "sim/gather.h"
 #include "sim/model_io.h"
@@ -56,6 +57,8 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     profile = scenario.profile(profile_name);
     model = model_load_checkpoint(checkpoint);
     model->set_parallel(grid.model_parallel(0));
+    backend_check_profiles(scenario.run.backend, {&profile});
+    model->set_backend(backend_select(scenario.run.backend, comms.local_rank));
     tokens = tokens_read(tokens_path, model->config(), &N, &T);
     if (N < grid.size())
       throw std::invalid_argument("score: " + tokens_path + " holds " + std::to_string(N) +

@@ -21,6 +21,11 @@ Comms comms_init(int* argc, char*** argv) {
   MPI_Comm_rank(c.world, &c.rank);
   MPI_Comm_size(c.world, &c.size);
   c.is_root = c.rank == 0;
+  // the rank's index among the ranks on its node: which GPU it takes (run.backend = cuda)
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(c.world, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &c.local_rank);
+  MPI_Comm_free(&node);
   return c;
 }
 

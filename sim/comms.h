@@ -33,6 +33,7 @@ struct Comms {
   int rank = 0;
   int size = 1;
   bool is_root = true;
+  int local_rank = 0;  // rank among the ranks on this node (one GPU each with run.backend = cuda)
 };
 
 // An error that carries the process exit status: 2 for usage errors (bad options, unknown command,
@@ -98,6 +99,8 @@ class RankGrid {
   Collectives& dp() const { return *dp_; }  // data-parallel group
   // The model's spread: experts over EP, sequences over DP; reduce_chunks > 0: deterministic mode.
   ModelParallel model_parallel(int reduce_chunks) const;
+  // The EP group's communicator (for the NCCL dispatcher's bootstrap, sim/nccl_collectives.h).
+  MPI_Comm ep_comm() const { return ep_comm_; }
 
   // A checked phase over the group (as comms_checked): fn must not communicate.
   void checked(const std::function<void()>& fn) const;

@@ -11,6 +11,7 @@
 
 #include "models/checkpoint.h"
 #include "models/h5io.h"
+#include "sim/backend_select.h"
 #include "sim/comms.h"
 #include "sim/gather.h"
 #include "sim/model_io.h"
@@ -124,9 +125,14 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   const bool writer = !grid || grid->is_root();  // the one rank that writes files
   ModelParallel par = grid ? grid->model_parallel(0) : ModelParallel{};
   par.reduce_chunks = s.run.deterministic ? s.run.reduce_chunks : 0;
+  const Backend* backend = nullptr;
   auto check = [&] {
     par.validate(s.model);
     check_ranks(s, par.dp_size());
+    const NumericsProfile rollout = s.profile(s.engines.rollout), train = s.profile(s.engines.train),
+                          eval = s.profile(s.rl.eval_profile);
+    backend_check_profiles(s.run.backend, {&rollout, &train, &eval});
+    backend = &backend_select(s.run.backend, opt.local_rank);
   };
   if (grid) grid->checked(check);  // bad input fails on every rank at once: no rank left waiting
   else check();
@@ -138,6 +144,10 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
       base = grid->broadcast(base);
     }
   }
+  // On GPUs the dispatcher's all-to-all runs over NCCL (bootstrapped through the EP group's MPI
+  // communicator); declared before the model, which keeps a pointer to it.
+  const std::unique_ptr<Collectives> nccl_ep = backend_ep_collectives(s.run.backend, grid, par.ep);
+  if (nccl_ep) par.ep = nccl_ep.get();
   std::unique_ptr<Model> model;
   auto load = [&] {
     model = model_load_checkpoint(base);
@@ -145,6 +155,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         model->config().n_experts != s.model.n_experts || model->config().vocab_size != s.model.vocab_size)
       throw std::invalid_argument(base + ": checkpoint shape differs from the scenario's [model]");
     model->set_parallel(par);
+    model->set_backend(*backend);
   };
   if (grid) grid->checked(load);
   else load();

@@ -28,6 +28,7 @@ struct RunOptions {
   // The ranks of this run (sim/comms.h): experts over its EP group, sequences over its DP group;
   // only its root prints and writes. Null: one process.
   const RankGrid* grid = nullptr;
+  int local_rank = 0;  // this rank's index on its node: its GPU with run.backend = cuda
 };
 
 struct RunSummary {

@@ -161,6 +161,11 @@ void bind_run(Fields& f, RunConfig* r) {
   f.boolean("run.deterministic", &r->deterministic,
             "sums over the batch in canonical chunks: bit-identical results on any rank count dividing run.reduce_chunks");
   f.i32("run.reduce_chunks", &r->reduce_chunks, "C: chunks of the batch in deterministic mode (a multiple of every data-parallel size used)");
+  f.custom("run.backend", "where the model's ops run: cpu | cuda (one GPU per rank)",
+           [r](const std::string& v) {
+             if (!backend_parse(v, &r->backend)) throw BadValue{"must be cpu or cuda"};
+           },
+           [r] { return std::string(backend_name(r->backend)); });
 }
 
 void bind_engines(Fields& f, EnginesConfig* e) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/numerics.h"
 #include "models/config.h"
 #include "sim/optimizer.h"
@@ -32,6 +33,9 @@ struct RunConfig {
   // (with rank-invariant profiles). Off: plain sums — on one rank the serial ones.
   bool deterministic = false;
   int reduce_chunks = 4;  // C, a multiple of every data-parallel size the run may use
+  // Where the model's ops run: cpu (the emulation, everywhere) or cuda (one GPU per rank, real
+  // low-precision arithmetic; docs/gpu.md). The SFT base policy is always trained on the CPU.
+  BackendKind backend = BackendKind::cpu;
   void validate() const;
 };
 

@@ -259,6 +259,7 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.dump_tensors = o_.dump_tensors;
   ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
   ro.grid = grid_.get();
+  ro.local_rank = c_.local_rank;
   if (serve_others) ro.on_step = [this] { serve(false); };
   const auto t0 = std::chrono::steady_clock::now();
   try {

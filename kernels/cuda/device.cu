@@ -64,3 +64,15 @@ void* device_scratch(int slot, size_t bytes) {
 }
 
 }  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+int select_device(int local_rank) {
+  const int n = device_count();
+  if (n == 0) throw std::runtime_error(device_description());
+  const int dev = (local_rank < 0 ? 0 : local_rank) % n;
+  MOERL_CUDA_CHECK(cudaSetDevice(dev));
+  return dev;
+}
+
+}  // namespace moerl::cuda

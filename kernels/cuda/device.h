@@ -18,3 +18,11 @@ std::string device_description();
 bool round_bf16_on_device(float* out, const float* x, int64_t n);
 
 }  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+// Binds this process (its calling thread) to device local_rank % device_count(): one GPU per rank
+// on a node. Returns the device index; throws std::runtime_error when there is no device.
+int select_device(int local_rank);
+
+}  // namespace moerl::cuda

@@ -97,11 +97,13 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
     rollout_model_ = std::make_unique<Model>(cfg);
     rollout_model_->router_control() = model_->router_control();
     rollout_model_->set_parallel(par);
+    rollout_model_->set_backend(model_->backend());
     snapshots_.push_back({model_->params().data(), model_->expert_bias()});
   }
   if (s_.rl.loss.kl_coef > 0.0f) {
     ref_model_ = std::make_unique<Model>(cfg);
     ref_model_->set_parallel(par);
+    ref_model_->set_backend(model_->backend());
     ref_model_->params().data() = model_->params().data();
     ref_model_->expert_bias() = model_->expert_bias();
   }
