@@ -10,11 +10,12 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "kernels/hd.h"
 #include "kernels/numerics.h"
 
 namespace moerl {
 
-inline uint64_t rng_mix64(uint64_t z) {
+MOERL_HD uint64_t rng_mix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -28,6 +29,16 @@ inline uint64_t rng_derive(uint64_t seed, uint64_t stream, std::initializer_list
   return h;
 }
 
+// rng_derive(seed, stream, {c0, c1, c2}) without the initializer_list, callable on a GPU
+// (kernels/hd.h): the same values.
+MOERL_HD uint64_t rng_derive3(uint64_t seed, uint64_t stream, uint64_t c0, uint64_t c1,
+                              uint64_t c2) {
+  uint64_t h = rng_mix64(seed ^ rng_mix64(stream * 0xD1B54A32D192ED03ull));
+  h = rng_mix64(h ^ rng_mix64(c0 + 0x632BE59BD9B4E019ull));
+  h = rng_mix64(h ^ rng_mix64(c1 + 0x632BE59BD9B4E019ull));
+  return rng_mix64(h ^ rng_mix64(c2 + 0x632BE59BD9B4E019ull));
+}
+
 inline uint64_t rng_derive(const NoiseKey& key, Stream stream) {
   return rng_derive(key.seed, static_cast<uint64_t>(stream), {key.layer, key.site, key.call});
 }
@@ -35,13 +46,13 @@ inline uint64_t rng_derive(const NoiseKey& key, Stream stream) {
 // A small sequential generator seeded from a derived state.
 struct Rng {
   uint64_t state;
-  explicit Rng(uint64_t s) : state(s) {}
-  uint64_t next_u64() { return rng_mix64(state++); }
+  MOERL_HD explicit Rng(uint64_t s) : state(s) {}
+  MOERL_HD uint64_t next_u64() { return rng_mix64(state++); }
   // Uniform in [0, 1) with 24 random bits (exactly representable in float).
   float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
   double uniform_double() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
   // Uniform integer in [0, n).
-  uint64_t below(uint64_t n) { return n ? next_u64() % n : 0; }
+  MOERL_HD uint64_t below(uint64_t n) { return n ? next_u64() % n : 0; }
   // Standard normal (Box–Muller, one value per call).
   float normal() {
     double u1 = uniform_double(), u2 = uniform_double();
@@ -50,7 +61,7 @@ struct Rng {
   }
   // Fisher–Yates shuffle of a[0..n).
   template <class T>
-  void shuffle(T* a, int n) {
+  MOERL_HD void shuffle(T* a, int n) {
     for (int i = n - 1; i > 0; --i) {
       int j = static_cast<int>(below(static_cast<uint64_t>(i) + 1));
       T t = a[i]; a[i] = a[j]; a[j] = t;

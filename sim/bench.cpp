@@ -15,9 +15,13 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#if MOERL_HAVE_CUDA
+#include "kernels/cuda/gemm.h"
+#endif
 #include "kernels/linear.h"
 #include "kernels/rng.h"
 #include "models/model.h"
+#include "sim/backend_select.h"
 #include "sim/flops.h"
 #include "sim/optimizer.h"
 #include "sim/rl/rollout.h"
@@ -93,6 +97,18 @@ const BenchStep* BenchReport::step(const std::string& rollout, const std::string
   return nullptr;
 }
 
+namespace {
+// The GPU's GEMM rate in GFLOP/s (0 without the CUDA backend, which backend_select then refused).
+double gpu_gemm_gflops(int n, Format f, double seconds) {
+#if MOERL_HAVE_CUDA
+  return 1000.0 * cuda::gemm_measure_tflops(n, f, seconds);
+#else
+  (void)n; (void)f; (void)seconds;
+  return 0.0;
+#endif
+}
+}  // namespace
+
 BenchReport bench_run(const Scenario& s, const std::string& workload, const BenchOptions& o,
                       const ModelParallel& par) {
   const ModelConfig& cfg = s.model;
@@ -145,8 +161,14 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   rep.flops_rollout = B * fr;
   rep.flops_train = B * flops_train_sequence(cfg, T);
 
+  // run.backend: on cuda the whole step runs on this rank's GPU, and the ceiling is the GPU's
+  // cuBLAS GEMM (FP32 pedantic as "blas", BF16 tensor cores as "own") instead of the CPU's.
+  const Backend& backend = backend_select(s.run.backend, o.local_rank);
+  const bool on_gpu = backend.kind() == BackendKind::cuda;
+  if (on_gpu) rep.blas = backend.describe();
   Model model(cfg);
   params_init(&model.params(), cfg, s.run.seed);
+  model.set_backend(backend);
   if (ranks > 1) model.set_parallel(par);
   model.invalidate_packed_weights();
   OptimConfig oc;
@@ -241,9 +263,11 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
       std::fprintf(stderr, "bench: round %d/%d\n", round + 1, o.rounds);
     // Every rank measures at once: the sum is what the whole machine does.
     barrier(par);
-    c_blas.push_back(sum_over_ranks(par, gemm_measure_gflops(o.gemm_n, o.gemm_seconds, true)));
+    c_blas.push_back(sum_over_ranks(par, on_gpu ? gpu_gemm_gflops(o.gemm_n, Format::fp32, o.gemm_seconds)
+                                                : gemm_measure_gflops(o.gemm_n, o.gemm_seconds, true)));
     barrier(par);
-    c_own.push_back(sum_over_ranks(par, gemm_measure_gflops(o.gemm_n, o.gemm_seconds, false)));
+    c_own.push_back(sum_over_ranks(par, on_gpu ? gpu_gemm_gflops(o.gemm_n, Format::bf16, o.gemm_seconds)
+                                               : gemm_measure_gflops(o.gemm_n, o.gemm_seconds, false)));
     for (StepItem& it : items) run_step(it, true);
   }
   rep.ceiling_blas = *std::max_element(c_blas.begin(), c_blas.end());

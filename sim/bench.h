@@ -36,6 +36,7 @@ struct BenchOptions {
   // "step" (default), or only "rollout" / "train" (+ AdamW) in the timed rounds — for profiling
   // one phase (the train phase then runs over the warm-up rollout's sequences).
   std::string phase = "step";
+  int local_rank = 0;             // this rank's index on its node (its GPU with run.backend = cuda)
 };
 
 // One RL step configuration, best of the rounds: each part is its own minimum, total the minimum

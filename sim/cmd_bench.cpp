@@ -107,6 +107,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
                                                   static_cast<size_t>(threads));
   const Scenario s = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
   for (const std::string& p : o.profiles) (void)s.profile(p);  // unknown names fail before timing
+  o.local_rank = comms.local_rank;
   const RankGrid grid(comms, 0);
   const BenchReport r =
       bench_run(s, scenario_path.empty() ? "built-in reference workload" : scenario_path, o,

@@ -1,21 +1,33 @@
 // gemm.h — the CUDA backend's linear layer y = x·Wᵀ (W is [N, K], as kernels/linear.h), on HOST
-// pointers, with the GPU's real low-precision arithmetic:
-//  * fp32:     cuBLAS SGEMM-class GEMM with CUBLAS_COMPUTE_32F_PEDANTIC (no TF32);
+// pointers, with the GPU's real low-precision arithmetic. Forward writes out with '='; backward
+// accumulates with '+='.
+//  * fp32:     cublasGemmEx with CUBLAS_COMPUTE_32F_PEDANTIC (no TF32);
 //  * bf16/fp16: operands converted on the device (RNE, __float2bfloat16_rn / __float2half_rn),
 //              tensor-core GEMM with FP32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F);
 //  * fp8_e4m3 / fp8_e5m2 with scales (tensor | row | block 1×B activations, B×B weights):
-//              operands scaled and converted on the device (satfinite), cuBLASLt FP8 GEMM on
-//              Hopper-class devices (sm_89+) with the tensor cores' own limited-precision
-//              accumulation; row scales applied in FP32 after the GEMM, block scales by one FP8 GEMM
-//              per K-block whose FP32 partials are scaled and summed (DeepSeek-V3's promotion).
-//              Devices without FP8 GEMMs fall back to the emulation's rounding + FP32 GEMM and say
-//              so in gemm_describe().
-//  * gemm_order split_k:S: S GEMMs over K-chunks into FP32 partials, combined in the ReduceCtx's
-//    order (fixed / reversed / the same seeded permutation as the CPU) — or, with ctx.atomics, by
-//    atomicAdd in hardware order (real nondeterminism). accum_bits / promote_every are the CPU
+//              scales computed on the device exactly as the CPU's (bit for bit), operands divided
+//              by them and converted (E4M3 saturating, E5M2 overflowing to inf, as the emulation),
+//              cuBLASLt FP8 GEMM (TN, FP32 output, fast accumulation off) on sm_89+ with the tensor
+//              cores' own limited-precision accumulation; tensor scales passed to cuBLASLt
+//              (A/B_SCALE_POINTER), row scales applied in FP32 after the GEMM, block scales by one
+//              GEMM per K-block whose FP32 outputs are scaled and summed (DeepSeek-V3's promotion).
+//              Low-precision operands are stored with K padded by zeros to 16-element K-blocks.
+//  * fallback: where a format has no GEMM of its own here (FP8 below sm_89 or without a cuBLASLt
+//              kernel — E5M2×E5M2 has none — and bf16 with scales, whose codes would overflow
+//              the FP32 accumulator), the emulation's quantise-dequantise runs on the device and
+//              an FP32 pedantic GEMM multiplies; gemm_describe() says so and counts such calls.
+//  * gemm_order split_k:S (reduce_effective_split, as the CPU): S GEMMs over K-chunks into FP32
+//    partials, combined per row in the ReduceCtx's order (fixed / reversed / the CPU's seeded
+//    permutation) — or, with ctx.atomics, by atomicAdd in hardware order (real nondeterminism;
+//    with S = 2 the two orders give the same bits, addition being commutative). Chunk bounds are
+//    the CPU's c·K/S on FP32 operands, rounded down to 16 on low-precision ones, and whole K-blocks
+//    under block scaling (S clamped to their number). accum_bits / promote_every are the CPU
 //    emulation's knobs and are ignored here: the hardware's accumulator is what is measured.
-// Backward: FP32 (straight-through the quantisation, as on the CPU), '+=' into dinp / dweight.
-// Throws std::runtime_error on CUDA/cuBLAS errors, std::invalid_argument on bad sizes.
+// Backward: FP32 (straight-through the quantisation, as on the CPU), cublasGemmEx pedantic with
+// beta = 1 into dinp / dweight; a null gradient pointer is skipped.
+// Device code runs on the calling thread's current device, with one cuBLAS and one cuBLASLt handle
+// per thread. Throws std::runtime_error on CUDA/cuBLAS errors, std::invalid_argument on bad
+// arguments (a weight not packed here, a format other than the packed one).
 #pragma once
 
 #include <string>
@@ -25,7 +37,9 @@
 namespace moerl::cuda {
 
 // Quantises W[N, K] to nm.format with nm.weight_scaling on the device and keeps it there
-// (out->device); out->data stays empty. out->N, K, format are set.
+// (out->device, opaque: gemm.cu's layout); out->data stays empty. out->N, K, format are set. The
+// K layout follows nm (K-blocks when activations or weights are block-scaled): forward with the
+// numerics it was packed with (other activation scalings take the fallback).
 void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
                         const LinearNumerics& nm);
 void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
@@ -39,8 +53,10 @@ void linear_backward_grouped(float* dinp, float* dweight, const float* dout, con
 
 // Which GEMM paths this device runs ("cuBLAS 13.0; FP8 via cuBLASLt (sm_90)" or the fallback).
 std::string gemm_describe();
-// Achieved TFLOP/s of an n×n×n GEMM in `format` on device-resident operands (no transfers),
-// fastest of repeated calls over min_seconds: the GPU ceiling for `moerl bench`.
+// Achieved TFLOP/s of an n×n×n GEMM in `format` on device-resident operands (no transfers, no
+// quantisation, unscaled), fastest of repeated calls over min_seconds: the GPU ceiling for
+// `moerl bench`. The GEMM is the one linear_forward runs for the format (the FP32 fallback where
+// the format has none); 0 without a device.
 double gemm_measure_tflops(int n, Format format, double min_seconds);
 
 }  // namespace moerl::cuda

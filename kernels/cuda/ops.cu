@@ -1,0 +1,627 @@
+// cuda/ops.cu — the CUDA backend's non-GEMM ops (cuda/ops.h) on host pointers: each call uploads
+// its operands to per-thread scratch (buffer.h, one slot per live operand), launches, and downloads
+// its outputs. Forward ops write their outputs with '='; backward ops accumulate with '+=' (the
+// current output is uploaded and the kernel continues from it), as kernels/cpu does.
+//
+// Every formula is a MOERL_HD function of kernels/cuda/hd/ (tested on the CPU by tests/cuda_host);
+// this file holds the launches and the parts that need a thread block:
+//  * row reductions: one block of kRowThreads threads per row, the fixed chain + pairwise tree
+//    order of hd/reduce.h (deterministic, batch-invariant);
+//  * attention: one block per query row (att row order (b, h, i)); keys and output columns over
+//    the threads; dk/dv accumulated per element over queries in ascending order (no atomics);
+//  * embedding / RMSNorm weight gradients: one thread per (row, column) or column, rows added in
+//    ascending order — the CPU's order, so bit-identical to it and reproducible (no atomics);
+//  * top-k: one thread per row, rank scratch in global memory for the random tie-break.
+// Nothing here uses atomics: every op is bit-reproducible run to run.
+#include "kernels/cuda/ops.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/buffer.h"
+#include "kernels/cuda/hd/adamw.h"
+#include "kernels/cuda/hd/attention.h"
+#include "kernels/cuda/hd/index.h"
+#include "kernels/cuda/hd/reduce.h"
+#include "kernels/cuda/hd/rmsnorm.h"
+#include "kernels/cuda/hd/rope.h"
+#include "kernels/cuda/hd/softmax.h"
+#include "kernels/cuda/hd/swiglu.h"
+#include "kernels/cuda/hd/topk.h"
+
+namespace moerl::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;  // element-wise kernels
+
+size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+// ---- block reductions (hd/reduce.h step 2) ------------------------------------------------------
+// Every thread of the block passes its partial and gets the row's result. blockDim.x ==
+// kRowThreads; sh[kRowThreads] shared. Ends with a barrier, so sh may be reused at once.
+__device__ float block_sum(float partial, float* sh) {
+  const int t = threadIdx.x;
+  sh[t] = partial;
+  for (int half = kRowThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (t < half) hd_tree_fold_sum(sh, t, half);
+  }
+  __syncthreads();
+  const float r = sh[0];
+  __syncthreads();
+  return r;
+}
+__device__ float block_max(float partial, float* sh) {
+  const int t = threadIdx.x;
+  sh[t] = partial;
+  for (int half = kRowThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (t < half) hd_tree_fold_max(sh, t, half);
+  }
+  __syncthreads();
+  const float r = sh[0];
+  __syncthreads();
+  return r;
+}
+
+// ---- embedding ---------------------------------------------------------------------------------
+// out[N,D], tokens[N], table[*,D]
+__global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table,
+                                         int N, int D) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(N) * D) return;
+  const int64_t n = e / D, i = e % D;
+  out[e] = table[static_cast<int64_t>(tokens[n]) * D + i];
+}
+
+// rows[U,D] += the dout rows of each distinct token in ascending n: token u's rows are
+// order[start[u] .. start[u+1]).
+__global__ void embedding_backward_kernel(float* rows, const float* dout, const int32_t* order,
+                                          const int32_t* start, int U, int D) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(U) * D) return;
+  const int64_t u = e / D, i = e % D;
+  float acc = rows[e];
+  for (int k = start[u]; k < start[u + 1]; ++k)
+    acc = hd_add(acc, dout[static_cast<int64_t>(order[k]) * D + i]);
+  rows[e] = acc;
+}
+
+// ---- RMSNorm -----------------------------------------------------------------------------------
+// out[N,D], rstd[N], inp[N,D], weight[D]; one block per row.
+__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp,
+                                       const float* weight, int D, float eps) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const float* x = inp + n * D;
+  const float ss = block_sum(hd_chain_sumsq(x, D, threadIdx.x, kRowThreads), sh);
+  const float rs = hd_rmsnorm_rstd(ss, D, eps);
+  float* y = out + n * D;
+  for (int i = threadIdx.x; i < D; i += kRowThreads) y[i] = hd_rmsnorm_out(x[i], rs, weight[i]);
+  if (threadIdx.x == 0) rstd[n] = rs;
+}
+
+// dinp[N,D] +=; one block per row.
+__global__ void rmsnorm_backward_dinp_kernel(float* dinp, const float* dout, const float* inp,
+                                             const float* weight, const float* rstd, int D) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const float *x = inp + n * D, *dy = dout + n * D;
+  const float dot = block_sum(hd_rmsnorm_chain_gx(dy, weight, x, D, threadIdx.x, kRowThreads), sh);
+  const float rs = rstd[n];
+  const float coef = hd_rmsnorm_coef(dot, rs, D);
+  float* dx = dinp + n * D;
+  for (int i = threadIdx.x; i < D; i += kRowThreads)
+    dx[i] = hd_add(dx[i], hd_rmsnorm_dx(dy[i], weight[i], x[i], rs, coef));
+}
+
+// dweight[D] +=; one thread per column, rows in order.
+__global__ void rmsnorm_backward_dweight_kernel(float* dweight, const float* dout,
+                                                const float* inp, const float* rstd, int N, int D) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= D) return;
+  dweight[i] = hd_rmsnorm_dw_column(dweight[i], dout, inp, rstd, N, D, i);
+}
+
+// ---- RoPE --------------------------------------------------------------------------------------
+// x[N,H,Dh] in place; one thread per (n, h, j < Dh/2).
+__global__ void rope_kernel(float* x, const int32_t* pos, int N, int H, int Dh, float theta,
+                            float sign) {
+  const int half = Dh / 2;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(N) * H * half) return;
+  const int j = static_cast<int>(e % half);
+  const int64_t nh = e / half;
+  hd_rope_pair(x, pos, static_cast<int>(nh / H), static_cast<int>(nh % H), j, H, Dh, theta, sign);
+}
+
+// ---- attention ---------------------------------------------------------------------------------
+// One query row over keys 0..L-1 (hd/attention.h): p[L] gets the probabilities (scores on the
+// way), out[Dh] the output. k, v point at key row 0 of this head, rows at stride ld.
+__device__ void attention_row(float* out, float* p, const float* q, const float* k, const float* v,
+                              int64_t ld, int L, int Dh, float scale, float* sh) {
+  const int t = threadIdx.x;
+  for (int j = t; j < L; j += kRowThreads) p[j] = hd_attn_score(q, k + j * ld, Dh, scale);
+  const float m = block_max(hd_chain_max(p, L, t, kRowThreads), sh);  // own keys: no barrier
+  for (int j = t; j < L; j += kRowThreads) p[j] = hd_softmax_exp(p[j], m);
+  const float sum = block_sum(hd_chain_sum(p, L, t, kRowThreads), sh);
+  for (int j = t; j < L; j += kRowThreads) p[j] = hd_softmax_prob(p[j], sum);
+  __syncthreads();  // P·V reads every thread's p
+  for (int d = t; d < Dh; d += kRowThreads) out[d] = hd_attn_pv(p, v + d, ld, L, 0.0f);
+}
+
+// out[B*T, H*Dh], att[B,H,T,T], q,k,v[B*T, H*Dh]; one block per att row (b, h, i).
+__global__ void attention_forward_kernel(float* out, float* att, const float* q, const float* k,
+                                         const float* v, int T, int H, int Dh, float scale) {
+  __shared__ float sh[kRowThreads];
+  const int64_t row = blockIdx.x;
+  int b, h, i;
+  att_row_split(row, H, T, &b, &h, &i);
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t at = idx_bthd(b, i, h, 0, T, H, Dh), key0 = idx_bthd(b, 0, h, 0, T, H, Dh);
+  float* p = att + row * T;
+  attention_row(out + at, p, q + at, k + key0, v + key0, ld, i + 1, Dh, scale, sh);
+  for (int j = i + 1 + threadIdx.x; j < T; j += kRowThreads) p[j] = 0.0f;
+}
+
+// out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B], p[B*H, Tmax] scratch; one block per (b, h).
+__global__ void attention_decode_kernel(float* out, float* p, const float* q, const float* kcache,
+                                        const float* vcache, const int32_t* len, int Tmax, int H,
+                                        int Dh, float scale) {
+  __shared__ float sh[kRowThreads];
+  const int b = blockIdx.x / H, h = blockIdx.x % H;
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t at = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
+  const int64_t key0 = idx_bthd(b, 0, h, 0, Tmax, H, Dh);
+  attention_row(out + at, p + static_cast<int64_t>(blockIdx.x) * Tmax, q + at, kcache + key0,
+                vcache + key0, ld, len[b], Dh, scale, sh);
+}
+
+// Backward, pass 1 — per query row (b, h, i): g[B,H,T,T] (row's keys 0..i) and dq +=.
+__global__ void attention_backward_query_kernel(float* dq, float* g, const float* dout,
+                                                const float* att, const float* k, const float* v,
+                                                int T, int H, int Dh, float scale) {
+  __shared__ float sh[kRowThreads];
+  const int64_t row = blockIdx.x;
+  int b, h, i;
+  att_row_split(row, H, T, &b, &h, &i);
+  const int L = i + 1, t = threadIdx.x;
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t at = idx_bthd(b, i, h, 0, T, H, Dh), key0 = idx_bthd(b, 0, h, 0, T, H, Dh);
+  const float* p = att + row * T;
+  float* gr = g + row * T;
+  for (int j = t; j < L; j += kRowThreads) gr[j] = hd_attn_dot(dout + at, v + key0 + j * ld, Dh);
+  const float ds = block_sum(hd_chain_dot(p, gr, L, t, kRowThreads), sh);  // own keys
+  for (int j = t; j < L; j += kRowThreads) gr[j] = hd_attn_dscore(p[j], gr[j], ds, scale);
+  __syncthreads();  // dq reads every thread's g
+  for (int d = t; d < Dh; d += kRowThreads)
+    dq[at + d] = hd_attn_pv(gr, k + key0 + d, ld, L, dq[at + d]);
+}
+
+// Backward, pass 2 — per element (b, j, h, d) of dk, dv: queries i = j..T-1 in order.
+__global__ void attention_backward_key_kernel(float* dk, float* dv, const float* g,
+                                              const float* att, const float* dout, const float* q,
+                                              int B, int T, int H, int Dh) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(B) * T * H * Dh) return;
+  int b, j, h, d;
+  bthd_split(e, T, H, Dh, &b, &j, &h, &d);
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t blk = idx_att(b, h, 0, 0, H, T), col0 = idx_bthd(b, 0, h, d, T, H, Dh);
+  dv[e] = hd_attn_key_column(dv[e], att + blk, dout + col0, ld, j, T);
+  dk[e] = hd_attn_key_column(dk[e], g + blk, q + col0, ld, j, T);
+}
+
+// ---- softmax / log-prob ------------------------------------------------------------------------
+// out[N,C], x[N,C]; one block per row.
+__global__ void softmax_forward_kernel(float* out, const float* x, int C) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const int t = threadIdx.x;
+  const float* xr = x + n * C;
+  float* y = out + n * C;
+  const float m = block_max(hd_chain_max(xr, C, t, kRowThreads), sh);
+  for (int j = t; j < C; j += kRowThreads) y[j] = hd_softmax_exp(xr[j], m);
+  const float sum = block_sum(hd_chain_sum(y, C, t, kRowThreads), sh);  // own elements
+  for (int j = t; j < C; j += kRowThreads) y[j] = hd_softmax_prob(y[j], sum);
+}
+
+__global__ void log_softmax_forward_kernel(float* out, const float* x, int C) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const int t = threadIdx.x;
+  const float* xr = x + n * C;
+  const float m = block_max(hd_chain_max(xr, C, t, kRowThreads), sh);
+  const float lse = hd_log(block_sum(hd_chain_sum_exp(xr, m, C, t, kRowThreads), sh));
+  float* y = out + n * C;
+  for (int j = t; j < C; j += kRowThreads) y[j] = hd_log_softmax(xr[j], m, lse);
+}
+
+// dx[N,C] +=, dy[N,C], y[N,C]
+__global__ void softmax_backward_kernel(float* dx, const float* dy, const float* y, int C) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const int t = threadIdx.x;
+  const float *g = dy + n * C, *p = y + n * C;
+  const float dot = block_sum(hd_chain_dot(p, g, C, t, kRowThreads), sh);
+  float* d = dx + n * C;
+  for (int j = t; j < C; j += kRowThreads) d[j] = hd_add(d[j], hd_softmax_dx(p[j], g[j], dot));
+}
+
+// logp[N], logits[N,V], targets[N]
+__global__ void logprob_forward_kernel(float* logp, const float* logits, const int32_t* targets,
+                                       int V) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const int t = threadIdx.x;
+  const int32_t tgt = targets[n];
+  if (tgt < 0) {  // uniform over the block: no thread reaches a barrier
+    if (t == 0) logp[n] = 0.0f;
+    return;
+  }
+  const float* x = logits + n * V;
+  const float m = block_max(hd_chain_max(x, V, t, kRowThreads), sh);
+  const float sum = block_sum(hd_chain_sum_exp(x, m, V, t, kRowThreads), sh);
+  if (t == 0) logp[n] = hd_logprob(x[tgt], m, sum);
+}
+
+// dlogits[N,V] +=, dlogp[N], logits[N,V], targets[N]
+__global__ void logprob_backward_kernel(float* dlogits, const float* dlogp, const float* logits,
+                                        const int32_t* targets, int V) {
+  __shared__ float sh[kRowThreads];
+  const int64_t n = blockIdx.x;
+  const int t = threadIdx.x;
+  const int32_t tgt = targets[n];
+  if (tgt < 0) return;  // uniform over the block
+  const float* x = logits + n * V;
+  const float m = block_max(hd_chain_max(x, V, t, kRowThreads), sh);
+  const float sum = block_sum(hd_chain_sum_exp(x, m, V, t, kRowThreads), sh);
+  const float gl = dlogp[n];
+  float* d = dlogits + n * V;
+  for (int j = t; j < V; j += kRowThreads)
+    d[j] = hd_add(d[j], hd_logprob_dlogit(gl, j == tgt, x[j], m, sum));
+}
+
+// ---- element-wise ------------------------------------------------------------------------------
+__global__ void swiglu_forward_kernel(float* out, const float* gate, const float* up, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = hd_swiglu_forward(gate[i], up[i]);
+}
+
+__global__ void swiglu_backward_kernel(float* dgate, float* dup, const float* dout,
+                                       const float* gate, const float* up, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float dg = dgate[i], du = dup[i];
+  hd_swiglu_backward(&dg, &du, dout[i], gate[i], up[i]);
+  dgate[i] = dg;
+  dup[i] = du;
+}
+
+__global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64_t n, float clip,
+                             float beta1, float beta2, double bc1, double bc2, float lr,
+                             float decay, float eps) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) hd_adamw_element(w + i, m + i, v + i, g[i], clip, beta1, beta2, bc1, bc2, lr, decay, eps);
+}
+
+// ---- top-k -------------------------------------------------------------------------------------
+// ids[N,K], vals[N,K], scores[N,E]; rank, perm [N,E] scratch (random mode only). One thread per row.
+__global__ void topk_kernel(int32_t* ids, float* vals, const float* scores, int* rank, int* perm,
+                            int N, int E, int K, TieBreak tie, NoiseKey key) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  int* rk = nullptr;
+  if (tie == TieBreak::random) {
+    rk = rank + n * E;
+    hd_topk_random_ranks(rk, perm + n * E, E, key, n);
+  }
+  hd_topk_row(ids + n * K, vals + n * K, scores + n * E, E, K, tie, rk);
+}
+
+// Launches and checks; the grid must be non-empty.
+template <class... P, class... A>
+void launch(void (*kernel)(P...), int64_t blocks, int threads, A... args) {
+  if (blocks <= 0) return;
+  if (blocks > 0x7fffffffLL) throw std::invalid_argument("cuda ops: grid too large");
+  kernel<<<static_cast<unsigned>(blocks), threads>>>(args...);
+  MOERL_CUDA_LAUNCHED();
+}
+
+int64_t elems(int64_t a, int64_t b) { return a * b; }
+
+}  // namespace
+
+// ---- host entry points ---------------------------------------------------------------------------
+
+// out[N,D], tokens[N], table[V,D] — only rows 0..max(tokens) are uploaded.
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int N, int D) {
+  if (N <= 0 || D <= 0) return;
+  const auto [lo, hi] = std::minmax_element(tokens, tokens + N);
+  if (*lo < 0) throw std::invalid_argument("cuda::embedding_forward: negative token id");
+  const int64_t rows = static_cast<int64_t>(*hi) + 1;
+  const int32_t* d_tok = scratch_upload(0, tokens, sz(N));
+  const float* d_table = scratch_upload(1, table, sz(rows * D));
+  float* d_out = static_cast<float*>(device_scratch(2, sz(elems(N, D)) * sizeof(float)));
+  launch(embedding_forward_kernel, grid_for(elems(N, D), kThreads), kThreads, d_out, d_tok,
+         d_table, N, D);
+  download(out, d_out, sz(elems(N, D)));
+}
+
+// dtable[V,D] +=, dout[N,D], tokens[N] — the distinct tokens' rows are gathered, updated on the
+// device (each element: its rows in ascending n, as the CPU) and scattered back.
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N, int D) {
+  if (N <= 0 || D <= 0) return;
+  std::vector<int32_t> order(sz(N));  // n sorted by (token, n)
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+  if (tokens[order[0]] < 0) throw std::invalid_argument("cuda::embedding_backward: negative token id");
+  std::vector<int32_t> uniq, start;
+  for (int k = 0; k < N; ++k) {
+    if (k == 0 || tokens[order[k]] != tokens[order[k - 1]]) {
+      uniq.push_back(tokens[order[k]]);
+      start.push_back(k);
+    }
+  }
+  start.push_back(N);
+  const int U = static_cast<int>(uniq.size());
+  std::vector<float> rows(sz(elems(U, D)));
+  for (int u = 0; u < U; ++u)
+    std::copy_n(dtable + static_cast<int64_t>(uniq[u]) * D, D, rows.begin() + static_cast<int64_t>(u) * D);
+  float* d_rows = scratch_upload(0, rows.data(), rows.size());
+  const float* d_dout = scratch_upload(1, dout, sz(elems(N, D)));
+  const int32_t* d_order = scratch_upload(2, order.data(), order.size());
+  const int32_t* d_start = scratch_upload(3, start.data(), start.size());
+  launch(embedding_backward_kernel, grid_for(elems(U, D), kThreads), kThreads, d_rows, d_dout,
+         d_order, d_start, U, D);
+  download(rows.data(), d_rows, rows.size());
+  for (int u = 0; u < U; ++u)
+    std::copy_n(rows.begin() + static_cast<int64_t>(u) * D, D, dtable + static_cast<int64_t>(uniq[u]) * D);
+}
+
+// out[N,D], rstd[N], inp[N,D], weight[D]. ctx: interface parity (the device order is fixed).
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int D,
+                     float eps, const ReduceCtx& /*ctx*/) {
+  if (N <= 0 || D <= 0) return;
+  const float* d_inp = scratch_upload(0, inp, sz(elems(N, D)));
+  const float* d_w = scratch_upload(1, weight, sz(D));
+  float* d_out = static_cast<float*>(device_scratch(2, sz(elems(N, D)) * sizeof(float)));
+  float* d_rstd = static_cast<float*>(device_scratch(3, sz(N) * sizeof(float)));
+  launch(rmsnorm_forward_kernel, N, kRowThreads, d_out, d_rstd, d_inp, d_w, D, eps);
+  download(out, d_out, sz(elems(N, D)));
+  download(rstd, d_rstd, sz(N));
+}
+
+// dinp[N,D] +=, dweight[D] += (either may be null), dout[N,D], inp[N,D], weight[D], rstd[N]
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int D) {
+  if (N <= 0 || D <= 0) return;
+  const float* d_dout = scratch_upload(0, dout, sz(elems(N, D)));
+  const float* d_inp = scratch_upload(1, inp, sz(elems(N, D)));
+  const float* d_rstd = scratch_upload(2, rstd, sz(N));
+  if (dinp) {
+    const float* d_w = scratch_upload(3, weight, sz(D));
+    float* d_dinp = scratch_upload(4, dinp, sz(elems(N, D)));
+    launch(rmsnorm_backward_dinp_kernel, N, kRowThreads, d_dinp, d_dout, d_inp, d_w, d_rstd, D);
+    download(dinp, d_dinp, sz(elems(N, D)));
+  }
+  if (dweight) {
+    float* d_dw = scratch_upload(5, dweight, sz(D));
+    launch(rmsnorm_backward_dweight_kernel, grid_for(D, kThreads), kThreads, d_dw, d_dout, d_inp,
+           d_rstd, N, D);
+    download(dweight, d_dw, sz(D));
+  }
+}
+
+namespace {
+void rope_rotate(float* x, const int32_t* pos, int N, int H, int Dh, float theta, float sign) {
+  const int64_t pairs = static_cast<int64_t>(N) * H * (Dh / 2);
+  if (pairs <= 0) return;
+  const int64_t n_el = static_cast<int64_t>(N) * H * Dh;
+  float* d_x = scratch_upload(0, x, sz(n_el));
+  const int32_t* d_pos = scratch_upload(1, pos, sz(N));
+  launch(rope_kernel, grid_for(pairs, kThreads), kThreads, d_x, d_pos, N, H, Dh, theta, sign);
+  download(x, d_x, sz(n_el));
+}
+}  // namespace
+
+// x[N,H,Dh] in place, pos[N]
+void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh, float theta) {
+  rope_rotate(x, pos, N, H, Dh, theta, 1.0f);
+}
+// dx[N,H,Dh] in place (transformed, not accumulated), pos[N]
+void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float theta) {
+  rope_rotate(dx, pos, N, H, Dh, theta, -1.0f);
+}
+
+// out[B*T, H*Dh], att[B,H,T,T], q,k,v[B*T, H*Dh]. ctx: interface parity (fixed device order).
+void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
+                       int B, int T, int H, int Dh, const ReduceCtx& /*ctx*/) {
+  const int64_t rows = static_cast<int64_t>(B) * H * T;
+  if (rows <= 0 || Dh <= 0) return;
+  const int64_t n_act = static_cast<int64_t>(B) * T * H * Dh, n_att = rows * T;
+  const float* d_q = scratch_upload(0, q, sz(n_act));
+  const float* d_k = scratch_upload(1, k, sz(n_act));
+  const float* d_v = scratch_upload(2, v, sz(n_act));
+  float* d_out = static_cast<float*>(device_scratch(3, sz(n_act) * sizeof(float)));
+  float* d_att = static_cast<float*>(device_scratch(4, sz(n_att) * sizeof(float)));
+  launch(attention_forward_kernel, rows, kRowThreads, d_out, d_att, d_q, d_k, d_v, T, H, Dh,
+         hd_attn_scale(Dh));
+  download(out, d_out, sz(n_act));
+  download(att, d_att, sz(n_att));
+}
+
+// dq,dk,dv[B*T, H*Dh] +=, dout[B*T, H*Dh], att[B,H,T,T], q,k,v[B*T, H*Dh]
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                        const float* q, const float* k, const float* v, int B, int T, int H,
+                        int Dh) {
+  const int64_t rows = static_cast<int64_t>(B) * H * T;
+  if (rows <= 0 || Dh <= 0) return;
+  const int64_t n_act = static_cast<int64_t>(B) * T * H * Dh, n_att = rows * T;
+  const float* d_dout = scratch_upload(0, dout, sz(n_act));
+  const float* d_att = scratch_upload(1, att, sz(n_att));
+  const float* d_q = scratch_upload(2, q, sz(n_act));
+  const float* d_k = scratch_upload(3, k, sz(n_act));
+  const float* d_v = scratch_upload(4, v, sz(n_act));
+  float* d_dq = scratch_upload(5, dq, sz(n_act));
+  float* d_dk = scratch_upload(6, dk, sz(n_act));
+  float* d_dv = scratch_upload(7, dv, sz(n_act));
+  // g[B,H,T,T]: only entries j ≤ i are written and read.
+  float* d_g = static_cast<float*>(device_scratch(8, sz(n_att) * sizeof(float)));
+  const float scale = hd_attn_scale(Dh);
+  launch(attention_backward_query_kernel, rows, kRowThreads, d_dq, d_g, d_dout, d_att, d_k, d_v,
+         T, H, Dh, scale);
+  launch(attention_backward_key_kernel, grid_for(n_act, kThreads), kThreads, d_dk, d_dv,
+         static_cast<const float*>(d_g), d_att, d_dout, d_q, B, T, H, Dh);
+  download(dq, d_dq, sz(n_act));
+  download(dk, d_dk, sz(n_act));
+  download(dv, d_dv, sz(n_act));
+}
+
+// out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B] in 1..Tmax. Only the valid cache rows
+// 0..len[b]-1 of each sequence are uploaded. ctx: interface parity (fixed device order).
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
+                      const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& /*ctx*/) {
+  if (B <= 0 || H <= 0 || Dh <= 0) return;
+  for (int b = 0; b < B; ++b)
+    if (len[b] < 1 || len[b] > Tmax)
+      throw std::invalid_argument("cuda::attention_decode: len[" + std::to_string(b) + "] = " +
+                                  std::to_string(len[b]) + " outside 1.." + std::to_string(Tmax));
+  const int64_t ld = static_cast<int64_t>(H) * Dh, n_q = static_cast<int64_t>(B) * ld;
+  const int64_t n_cache = static_cast<int64_t>(B) * Tmax * ld;
+  float* d_k = static_cast<float*>(device_scratch(0, sz(n_cache) * sizeof(float)));
+  float* d_v = static_cast<float*>(device_scratch(1, sz(n_cache) * sizeof(float)));
+  for (int b = 0; b < B; ++b) {
+    const int64_t at = static_cast<int64_t>(b) * Tmax * ld;
+    const size_t bytes = sz(static_cast<int64_t>(len[b]) * ld) * sizeof(float);
+    MOERL_CUDA_CHECK(cudaMemcpy(d_k + at, kcache + at, bytes, cudaMemcpyHostToDevice));
+    MOERL_CUDA_CHECK(cudaMemcpy(d_v + at, vcache + at, bytes, cudaMemcpyHostToDevice));
+  }
+  const float* d_q = scratch_upload(2, q, sz(n_q));
+  const int32_t* d_len = scratch_upload(3, len, sz(B));
+  float* d_out = static_cast<float*>(device_scratch(4, sz(n_q) * sizeof(float)));
+  float* d_p = static_cast<float*>(device_scratch(5, sz(elems(static_cast<int64_t>(B) * H, Tmax)) * sizeof(float)));
+  launch(attention_decode_kernel, static_cast<int64_t>(B) * H, kRowThreads, d_out, d_p, d_q,
+         static_cast<const float*>(d_k), static_cast<const float*>(d_v), d_len, Tmax, H, Dh,
+         hd_attn_scale(Dh));
+  download(out, d_out, sz(n_q));
+}
+
+// out[N,C], x[N,C]
+void softmax_forward(float* out, const float* x, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const float* d_x = scratch_upload(0, x, sz(elems(N, C)));
+  float* d_out = static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  launch(softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
+  download(out, d_out, sz(elems(N, C)));
+}
+
+// out[N,C], x[N,C]
+void log_softmax_forward(float* out, const float* x, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const float* d_x = scratch_upload(0, x, sz(elems(N, C)));
+  float* d_out = static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  launch(log_softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
+  download(out, d_out, sz(elems(N, C)));
+}
+
+// dx[N,C] +=, dy[N,C], y[N,C]
+void softmax_backward(float* dx, const float* dy, const float* y, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const float* d_dy = scratch_upload(0, dy, sz(elems(N, C)));
+  const float* d_y = scratch_upload(1, y, sz(elems(N, C)));
+  float* d_dx = scratch_upload(2, dx, sz(elems(N, C)));
+  launch(softmax_backward_kernel, N, kRowThreads, d_dx, d_dy, d_y, C);
+  download(dx, d_dx, sz(elems(N, C)));
+}
+
+// out[N,F], gate[N,F], up[N,F]
+void swiglu_forward(float* out, const float* gate, const float* up, int N, int F) {
+  const int64_t n = elems(N, F);
+  if (N <= 0 || F <= 0) return;
+  const float* d_g = scratch_upload(0, gate, sz(n));
+  const float* d_u = scratch_upload(1, up, sz(n));
+  float* d_out = static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  launch(swiglu_forward_kernel, grid_for(n, kThreads), kThreads, d_out, d_g, d_u, n);
+  download(out, d_out, sz(n));
+}
+
+// dgate[N,F] +=, dup[N,F] +=, dout[N,F], gate[N,F], up[N,F]
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
+                     const float* up, int N, int F) {
+  const int64_t n = elems(N, F);
+  if (N <= 0 || F <= 0) return;
+  const float* d_dout = scratch_upload(0, dout, sz(n));
+  const float* d_g = scratch_upload(1, gate, sz(n));
+  const float* d_u = scratch_upload(2, up, sz(n));
+  float* d_dg = scratch_upload(3, dgate, sz(n));
+  float* d_du = scratch_upload(4, dup, sz(n));
+  launch(swiglu_backward_kernel, grid_for(n, kThreads), kThreads, d_dg, d_du, d_dout, d_g, d_u, n);
+  download(dgate, d_dg, sz(n));
+  download(dup, d_du, sz(n));
+}
+
+// ids[N,K], vals[N,K], scores[N,E]
+void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
+                  TieBreak tie, const NoiseKey& key) {
+  if (N <= 0 || K <= 0) return;
+  if (K > E) throw std::invalid_argument("cuda::topk_forward: K > E");
+  const float* d_s = scratch_upload(0, scores, sz(elems(N, E)));
+  int32_t* d_ids = static_cast<int32_t*>(device_scratch(1, sz(elems(N, K)) * sizeof(int32_t)));
+  float* d_vals = static_cast<float*>(device_scratch(2, sz(elems(N, K)) * sizeof(float)));
+  int* d_rank = nullptr;
+  int* d_perm = nullptr;
+  if (tie == TieBreak::random) {
+    d_rank = static_cast<int*>(device_scratch(3, sz(elems(N, E)) * sizeof(int)));
+    d_perm = static_cast<int*>(device_scratch(4, sz(elems(N, E)) * sizeof(int)));
+  }
+  constexpr int kRowsPerBlock = 64;
+  launch(topk_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_ids, d_vals, d_s, d_rank,
+         d_perm, N, E, K, tie, key);
+  download(ids, d_ids, sz(elems(N, K)));
+  download(vals, d_vals, sz(elems(N, K)));
+}
+
+// logp[N], logits[N,V], targets[N]
+void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) {
+  if (N <= 0 || V <= 0) return;
+  const float* d_x = scratch_upload(0, logits, sz(elems(N, V)));
+  const int32_t* d_t = scratch_upload(1, targets, sz(N));
+  float* d_lp = static_cast<float*>(device_scratch(2, sz(N) * sizeof(float)));
+  launch(logprob_forward_kernel, N, kRowThreads, d_lp, d_x, d_t, V);
+  download(logp, d_lp, sz(N));
+}
+
+// dlogits[N,V] +=, dlogp[N], logits[N,V], targets[N]
+void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
+                      const int32_t* targets, int N, int V) {
+  if (N <= 0 || V <= 0) return;
+  const float* d_g = scratch_upload(0, dlogp, sz(N));
+  const float* d_x = scratch_upload(1, logits, sz(elems(N, V)));
+  const int32_t* d_t = scratch_upload(2, targets, sz(N));
+  float* d_dl = scratch_upload(3, dlogits, sz(elems(N, V)));
+  launch(logprob_backward_kernel, N, kRowThreads, d_dl, d_g, d_x, d_t, V);
+  download(dlogits, d_dl, sz(elems(N, V)));
+}
+
+// w[n], m[n], v[n] updated; g[n]
+void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
+                  float beta2, double bc1, double bc2, float lr, float decay, float eps) {
+  if (n <= 0) return;
+  float* d_w = scratch_upload(0, w, sz(n));
+  float* d_m = scratch_upload(1, m, sz(n));
+  float* d_v = scratch_upload(2, v, sz(n));
+  const float* d_g = scratch_upload(3, g, sz(n));
+  launch(adamw_kernel, grid_for(n, kThreads), kThreads, d_w, d_m, d_v, d_g, n, clip, beta1, beta2,
+         bc1, bc2, lr, decay, eps);
+  download(w, d_w, sz(n));
+  download(m, d_m, sz(n));
+  download(v, d_v, sz(n));
+}
+
+}  // namespace moerl::cuda

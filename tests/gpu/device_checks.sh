@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# device_checks.sh — the GPU checks of moerl in one go, for a machine with an NVIDIA GPU (one is
+# enough): builds the CUDA backend, runs the GPU tests (tests/gpu: every op CUDA vs CPU, the whole
+# model, an RL run), audits the emulation against the hardware, times the bench workload on the
+# GPU, and prints a short table. Made to finish in under 8 minutes on one H200 with 16 cores.
+#
+#   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
+#
+# Dependencies as for the CPU build (scripts/install-deps.sh). Where nothing can be installed (a
+# bare GPU node), carry Debian packages in .deps/ (`apt-get download` on a Debian 12 machine: the
+# -dev packages of scripts/install-deps.sh and the libraries they pull in beyond the node's base
+# system); they are unpacked under /tmp/moerl-deps and used from there. See docs/gpu.md.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+OUTDIR=${1:-${OUT:-results/gpu}}
+mkdir -p "$OUTDIR"
+LOG="$OUTDIR/device_checks.log"
+: > "$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+t_start=$(date +%s)
+JOBS=$(nproc)
+
+say "== device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+CMAKE_EXTRA=()
+if [ -d .deps ] && ls .deps/*.deb > /dev/null 2>&1; then
+  say "== unpacking $(ls .deps/*.deb | wc -l) carried packages into /tmp/moerl-deps"
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/moerl-deps; done
+  D=/tmp/moerl-deps
+  export PATH="$D/usr/bin:$PATH"
+  export LD_LIBRARY_PATH="$D/usr/lib/x86_64-linux-gnu:$D/usr/lib:${LD_LIBRARY_PATH:-}"
+  export OPAL_PREFIX="$D/usr/lib/x86_64-linux-gnu/openmpi"
+  CMAKE_EXTRA+=(-DCMAKE_PREFIX_PATH="$D/usr;$D/usr/lib/x86_64-linux-gnu/cmake"
+                -DMPI_CXX_COMPILER="$D/usr/bin/mpicxx")
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+say "== configure + build (CUDA archs 90, $JOBS jobs)"
+if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_CUDA_ARCHS=90 \
+     "${CMAKE_EXTRA[@]}" >> "$LOG" 2>&1; then
+  say "configure FAILED (see $LOG; missing dependencies? see docs/gpu.md)"; tail -30 "$LOG"; exit 1
+fi
+grep -E "moerl: CUDA backend" "$LOG" | tee -a "$LOG"
+if ! cmake --build build-gpu -j"$JOBS" --target moerl test_gpu test_cuda_host >> "$LOG" 2>&1; then
+  say "build FAILED"; grep -E "error" "$LOG" | head -30; exit 1
+fi
+B=build-gpu
+say "   built in $(( $(date +%s) - t_start )) s"
+
+say "== host-side tests of the device math (test_cuda_host)"
+"$B/tests/test_cuda_host" --gtest_brief=1 > "$OUTDIR/test_cuda_host.txt" 2>&1
+host_rc=$?
+tail -3 "$OUTDIR/test_cuda_host.txt" | tee -a "$LOG"
+
+say "== GPU tests (test_gpu)"
+timeout 300 "$B/tests/test_gpu" --gtest_output=xml:"$OUTDIR/test_gpu.xml" > "$OUTDIR/test_gpu.txt" 2>&1
+gpu_rc=$?
+grep -E "^\[  (FAILED|SKIPPED) |^\[  PASSED|tests? ran" "$OUTDIR/test_gpu.txt" | tee -a "$LOG"
+
+# Emulation against hardware on one small trained checkpoint (the quickstart's base policy).
+M="$B/sim/moerl"
+say "== audits: emulated (cpu) and real (cuda) numerics on the quickstart base policy"
+"$M" sft scenarios/quickstart.ini --out "$OUTDIR/base.h5" >> "$LOG" 2>&1
+audit() {  # name profile-a backend-a profile-b backend-b
+  "$M" audit --checkpoint "$OUTDIR/base.h5" --scenario scenarios/quickstart.ini \
+    --profile-a "$2" --backend-a "$3" --profile-b "$4" --backend-b "$5" \
+    --set audit.prompts=128 --out "$OUTDIR/audit_$1.json" >> "$LOG" 2>&1 || echo "audit $1 FAILED" | tee -a "$LOG"
+}
+audit emulated_fp8_vs_bf16 fp8-rollout cpu bf16-train cpu
+audit gpu_fp8_vs_bf16 fp8-rollout cuda bf16-train cuda
+audit fp8_cpu_vs_gpu fp8-rollout cpu fp8-rollout cuda
+audit bf16_cpu_vs_gpu bf16-train cpu bf16-train cuda
+audit fp32_cpu_vs_gpu fp32-ref cpu fp32-ref cuda
+
+say "== RL run on the GPU (quickstart, 10 steps)"
+t0=$(date +%s)
+"$M" run scenarios/quickstart.ini --set run.backend=cuda --set rl.steps=10 \
+  --out "$OUTDIR/rl_cuda.h5" --cache "$OUTDIR/cache" >> "$LOG" 2>&1
+rl_rc=$?
+rl_s=$(( $(date +%s) - t0 ))
+
+say "== bench workload on the GPU (2 rounds)"
+timeout 240 "$M" bench --scenario scenarios/bench.ini --set run.backend=cuda --rounds 2 \
+  --json "$OUTDIR/bench_cuda.json" > "$OUTDIR/bench_cuda.txt" 2>&1
+bench_rc=$?
+cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
+
+say ""
+say "== summary ($(( $(date +%s) - t_start )) s)"
+python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" <<'PY' | tee -a "$LOG"
+import json, os, re, sys
+out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc = sys.argv[1:7]
+def tests(name):
+    try: t = open(os.path.join(out, name)).read()
+    except OSError: return "not run"
+    m = re.search(r"\[==========\] (\d+) tests? from .* ran", t)
+    p = re.search(r"\[  PASSED  \] (\d+)", t)
+    f = re.findall(r"^\[  FAILED  \] (\S+)", t, re.M)
+    s = re.search(r"\[  SKIPPED \] (\d+)", t)
+    return "%s ran, %s passed, %s skipped, %d failed %s" % (
+        m.group(1) if m else "?", p.group(1) if p else "0", s.group(1) if s else "0",
+        len(set(f)), " ".join(sorted(set(f)))[:200])
+print("| check | result |")
+print("|---|---|")
+print("| host tests of device math | %s |" % tests("test_cuda_host.txt"))
+print("| GPU tests | %s |" % tests("test_gpu.txt"))
+print("| RL run, quickstart 10 steps on cuda | %s, %.1f s |" % ("ok" if rl_rc == "0" else "FAILED rc=" + rl_rc, float(rl_s)))
+print()
+print("| audit (A vs B) | flips % (mean over layers) | tokens with a flip % | KL (k3) | max abs dlogp |")
+print("|---|---|---|---|---|")
+for name in ["emulated_fp8_vs_bf16", "gpu_fp8_vs_bf16", "fp8_cpu_vs_gpu", "bf16_cpu_vs_gpu", "fp32_cpu_vs_gpu"]:
+    try: a = json.load(open(os.path.join(out, "audit_%s.json" % name)))
+    except Exception: print("| %s | failed | | | |" % name); continue
+    fr = a.get("flip_rate", [])
+    print("| %s | %.3f | %.2f | %.3g | %.3g |" % (name, 100 * (sum(fr) / len(fr) if fr else 0.0),
+          100 * a.get("any_flip_share", 0.0), a.get("k3", float("nan")), a.get("max_abs_dlogp", float("nan"))))
+print()
+try:
+    b = json.load(open(os.path.join(out, "bench_cuda.json")))
+    print("| bench (cuda) | total s | rollout s | train s |")
+    print("|---|---|---|---|")
+    for st in b.get("steps", []):
+        print("| %s / %s | %.3f | %.3f | %.3f |" % (st.get("rollout_profile"), st.get("train_profile"),
+              st.get("total_s", 0), st.get("rollout_s", 0), st.get("train_s", 0)))
+    print("GEMM ceiling: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s; %s" % (b.get("ceiling_blas_gflops", 0),
+          b.get("ceiling_own_gflops", 0), b.get("blas", "")))
+except Exception as e:
+    print("bench: not available (%s), rc=%s" % (e, bench_rc))
+PY
+[ "$gpu_rc" = 0 ] && [ "$host_rc" = 0 ] && [ "$rl_rc" = 0 ]

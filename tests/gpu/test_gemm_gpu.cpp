@@ -1,0 +1,328 @@
+// test_gemm_gpu.cpp — the CUDA linear layer (kernels/cuda/gemm.cu) against the CPU's linear layer
+// under the same LinearNumerics. Skipped where no CUDA device is present.
+//
+// Both sides multiply the same quantised operands (the scales and codes are bit-identical: see
+// tests/cuda_host/test_gemm_hd.cpp); they differ only in how the K products are summed. A sum of
+// K terms whose every addition rounds with relative error ≤ u is off by at most (K−1)·u·Σ|a'||w'|
+// (first order; a', w' the quantised operands), so each output is checked against
+//   tol = (K + S + 2) · u · Σ_k |a'_k||w'_k|   (S split-K chunk adds, 2 scale multiplies)
+// with u the unit roundoff of the accumulator that really runs:
+//   fp32 pedantic SGEMM:        u = 2^-24 (IEEE FP32, no TF32);
+//   bf16/fp16 tensor cores:     u = 2^-22 (FP32 accumulation; the MMA's internal adds are not
+//                               IEEE round-to-nearest, allow two bits);
+//   FP8 tensor cores (Hopper):  u = 2^-12 (the accumulator keeps ~14 bits, DeepSeek-V3 §3.3.2,
+//                               between cuBLASLt's promotions to FP32; allow one more bit).
+// A wrong index, scale or padding errs by O(Σ|a'||w'|) and fails every one of these.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_test.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/linear.h"
+#include "kernels/precision.h"
+#include "kernels/rng.h"
+
+#if MOERL_HAVE_NCCL
+#include "sim/nccl_collectives.h"
+#endif
+
+namespace moerl {
+namespace {
+
+std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
+  Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {n}));
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.normal() * scale;
+  return v;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+}
+
+double unit_roundoff(Format f) {
+  switch (f) {
+    case Format::fp32: return std::ldexp(1.0, -24);
+    case Format::bf16:
+    case Format::fp16: return std::ldexp(1.0, -22);
+    case Format::fp8_e4m3:
+    case Format::fp8_e5m2: return std::ldexp(1.0, -12);
+  }
+  return 1.0;
+}
+
+struct Case {
+  int M, N, K;
+  LinearNumerics nm;
+};
+
+std::string label(const Case& c) {
+  return std::string(format_name(c.nm.format)) + " act " + scaling_name(c.nm.act_scaling) + " w " +
+         scaling_name(c.nm.weight_scaling) + " B " + std::to_string(c.nm.scale_block) + " order " +
+         reduce_order_name(c.nm.reduce.order) + (c.nm.reduce.atomics ? " atomics" : "") + " M " +
+         std::to_string(c.M) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K);
+}
+
+// Σ_k |a'_mk||w'_nk| over the quantised operands (the CPU's quantisation).
+std::vector<double> abs_products(const std::vector<float>& x, const std::vector<float>& w, const Case& c) {
+  std::vector<float> xq(x.size()), wq(w.size());
+  const LinearNumerics& nm = c.nm;
+  quantize_matrix(xq.data(), nullptr, x.data(), c.M, c.K, nm.format,
+                  nm.format == Format::fp32 ? Scaling::none : nm.act_scaling, 1, nm.scale_block);
+  quantize_matrix(wq.data(), nullptr, w.data(), c.N, c.K, nm.format,
+                  nm.format == Format::fp32 ? Scaling::none : nm.weight_scaling, nm.scale_block, nm.scale_block);
+  std::vector<double> s(static_cast<size_t>(c.M) * c.N, 0.0);
+  for (int m = 0; m < c.M; ++m)
+    for (int n = 0; n < c.N; ++n) {
+      double acc = 0.0;
+      for (int k = 0; k < c.K; ++k)
+        acc += std::fabs(static_cast<double>(xq[static_cast<size_t>(m) * c.K + k]) * wq[static_cast<size_t>(n) * c.K + k]);
+      s[static_cast<size_t>(m) * c.N + n] = acc;
+    }
+  return s;
+}
+
+std::vector<float> cpu_forward(const std::vector<float>& x, const std::vector<float>& w, const Case& c) {
+  PackedWeight pw;
+  linear_pack_weight(&pw, w.data(), c.N, c.K, c.nm);
+  std::vector<float> y(static_cast<size_t>(c.M) * c.N, NAN);
+  linear_forward(y.data(), x.data(), pw, c.M, c.nm);
+  return y;
+}
+
+std::vector<float> gpu_forward(const std::vector<float>& x, const std::vector<float>& w, const Case& c) {
+  PackedWeight pw;
+  cuda::linear_pack_weight(&pw, w.data(), c.N, c.K, c.nm);
+  std::vector<float> y(static_cast<size_t>(c.M) * c.N, NAN);
+  cuda::linear_forward(y.data(), x.data(), pw, c.M, c.nm);
+  return y;
+}
+
+// Every output within tol = (K + S + 2)·u·Σ|a'||w'| (+ a few FP32 subnormal quanta).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::vector<double>& absprod,
+                  const Case& c, int split, Format acc_format) {
+  const double u = unit_roundoff(acc_format);
+  int bad = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double tol = (c.K + split + 2) * u * absprod[i] + 1e-40;
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(err <= tol)) {
+      if (++bad <= 3)
+        ADD_FAILURE() << label(c) << ": out[" << i << "] gpu " << got[i] << " cpu " << want[i] << " err " << err
+                      << " tol " << tol;
+    }
+    if (absprod[i] > 0) worst = std::max(worst, err / (absprod[i] * u));
+  }
+  EXPECT_EQ(bad, 0) << label(c) << " (worst error " << worst << " u·Σ|a'||w'|)";
+}
+
+LinearNumerics numerics(Format f, Scaling act, Scaling weight, int block = 128) {
+  LinearNumerics nm;
+  nm.format = f;
+  nm.act_scaling = act;
+  nm.weight_scaling = weight;
+  nm.scale_block = block;
+  nm.reduce.key.seed = 99;
+  nm.reduce.key.layer = 1;
+  nm.reduce.key.site = 2;
+  return nm;
+}
+
+void check_against_cpu(Case c, uint64_t seed) {
+  const auto x = randn(static_cast<size_t>(c.M) * c.K, seed, 2.0f);
+  const auto w = randn(static_cast<size_t>(c.N) * c.K, seed + 1, 0.1f);
+  const auto want = cpu_forward(x, w, c);
+  const auto got = gpu_forward(x, w, c);
+  const int split = reduce_effective_split(c.nm.reduce, c.M, c.K);
+  expect_close(got, want, abs_products(x, w, c), c, split, c.nm.format);
+}
+
+// fp32: the pedantic SGEMM is within (K+3)·2^-24·Σ|a||w| of the CPU's FMA chain.
+TEST(GemmGpu, Fp32PedanticCloseToCpu) {
+  MOERL_REQUIRE_GPU();
+  for (int K : {5, 64, 300}) check_against_cpu({37, 70, K, numerics(Format::fp32, Scaling::none, Scaling::none)}, 1);
+}
+
+// Every low-precision format and scaling (shapes not multiples of 16 nor of the block: padding,
+// partial blocks) against the CPU's emulation of the same numerics.
+TEST(GemmGpu, QuantisedFormatsMatchCpuEmulation) {
+  MOERL_REQUIRE_GPU();
+  const Format formats[] = {Format::bf16, Format::fp16, Format::fp8_e4m3, Format::fp8_e5m2};
+  struct Sc {
+    Scaling act, w;
+  };
+  const Sc scalings[] = {{Scaling::none, Scaling::none},  {Scaling::tensor, Scaling::tensor},
+                         {Scaling::row, Scaling::row},    {Scaling::block, Scaling::block},
+                         {Scaling::row, Scaling::tensor}, {Scaling::tensor, Scaling::block}};
+  for (Format f : formats)
+    for (const Sc& s : scalings) {
+      check_against_cpu({37, 70, 300, numerics(f, s.act, s.w, 128)}, 2);
+      check_against_cpu({3, 20, 40, numerics(f, s.act, s.w, 16)}, 3);
+    }
+}
+
+// split_k and batch-variant splits: same tolerance plus the chunk adds.
+TEST(GemmGpu, SplitKMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  for (Format f : {Format::fp32, Format::bf16, Format::fp8_e4m3})
+    for (Scaling s : {Scaling::row, Scaling::block}) {
+      Case c{20, 48, 512, numerics(f, f == Format::fp32 ? Scaling::none : s, f == Format::fp32 ? Scaling::none : s)};
+      c.nm.reduce.order = ReduceOrder{OrderKind::split_k, 4};
+      check_against_cpu(c, 4);
+      c.nm.reduce.batch_invariant = false;  // ×4 for M < 64: 16 chunks (clamped to the K-blocks)
+      check_against_cpu(c, 5);
+    }
+}
+
+// Deterministic split-K: the same bits on every run; atomics: within tolerance of it.
+TEST(GemmGpu, DeterministicSplitKBitIdenticalAndAtomicsClose) {
+  MOERL_REQUIRE_GPU();
+  for (Format f : {Format::fp32, Format::fp8_e4m3}) {
+    Case c{64, 96, 1024, numerics(f, f == Format::fp32 ? Scaling::none : Scaling::row,
+                                  f == Format::fp32 ? Scaling::none : Scaling::row)};
+    c.nm.reduce.order = ReduceOrder{OrderKind::split_k, 8};
+    const auto x = randn(static_cast<size_t>(c.M) * c.K, 6, 1.0f);
+    const auto w = randn(static_cast<size_t>(c.N) * c.K, 7, 1.0f);
+    const auto first = gpu_forward(x, w, c);
+    for (int run = 0; run < 3; ++run) EXPECT_TRUE(bits_equal(gpu_forward(x, w, c), first)) << label(c) << " run " << run;
+    Case a = c;
+    a.nm.reduce.atomics = true;
+    const auto atomic = gpu_forward(x, w, a);
+    // Same partials, another order of the 8 chunk adds: 8·2^-24 relative to Σ|partials| ≤ Σ|a'||w'|.
+    const auto absprod = abs_products(x, w, c);
+    int bad = 0;
+    for (size_t i = 0; i < atomic.size(); ++i)
+      bad += !(std::fabs(static_cast<double>(atomic[i]) - first[i]) <= 8 * std::ldexp(1.0, -24) * absprod[i] + 1e-40);
+    EXPECT_EQ(bad, 0) << label(a);
+  }
+}
+
+// The grouped form is the per-expert calls (key.call offset by the expert), bit for bit; empty
+// experts are skipped.
+TEST(GemmGpu, GroupedEqualsPerExpertCalls) {
+  MOERL_REQUIRE_GPU();
+  const int E = 4, N = 40, K = 160;
+  const int offsets[E + 1] = {0, 13, 13, 40, 45};
+  for (Format f : {Format::fp32, Format::bf16, Format::fp8_e4m3}) {
+    LinearNumerics nm = numerics(f, f == Format::fp32 ? Scaling::none : Scaling::tensor,
+                                 f == Format::fp32 ? Scaling::none : Scaling::block, 32);
+    nm.reduce.order = ReduceOrder{OrderKind::split_k, 3};
+    std::vector<PackedWeight> pw(E);
+    for (int e = 0; e < E; ++e) {
+      const auto w = randn(static_cast<size_t>(N) * K, 20 + e, 0.2f);
+      cuda::linear_pack_weight(&pw[e], w.data(), N, K, nm);
+    }
+    const auto x = randn(static_cast<size_t>(offsets[E]) * K, 8);
+    std::vector<float> grouped(static_cast<size_t>(offsets[E]) * N, NAN);
+    cuda::linear_forward_grouped(grouped.data(), x.data(), pw.data(), offsets, E, nm);
+    std::vector<float> single(grouped.size(), NAN);
+    for (int e = 0; e < E; ++e) {
+      const int Me = offsets[e + 1] - offsets[e];
+      if (Me == 0) continue;
+      LinearNumerics ne = nm;
+      ne.reduce.key.call += static_cast<uint64_t>(e);
+      cuda::linear_forward(single.data() + static_cast<size_t>(offsets[e]) * N,
+                           x.data() + static_cast<size_t>(offsets[e]) * K, pw[e], Me, ne);
+    }
+    EXPECT_TRUE(bits_equal(grouped, single)) << format_name(f);
+  }
+}
+
+// Backward: '+=' into nonzero gradients, within (reduction length + 2)·2^-24·(Σ|terms| + |initial|).
+TEST(GemmGpu, BackwardMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  const int M = 33, N = 50, K = 70;
+  const auto dout = randn(static_cast<size_t>(M) * N, 30);
+  const auto inp = randn(static_cast<size_t>(M) * K, 31);
+  const auto w = randn(static_cast<size_t>(N) * K, 32);
+  const auto dinp0 = randn(static_cast<size_t>(M) * K, 33);
+  const auto dw0 = randn(static_cast<size_t>(N) * K, 34);
+  auto dinp_cpu = dinp0, dw_cpu = dw0, dinp_gpu = dinp0, dw_gpu = dw0;
+  linear_backward(dinp_cpu.data(), dw_cpu.data(), dout.data(), inp.data(), w.data(), M, N, K);
+  cuda::linear_backward(dinp_gpu.data(), dw_gpu.data(), dout.data(), inp.data(), w.data(), M, N, K);
+  const double u = std::ldexp(1.0, -24);
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) {
+      double s = std::fabs(dinp0[m * K + k]);
+      for (int n = 0; n < N; ++n) s += std::fabs(static_cast<double>(dout[m * N + n]) * w[n * K + k]);
+      ASSERT_NEAR(dinp_gpu[m * K + k], dinp_cpu[m * K + k], (N + 2) * u * s) << "dinp " << m << "," << k;
+    }
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) {
+      double s = std::fabs(dw0[n * K + k]);
+      for (int m = 0; m < M; ++m) s += std::fabs(static_cast<double>(dout[m * N + n]) * inp[m * K + k]);
+      ASSERT_NEAR(dw_gpu[n * K + k], dw_cpu[n * K + k], (M + 2) * u * s) << "dweight " << n << "," << k;
+    }
+  // A null gradient is skipped; the other is still accumulated.
+  auto only_dw = dw0;
+  cuda::linear_backward(nullptr, only_dw.data(), dout.data(), inp.data(), w.data(), M, N, K);
+  EXPECT_TRUE(bits_equal(only_dw, dw_gpu));
+}
+
+TEST(GemmGpu, GroupedBackwardMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  const int E = 3, N = 24, K = 40;
+  const int offsets[E + 1] = {0, 10, 10, 31};
+  const int M = offsets[E];
+  const auto dout = randn(static_cast<size_t>(M) * N, 40);
+  const auto inp = randn(static_cast<size_t>(M) * K, 41);
+  const auto w = randn(static_cast<size_t>(E) * N * K, 42);
+  auto dinp_cpu = randn(static_cast<size_t>(M) * K, 43), dw_cpu = randn(static_cast<size_t>(E) * N * K, 44);
+  auto dinp_gpu = dinp_cpu, dw_gpu = dw_cpu;
+  linear_backward_grouped(dinp_cpu.data(), dw_cpu.data(), dout.data(), inp.data(), w.data(), offsets, E, N, K);
+  cuda::linear_backward_grouped(dinp_gpu.data(), dw_gpu.data(), dout.data(), inp.data(), w.data(), offsets, E, N, K);
+  // |values| ~ 1, at most max(M, N) + 1 terms of size ~ 1..10: 2^-24·(64·10) ≈ 4e-5 is generous.
+  for (size_t i = 0; i < dinp_cpu.size(); ++i) ASSERT_NEAR(dinp_gpu[i], dinp_cpu[i], 4e-5) << "dinp " << i;
+  for (size_t i = 0; i < dw_cpu.size(); ++i) ASSERT_NEAR(dw_gpu[i], dw_cpu[i], 4e-5) << "dweight " << i;
+  // Expert 1 has no rows: its dweight slice is untouched.
+  const auto dw_init = randn(static_cast<size_t>(E) * N * K, 44);
+  for (int i = 0; i < N * K; ++i) ASSERT_EQ(dw_gpu[N * K + i], dw_init[N * K + i]);
+}
+
+// Pack errors: a CPU-packed weight and a format mismatch are refused.
+TEST(GemmGpu, RejectsForeignWeights) {
+  MOERL_REQUIRE_GPU();
+  const auto w = randn(16 * 16, 50);
+  const auto x = randn(4 * 16, 51);
+  std::vector<float> y(4 * 16);
+  LinearNumerics nm;
+  PackedWeight cpu_packed;
+  linear_pack_weight(&cpu_packed, w.data(), 16, 16, nm);
+  EXPECT_THROW(cuda::linear_forward(y.data(), x.data(), cpu_packed, 4, nm), std::invalid_argument);
+  PackedWeight pw;
+  cuda::linear_pack_weight(&pw, w.data(), 16, 16, nm);
+  LinearNumerics other = nm;
+  other.format = Format::bf16;
+  EXPECT_THROW(cuda::linear_forward(y.data(), x.data(), pw, 4, other), std::invalid_argument);
+}
+
+TEST(GemmGpu, DescribeAndMeasure) {
+  MOERL_REQUIRE_GPU();
+  const std::string d = cuda::gemm_describe();
+  EXPECT_NE(d.find("fp8_e4m3"), std::string::npos) << d;
+  std::printf("gemm_describe: %s\n", d.c_str());
+  for (Format f : {Format::fp32, Format::bf16, Format::fp8_e4m3}) {
+    const double t = cuda::gemm_measure_tflops(1024, f, 0.05);
+    std::printf("gemm_measure_tflops(1024, %s) = %.1f\n", format_name(f), t);
+    EXPECT_GT(t, 0.0) << format_name(f);
+  }
+}
+
+#if MOERL_HAVE_NCCL
+// Compile-and-link check of the NCCL dispatcher (a run needs MPI ranks with GPUs: see docs/gpu.md).
+TEST(GemmGpu, NcclFactoryLinks) {
+  MOERL_REQUIRE_GPU();
+  std::unique_ptr<Collectives> (*factory)(MPI_Comm, Collectives*) = &make_nccl_collectives;
+  EXPECT_NE(factory, nullptr);
+}
+#endif
+
+}  // namespace
+}  // namespace moerl
