@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <type_traits>
 
 namespace moerl {
 
@@ -131,16 +132,59 @@ inline __m512i round_bits_v(__m512i u) {
   r = _mm512_mask_or_epi32(r, nan, a, _mm512_set1_epi32(0x00400000));
   return _mm512_or_si512(r, sign);
 }
+
+// round_bits_v<E4m3> by FP arithmetic, the same bits in a third of the operations (the FP8
+// operands of every fp8-rollout GEMM call go through it): saturate first (anything beyond ±448
+// rounds to ±448 in the reference too; the operand order of min/max passes NaN through), then
+// add and subtract σ = 1.5·2^(max(e, −6) + 20), e = y's exponent: σ's ulp 2^(max(e, −6) − 3) is
+// E4M3's spacing at y (4 significant bits in the normal range, the fixed quantum 2^−9 below it),
+// y + σ stays in σ's binade, so the adder rounds y to that spacing, to nearest even (σ is an even
+// multiple of its ulp), and subtracting σ is exact (Sterbenz). NaN passes both adds quieted with
+// its payload (x86 returns the NaN operand), as the reference quiets it. The sign is ORed back:
+// what rounds to zero is −0 when y is negative, as in the reference.
+inline __m512 round_e4m3_fp_v(__m512 y) {
+  const __m512 lim = _mm512_set1_ps(448.0f);
+  y = _mm512_min_ps(lim, _mm512_max_ps(_mm512_set1_ps(-448.0f), y));
+  const __m512i u = _mm512_castps_si512(y);
+  const __m512i e = _mm512_max_epu32(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)),
+                                     _mm512_set1_epi32(E4m3::kEminB << 23));
+  const __m512 sigma = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32((20 << 23) | 0x400000)));
+  const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, sigma), sigma);
+  // r | (u & sign): ternary-logic table of (a | (b & c)) for a = r, b = u, c = the sign mask
+  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
+      _mm512_castps_si512(r), u, _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xF8));
+}
+
+// round_bits_v<Bf16> in fewer steps: bf16 has FP32's exponent range, so there is no subnormal
+// case and the sign needs no masking off (the rounding carry of a non-NaN magnitude ends at
+// 0x7F800000 at most, inf: the IEEE overflow). Only NaN takes the other branch (quiet, payload
+// kept).
+inline __m512 round_bf16_v(__m512 y) {
+  const __m512i u = _mm512_castps_si512(y);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+  r = _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  const __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
+  return _mm512_castsi512_ps(_mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000)));
+}
+
+template <class F>
+inline __m512 round_v(__m512 y) {
+  if constexpr (std::is_same_v<F, E4m3>) {
+    return round_e4m3_fp_v(y);
+  } else if constexpr (std::is_same_v<F, Bf16>) {
+    return round_bf16_v(y);
+  } else {
+    return _mm512_castsi512_ps(round_bits_v<F>(_mm512_castps_si512(y)));
+  }
+}
 #endif
 
 template <class F>
 void round_loop(float* x, int64_t n) {
   int64_t i = 0;
 #ifdef __AVX512F__
-  for (; i + 16 <= n; i += 16) {
-    const __m512i u = _mm512_loadu_si512(x + i);
-    _mm512_storeu_si512(x + i, round_bits_v<F>(u));
-  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, round_v<F>(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) x[i] = round_one<F>(x[i]);
 }
@@ -152,8 +196,7 @@ void scale_round_loop(float* out, const float* x, int64_t n, float scale) {
 #ifdef __AVX512F__
   const __m512 sv = _mm512_set1_ps(scale);
   for (; i + 16 <= n; i += 16) {
-    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), sv);
-    const __m512 r = _mm512_castsi512_ps(round_bits_v<F>(_mm512_castps_si512(q)));
+    const __m512 r = round_v<F>(_mm512_div_ps(_mm512_loadu_ps(x + i), sv));
     _mm512_storeu_ps(out + i, _mm512_mul_ps(r, sv));
   }
 #endif

@@ -81,13 +81,6 @@ NcclCollectives::NcclCollectives(MPI_Comm comm, Collectives* host) : host_(host)
   mpi_check(MPI_Comm_size(comm, &size_), "MPI_Comm_size");
   if (host->size() != size_ || host->rank() != rank_)
     throw std::invalid_argument("NcclCollectives: host collectives are not over the same group");
-  // This rank's device: its index among the group's ranks on this node.
-  MPI_Comm node = MPI_COMM_NULL;
-  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-            "MPI_Comm_split_type");
-  int local_rank = 0;
-  mpi_check(MPI_Comm_rank(node, &local_rank), "MPI_Comm_rank");
-  MPI_Comm_free(&node);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess) {
     cudaGetLastError();
@@ -97,8 +90,11 @@ NcclCollectives::NcclCollectives(MPI_Comm comm, Collectives* host) : host_(host)
   int ok = devices > 0 ? 1 : 0, all_ok = 0;
   mpi_check(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
   if (!all_ok) throw std::runtime_error("NcclCollectives: a rank of the group has no CUDA device");
-  device_ = local_rank % devices;
-  MOERL_CUDA_CHECK(cudaSetDevice(device_));
+  // The device this thread is bound to: cuda::select_device(local rank among ALL the node's ranks,
+  // sim/comms.cpp), which backend_select runs first. Picking by the rank within `comm` instead
+  // would move a rank of a DP×EP grid off its backend's GPU (two ranks on one GPU, others idle).
+  MOERL_CUDA_CHECK(cudaGetDevice(&device_));
+  MOERL_CUDA_CHECK(cudaSetDevice(device_));  // creates the context now, before the bootstrap
   // Rank 0's id, with whether creating it worked, to every rank.
   struct {
     int ok;

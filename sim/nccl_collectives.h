@@ -1,10 +1,11 @@
 // nccl_collectives.h — models/collectives.h with the expert-parallel all-to-alls on NCCL (one GPU per
 // rank), for the CUDA backend on a GPU cluster. Built only where NCCL is found (MOERL_HAVE_NCCL).
 //
-// Bootstrap: over the MPI communicator of the group, every rank picks its GPU (its rank among the
-// group's ranks on the same node, modulo the node's device count: cudaSetDevice), rank 0 creates the
-// NCCL id and broadcasts it with MPI, and every rank joins with ncclCommInitRank. Construct it before
-// any other CUDA work of the process, so that everything runs on the rank's device.
+// Bootstrap: over the MPI communicator of the group, every rank uses the GPU its thread is bound to
+// (cuda::select_device, which backend_select runs: the rank's index among all ranks of its node,
+// modulo the node's device count — construct this after it, on the same thread), rank 0 creates the
+// NCCL id and broadcasts it with MPI, and every rank joins with ncclCommInitRank. Two ranks of the
+// group on one GPU make ncclCommInitRank fail ("duplicate GPU").
 //
 // alltoallv / alltoall take and return HOST pointers like every collective of this interface: the
 // send buffer is staged to the device, one grouped ncclSend/ncclRecv per peer moves it

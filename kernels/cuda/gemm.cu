@@ -860,7 +860,9 @@ std::string gemm_describe() {
 double gemm_measure_tflops(int n, Format format, double min_seconds) {
   if (n <= 0 || device_count() == 0) return 0.0;
   const int64_t nn = static_cast<int64_t>(n) * n;
-  DeviceBuffer<float> a(static_cast<size_t>(nn)), b(static_cast<size_t>(nn)), c(static_cast<size_t>(nn));
+  // c holds n rows of ld Np: the low-precision GEMM writes the weight's padded rows too.
+  DeviceBuffer<float> a(static_cast<size_t>(nn)), b(static_cast<size_t>(nn)),
+      c(static_cast<size_t>(n) * gemm_round_up(n, kGemmAlign));
   fill_kernel<<<grid_of(nn), kThreads>>>(a.get(), nn, 1);
   fill_kernel<<<grid_of(nn), kThreads>>>(b.get(), nn, 1ull << 40);
   MOERL_CUDA_LAUNCHED();
