@@ -11,7 +11,9 @@
 // backend per op within each format's tolerance (tests/gpu), not bit for bit.
 //
 // Adding an op (as in ggml): the Op enum and op_name table below (a static_assert keeps them in
-// step), a pure virtual here, the CPU and CUDA implementations, and a case in tests/gpu.
+// step), a pure virtual here and its forwarding in backend_ops.h, the function in CpuOps
+// (backend.cpp) and CudaOps (cuda/backend_cuda.cpp) — the compiler rejects a backend missing it —
+// the counting backend of tests/models/test_backend.cpp, and a case in tests/gpu.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,9 @@
-// backend_cuda.cpp — the CUDA backend: each op forwards to kernels/cuda/ops.h or gemm.h.
+// backend_cuda.cpp — the CUDA backend: OpsBackend over kernels/cuda/ops.h and gemm.h.
 #include "kernels/cuda/backend_cuda.h"
 
 #include <stdexcept>
 
+#include "kernels/backend_ops.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/ops.h"
@@ -10,112 +11,41 @@
 namespace moerl::cuda {
 
 namespace {
-class CudaBackend final : public Backend {
- public:
-  BackendKind kind() const override { return BackendKind::cuda; }
-  std::string describe() const override {
+struct CudaOps {
+  static constexpr BackendKind kind = BackendKind::cuda;
+  static std::string describe() {
     return "cuda: " + device_description() + "; " + gemm_describe();
   }
-  void embedding_forward(float* out, const int32_t* tokens, const float* table, int N,
-                         int D) const override {
-    cuda::embedding_forward(out, tokens, table, N, D);
-  }
-  void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N,
-                          int D) const override {
-    cuda::embedding_backward(dtable, dout, tokens, N, D);
-  }
-  void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N,
-                       int D, float eps, const ReduceCtx& ctx) const override {
-    cuda::rmsnorm_forward(out, rstd, inp, weight, N, D, eps, ctx);
-  }
-  void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                        const float* weight, const float* rstd, int N, int D) const override {
-    cuda::rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, D);
-  }
-  void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh,
-                    float theta) const override {
-    cuda::rope_forward(x, pos, N, H, Dh, theta);
-  }
-  void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh,
-                     float theta) const override {
-    cuda::rope_backward(dx, pos, N, H, Dh, theta);
-  }
-  void attention_forward(float* out, float* att, const float* q, const float* k, const float* v,
-                         int B, int T, int H, int Dh, const ReduceCtx& ctx) const override {
-    cuda::attention_forward(out, att, q, k, v, B, T, H, Dh, ctx);
-  }
-  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
-                          const float* q, const float* k, const float* v, int B, int T, int H,
-                          int Dh) const override {
-    cuda::attention_backward(dq, dk, dv, dout, att, q, k, v, B, T, H, Dh);
-  }
-  void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
-                        const int32_t* len, int B, int Tmax, int H, int Dh,
-                        const ReduceCtx& ctx) const override {
-    cuda::attention_decode(out, q, kcache, vcache, len, B, Tmax, H, Dh, ctx);
-  }
-  void softmax_forward(float* out, const float* x, int N, int C) const override {
-    cuda::softmax_forward(out, x, N, C);
-  }
-  void log_softmax_forward(float* out, const float* x, int N, int C) const override {
-    cuda::log_softmax_forward(out, x, N, C);
-  }
-  void softmax_backward(float* dx, const float* dy, const float* y, int N, int C) const override {
-    cuda::softmax_backward(dx, dy, y, N, C);
-  }
-  void swiglu_forward(float* out, const float* gate, const float* up, int N,
-                      int F) const override {
-    cuda::swiglu_forward(out, gate, up, N, F);
-  }
-  void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                       const float* up, int N, int F) const override {
-    cuda::swiglu_backward(dgate, dup, dout, gate, up, N, F);
-  }
-  void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
-                    TieBreak tie, const NoiseKey& key) const override {
-    cuda::topk_forward(ids, vals, scores, N, E, K, tie, key);
-  }
-  void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N,
-                       int V) const override {
-    cuda::logprob_forward(logp, logits, targets, N, V);
-  }
-  void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
-                        const int32_t* targets, int N, int V) const override {
-    cuda::logprob_backward(dlogits, dlogp, logits, targets, N, V);
-  }
-  void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip,
-                    float beta1, float beta2, double bc1, double bc2, float lr, float decay,
-                    float eps) const override {
-    cuda::adamw_update(w, m, v, g, n, clip, beta1, beta2, bc1, bc2, lr, decay, eps);
-  }
-  void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
-                          const LinearNumerics& nm) const override {
-    cuda::linear_pack_weight(out, weight, N, K, nm);
-  }
-  void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
-                      const LinearNumerics& nm) const override {
-    cuda::linear_forward(out, inp, w, M, nm);
-  }
-  void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
-                              const int* offsets, int E, const LinearNumerics& nm) const override {
-    cuda::linear_forward_grouped(out, inp, w, offsets, E, nm);
-  }
-  void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int M, int N, int K) const override {
-    cuda::linear_backward(dinp, dweight, dout, inp, weight, M, N, K);
-  }
-  void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
-                               const float* weight, const int* offsets, int E, int N,
-                               int K) const override {
-    cuda::linear_backward_grouped(dinp, dweight, dout, inp, weight, offsets, E, N, K);
-  }
+  static constexpr auto embedding_forward = &cuda::embedding_forward;
+  static constexpr auto embedding_backward = &cuda::embedding_backward;
+  static constexpr auto rmsnorm_forward = &cuda::rmsnorm_forward;
+  static constexpr auto rmsnorm_backward = &cuda::rmsnorm_backward;
+  static constexpr auto rope_forward = &cuda::rope_forward;
+  static constexpr auto rope_backward = &cuda::rope_backward;
+  static constexpr auto attention_forward = &cuda::attention_forward;
+  static constexpr auto attention_backward = &cuda::attention_backward;
+  static constexpr auto attention_decode = &cuda::attention_decode;
+  static constexpr auto softmax_forward = &cuda::softmax_forward;
+  static constexpr auto log_softmax_forward = &cuda::log_softmax_forward;
+  static constexpr auto softmax_backward = &cuda::softmax_backward;
+  static constexpr auto swiglu_forward = &cuda::swiglu_forward;
+  static constexpr auto swiglu_backward = &cuda::swiglu_backward;
+  static constexpr auto topk_forward = &cuda::topk_forward;
+  static constexpr auto logprob_forward = &cuda::logprob_forward;
+  static constexpr auto logprob_backward = &cuda::logprob_backward;
+  static constexpr auto adamw_update = &cuda::adamw_update;
+  static constexpr auto linear_pack_weight = &cuda::linear_pack_weight;
+  static constexpr auto linear_forward = &cuda::linear_forward;
+  static constexpr auto linear_forward_grouped = &cuda::linear_forward_grouped;
+  static constexpr auto linear_backward = &cuda::linear_backward;
+  static constexpr auto linear_backward_grouped = &cuda::linear_backward_grouped;
 };
 }  // namespace
 
 const Backend& cuda_backend() {
   if (device_count() == 0)
     throw std::runtime_error("cuda backend: " + device_description());
-  static const CudaBackend b;
+  static const OpsBackend<CudaOps> b;
   return b;
 }
 
