@@ -302,8 +302,10 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
            100.0 * rep.flops_train / base->train_s * 1e-9 / rep.ceiling, 50.0, true, "%");
     target("rollout fp32: time / FLOP floor", base->rollout_s / (rep.flops_rollout / (rep.ceiling * 1e9)),
            3.0, false, "x");
+    // A profile's cost: its whole RL step against fp32-ref's, and each phase alone (stricter).
     for (const BenchStep& st : rep.steps) {
       if (&st == base || st.rollout_profile != st.train_profile) continue;
+      target("RL step " + st.rollout_profile + " / fp32-ref", st.total_s / base->total_s, 1.5, false, "x");
       target("rollout " + st.rollout_profile + " / rollout fp32-ref", st.rollout_s / base->rollout_s, 1.5,
              false, "x");
       target("train fwd+bwd " + st.train_profile + " / fp32-ref", st.train_s / base->train_s, 1.5, false, "x");

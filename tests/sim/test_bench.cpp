@@ -54,10 +54,16 @@ TEST(Bench, ReportsStepsFlopsRoutingAndTargets) {
   EXPECT_EQ(r.routing_bytes_int32, 2 * 6 * 12 * 2 * 4);
   EXPECT_GT(r.ceiling, 0.0);
   EXPECT_GT(r.peak_rss_mib, 0.0);
-  // peer, train share, rollout floor, and rollout + train for bf16-train and fp8-rollout
-  ASSERT_EQ(r.targets.size(), 7u);
+  // peer, train share, rollout floor, and step + rollout + train for bf16-train and fp8-rollout
+  ASSERT_EQ(r.targets.size(), 9u);
   EXPECT_NEAR(r.targets[0].value, 3.0 / r.step("fp32-ref", "fp32-ref")->total_s, 1e-9);
   EXPECT_EQ(r.targets[0].pass, r.targets[0].value >= 5.0);
+  const BenchStep* f32 = r.step("fp32-ref", "fp32-ref");
+  const BenchStep* f8 = r.step("fp8-rollout", "fp8-rollout");
+  ASSERT_NE(f8, nullptr);
+  EXPECT_EQ(r.targets[6].name, "RL step fp8-rollout / fp32-ref");
+  EXPECT_NEAR(r.targets[6].value, f8->total_s / f32->total_s, 1e-12);
+  EXPECT_EQ(r.targets[6].pass, r.targets[6].value <= 1.5);
 
   const std::string json = bench_format_json(r);
   for (const char* key : {"\"ceiling_gflops\"", "\"steps\"", "\"routing_bytes\"", "\"targets\"", "\"load_begin\"",
