@@ -75,7 +75,7 @@ audit fp32_cpu_vs_gpu fp32-ref cpu fp32-ref cuda
 say "== RL run on the GPU (quickstart, 10 steps)"
 t0=$(date +%s)
 "$M" run scenarios/quickstart.ini --set run.backend=cuda --set rl.steps=10 \
-  --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_cuda.h5" >> "$LOG" 2>  --out "$OUTDIR/rl_cuda.h5" --cache "$OUTDIR/cache" >> "$LOG" 2>&11
+  --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_cuda.h5" >> "$LOG" 2>&1
 rl_rc=$?
 rl_s=$(( $(date +%s) - t0 ))
 
