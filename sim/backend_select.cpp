@@ -31,18 +31,18 @@ int backend_cuda_devices() {
 #endif
 }
 
-const Backend& backend_select(BackendKind kind, int local_rank) {
+const Backend& backend_select(BackendKind kind, int local_rank, const std::string& key) {
   if (kind == BackendKind::cpu) return cpu_backend();
 #if MOERL_HAVE_CUDA
   if (cuda::device_count() == 0)
-    throw std::invalid_argument("run.backend = cuda: " + cuda::device_description() +
+    throw std::invalid_argument(key + " = cuda: " + cuda::device_description() +
                                 " on this node; allowed here: cpu");
   cuda::select_device(local_rank);
   return cuda::cuda_backend();
 #else
   (void)local_rank;
   throw std::invalid_argument(
-      "run.backend = cuda: this moerl was built without the CUDA backend (nvcc was not found at "
+      key + " = cuda: this moerl was built without the CUDA backend (nvcc was not found at "
       "configure time; see docs/gpu.md); allowed here: cpu");
 #endif
 }

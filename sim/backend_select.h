@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -20,8 +21,10 @@ bool backend_cuda_built();
 int backend_cuda_devices();
 
 // The backend of `kind`. cuda: binds device local_rank % (devices on the node) first; throws
-// std::invalid_argument when the build has no CUDA backend or the node has no device.
-const Backend& backend_select(BackendKind kind, int local_rank);
+// std::invalid_argument naming `key` (the option that asked for it) when the build has no CUDA
+// backend or the node has no device.
+const Backend& backend_select(BackendKind kind, int local_rank,
+                              const std::string& key = "run.backend");
 
 // Profile switches that only one backend has: atomics (split-K combined by atomicAdd) needs cuda.
 void backend_check_profiles(BackendKind kind, const std::vector<const NumericsProfile*>& profiles);

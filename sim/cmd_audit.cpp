@@ -139,8 +139,8 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
       throw usage_error("audit: --backend-b " + backend_b + ": must be cpu or cuda");
     backend_check_profiles(kind_a, {&prof_a});
     backend_check_profiles(kind_b, {&prof_b});
-    be_a = &backend_select(kind_a, comms.local_rank);
-    be_b = &backend_select(kind_b, comms.local_rank);
+    be_a = &backend_select(kind_a, comms.local_rank, backend_a.empty() ? "run.backend" : "--backend-a");
+    be_b = &backend_select(kind_b, comms.local_rank, backend_b.empty() ? "run.backend" : "--backend-b");
     model = model_load_checkpoint(checkpoint);
     model->set_parallel(grid.model_parallel(0));
   });
