@@ -96,10 +96,21 @@ TEST(ModelGpu, LowPrecisionProfilesStayCloseToTheEmulation) {
     const Pass c = run_pass(cpu_backend(), p, true);
     const Pass g = run_pass(cuda::cuda_backend(), p, true);
     // Both round operands to the same format with the same scales; the GPU accumulates in its
-    // tensor cores. The gap is of the emulated mismatch's size (bf16: 2^-8 relative per operand,
-    // fp8: 2^-4), far below the log-probs' spread; the bound below is 0.25 nats (fp8) / 0.05 (bf16).
-    const double tol = std::string(name) == "fp8-rollout" ? 0.25 : 0.05;
-    EXPECT_LT(max_abs_diff(c.logp, g.logp), tol) << name;
+    // tensor cores, the emulation in FP32 (bf16) or its 13-bit model (fp8). Where routing agrees
+    // the gap is of the format's rounding (bf16 2^-8, fp8 2^-4 relative per operand); a flipped
+    // token can move by nats (the emulated fp8-vs-bf16 audit shows up to ~5), so the bounds are on
+    // the mean and on the share of large gaps, not on the maximum.
+    const bool fp8 = std::string(name) == "fp8-rollout";
+    double sum = 0.0;
+    int64_t large = 0;
+    for (size_t i = 0; i < c.logp.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(c.logp[i]) - g.logp[i]);
+      sum += d;
+      large += d > 0.5;
+    }
+    const double n = static_cast<double>(c.logp.size());
+    EXPECT_LT(sum / n, fp8 ? 0.05 : 0.01) << name << ": mean |dlogp|";
+    EXPECT_LE(static_cast<double>(large) / n, 0.05) << name << ": share of |dlogp| > 0.5";
     EXPECT_LT(flip_rate(c.ids, g.ids), 0.2) << name;
     for (float x : g.grads) ASSERT_TRUE(std::isfinite(x)) << name;
   }
