@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "../models/model_fixture.h"
 #include "gpu_test.h"
@@ -19,11 +18,9 @@
 namespace moerl {
 namespace {
 
-struct Pass {
-  std::vector<float> logp, grads, gen_logits;
-  std::vector<int32_t> ids;
-};
+using Pass = test::StepOutputs;
 
+// The step and 4 decode steps of a 64-wide model on `be`.
 Pass run_pass(const Backend& be, const NumericsProfile& p, bool moe) {
   ModelConfig cfg = test::tiny_moe_config();
   cfg.d_model = 64; cfg.n_heads = 4; cfg.d_ff = 96; cfg.vocab_size = 37; cfg.max_seq_len = 24;
@@ -32,30 +29,9 @@ Pass run_pass(const Backend& be, const NumericsProfile& p, bool moe) {
   Model m(cfg);
   params_init(&m.params(), cfg, 21);
   m.set_backend(be);
-  const int B = 4, T = 20, P = 8, V = cfg.vocab_size;
-  const auto tok = test::random_tokens(B * T, V, 22);
-  ForwardRequest req;
-  req.tokens = tok.data(); req.B = B; req.T = T; req.profile = &p; req.save_for_backward = true;
-  ForwardResult r;
-  m.forward(&r, req);
-  std::vector<float> dlogp(r.logprobs.size());
-  for (size_t i = 0; i < dlogp.size(); ++i) dlogp[i] = 0.05f * static_cast<float>(i % 7) - 0.15f;
-  m.grads().zero();
-  m.backward(dlogp.data());
-  Pass out{r.logprobs, m.grads().data(), {}, r.topk_ids};
-  GenerationState* st = nullptr;
-  m.generation_begin(&st, B, T, &p);
-  std::vector<float> logits(static_cast<size_t>(B) * V);
-  std::vector<int32_t> prompt(static_cast<size_t>(B) * P), next(B);
-  for (int b = 0; b < B; ++b) std::memcpy(&prompt[b * P], &tok[b * T], sizeof(int32_t) * P);
-  m.generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
-  for (int s = 0; s < 4; ++s) {
-    out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
-    for (int b = 0; b < B; ++b) next[b] = tok[b * T + P + s];
-    m.generation_step(st, logits.data(), nullptr, nullptr, next.data());
-  }
-  m.generation_end(st);
-  return out;
+  const int B = 4, T = 20;
+  return test::forward_backward_generate(m, p, test::random_tokens(B * T, cfg.vocab_size, 22), B, T,
+                                         8, 4);
 }
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -10,21 +10,10 @@
 
 #include "../rl/rl_fixture.h"
 #include "gpu_test.h"
-#include "models/h5io.h"
 #include "sim/run.h"
 
 namespace moerl {
 namespace {
-
-std::vector<double> metric(const std::string& file, const std::string& name) {
-  const H5File f = H5File::open(file);
-  const auto shape = f.shape("metrics/" + name);
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v(static_cast<size_t>(n));
-  f.read("metrics/" + name, shape, v.data());
-  return v;
-}
 
 std::string run_to(const Scenario& s, const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("moerl_gpu_" + std::to_string(::getpid()));
@@ -43,7 +32,7 @@ TEST(RlGpu, ShortRunOnCudaIsFiniteAndReproducible) {
   const Scenario s = test::tiny_scenario({"run.backend=cuda"});
   const std::string a = run_to(s, "a"), b = run_to(s, "b");
   for (const char* m : {"reward_mean", "kl_rollout_train", "loss", "grad_norm"}) {
-    const std::vector<double> va = metric(a, m), vb = metric(b, m);
+    const std::vector<double> va = test::run_metric(a, m), vb = test::run_metric(b, m);
     ASSERT_EQ(va.size(), 3u) << m;
     for (double x : va) EXPECT_TRUE(std::isfinite(x)) << m;
     EXPECT_EQ(va, vb) << m << ": the deterministic GPU path must repeat bit for bit";
@@ -56,7 +45,7 @@ TEST(RlGpu, AtomicsProfileRunsOnCuda) {
       {"run.backend=cuda", "profile.atom.base=fp8-rollout", "profile.atom.gemm_order=split_k:4",
        "profile.atom.atomics=true", "engines.rollout=atom"});
   const std::string a = run_to(s, "atom");
-  for (double x : metric(a, "kl_rollout_train")) EXPECT_TRUE(std::isfinite(x));
+  for (double x : test::run_metric(a, "kl_rollout_train")) EXPECT_TRUE(std::isfinite(x));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // model_fixture.h — small seeded models and inputs shared by the model tests.
 #pragma once
 
+#include <cstring>
 #include <vector>
 
 #include "kernels/rng.h"
@@ -40,6 +41,42 @@ inline NumericsProfile builtin(const char* name) {
   NumericsProfile p;
   profile_builtin(name, &p);
   return p;
+}
+
+// What backends are compared on: one training forward + backward of tok[B, T] (dLoss/dlogp a
+// fixed pattern) and teacher-forced generation of the same tokens (prefill P, then `steps` decode
+// steps), on model m under profile p. Grads start from zero.
+struct StepOutputs {
+  std::vector<float> logp, grads, gen_logits;  // [B, T-1]; the gradient store; [steps+1, B, V]
+  std::vector<int32_t> ids;                    // [L, B*T, K] routing of the training forward
+};
+inline StepOutputs forward_backward_generate(Model& m, const NumericsProfile& p,
+                                             const std::vector<int32_t>& tok, int B, int T, int P,
+                                             int steps) {
+  const int V = m.config().vocab_size;
+  ForwardRequest req;
+  req.tokens = tok.data(); req.B = B; req.T = T; req.profile = &p; req.save_for_backward = true;
+  ForwardResult r;
+  m.forward(&r, req);
+  std::vector<float> dlogp(r.logprobs.size());
+  for (size_t i = 0; i < dlogp.size(); ++i) dlogp[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+  m.grads().zero();
+  m.backward(dlogp.data());
+  StepOutputs out{r.logprobs, m.grads().data(), {}, r.topk_ids};
+  GenerationState* st = nullptr;
+  m.generation_begin(&st, B, T, &p);
+  std::vector<float> logits(static_cast<size_t>(B) * V);
+  std::vector<int32_t> prompt(static_cast<size_t>(B) * P), next(B);
+  for (int b = 0; b < B; ++b) std::memcpy(&prompt[b * P], &tok[b * T], sizeof(int32_t) * P);
+  m.generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
+  for (int s = 0; s < steps; ++s) {
+    out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
+    for (int b = 0; b < B; ++b) next[b] = tok[b * T + P + s];
+    m.generation_step(st, logits.data(), nullptr, nullptr, next.data());
+  }
+  out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
+  m.generation_end(st);
+  return out;
 }
 
 }  // namespace moerl::test

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <array>
-#include <cstring>
 #include <set>
 
 #include "kernels/backend.h"
@@ -69,41 +68,14 @@ class CountingBackend final : public Backend {
 #undef FWD
 };
 
-struct StepOut {
-  std::vector<float> logp, grads, gen_logits;
-};
-
-// One training forward + backward and a prefill + 2 decode steps, on `backend` (null: default).
-StepOut run_step(const ModelConfig& cfg, const Backend* backend) {
+// One training step and 2 decode steps on `backend` (null: the model's default).
+test::StepOutputs run_step(const ModelConfig& cfg, const Backend* backend) {
   Model m(cfg);
   params_init(&m.params(), cfg, 11);
   if (backend) m.set_backend(*backend);
-  const NumericsProfile p = test::builtin("bf16-train");
-  const int B = 3, T = 9, P = 4, V = cfg.vocab_size;
-  const auto tok = test::random_tokens(B * T, V, 12);
-  ForwardRequest req;
-  req.tokens = tok.data(); req.B = B; req.T = T; req.profile = &p; req.save_for_backward = true;
-  ForwardResult r;
-  m.forward(&r, req);
-  std::vector<float> dlogp(r.logprobs.size());
-  for (size_t i = 0; i < dlogp.size(); ++i) dlogp[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
-  m.grads().zero();
-  m.backward(dlogp.data());
-  StepOut out{r.logprobs, m.grads().data(), {}};
-  GenerationState* st = nullptr;
-  m.generation_begin(&st, B, T, &p);
-  std::vector<float> logits(static_cast<size_t>(B) * V);
-  std::vector<int32_t> prompt(static_cast<size_t>(B) * P), next(B);
-  for (int b = 0; b < B; ++b) std::memcpy(&prompt[b * P], &tok[b * T], sizeof(int32_t) * P);
-  m.generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
-  for (int s = 0; s < 2; ++s) {
-    out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
-    for (int b = 0; b < B; ++b) next[b] = tok[b * T + P + s];
-    m.generation_step(st, logits.data(), nullptr, nullptr, next.data());
-  }
-  out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
-  m.generation_end(st);
-  return out;
+  const int B = 3, T = 9;
+  return test::forward_backward_generate(m, test::builtin("bf16-train"),
+                                         test::random_tokens(B * T, cfg.vocab_size, 12), B, T, 4, 2);
 }
 
 TEST(Backend, OpNamesAndParsing) {
@@ -124,9 +96,9 @@ TEST(Backend, EveryModelOpGoesThroughTheBackendAndChangesNoBit) {
   for (bool moe : {true, false}) {
     ModelConfig cfg = test::tiny_moe_config();
     if (!moe) cfg.n_experts = 0;
-    const StepOut plain = run_step(cfg, nullptr);
+    const test::StepOutputs plain = run_step(cfg, nullptr);
     CountingBackend counting;
-    const StepOut seen = run_step(cfg, &counting);
+    const test::StepOutputs seen = run_step(cfg, &counting);
     EXPECT_EQ(plain.logp, seen.logp) << "moe=" << moe;
     EXPECT_EQ(plain.grads, seen.grads);
     EXPECT_EQ(plain.gen_logits, seen.gen_logits);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "models/h5io.h"
 #include "sim/scenario.h"
 
 namespace moerl::test {
@@ -40,6 +41,17 @@ lr = 1e-3
 
 inline Scenario tiny_scenario(const std::vector<std::string>& sets = {}) {
   return Scenario::parse(kTinyScenario, "<tiny>", sets);
+}
+
+// The values of metrics/<name> of a run's results file, flattened.
+inline std::vector<double> run_metric(const std::string& file, const std::string& name) {
+  const H5File f = H5File::open(file);
+  const auto shape = f.shape("metrics/" + name);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(static_cast<size_t>(n));
+  f.read("metrics/" + name, shape, v.data());
+  return v;
 }
 
 }  // namespace moerl::test

@@ -33,16 +33,6 @@ RunSummary run(const Scenario& s, const std::string& out, const std::string& dir
   return run_rl(s, o);
 }
 
-std::vector<double> metric(const std::string& file, const std::string& name) {
-  const H5File f = H5File::open(file);
-  const auto shape = f.shape("metrics/" + name);
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<double> v(static_cast<size_t>(n));
-  f.read("metrics/" + name, shape, v.data());
-  return v;
-}
-
 TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
   const std::string dir = tmp_dir("algos");
   const std::vector<std::vector<std::string>> variants = {
@@ -59,7 +49,7 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
     EXPECT_EQ(sum.status, "complete") << sets.back();
     EXPECT_EQ(sum.steps, 3);
     for (const char* m : {"reward_mean", "loss", "grad_norm", "kl_rollout_train", "entropy", "is_ratio_mean"}) {
-      const auto v = metric(out, m);
+      const auto v = test::run_metric(out, m);
       ASSERT_EQ(v.size(), 3u) << m;
       for (double x : v) EXPECT_TRUE(std::isfinite(x)) << sets.back() << " " << m;
     }
@@ -77,16 +67,16 @@ TEST(RlLoop, IdenticalExactEnginesAreTrulyOnPolicy) {
                                             std::string("rl.temperature=") + temp, "rl.steps=2"});
     const std::string out = dir + "/run.h5";
     run(s, out, dir);
-    for (double x : metric(out, "kl_rollout_train")) EXPECT_EQ(x, 0.0) << temp;
-    for (double x : metric(out, "kl_rollout_train_full")) EXPECT_EQ(x, 0.0) << temp;
-    for (double x : metric(out, "is_ratio_min")) EXPECT_EQ(x, 1.0) << temp;
-    for (double x : metric(out, "is_ratio_max")) EXPECT_EQ(x, 1.0) << temp;
-    for (double x : metric(out, "flip_rate_mean")) EXPECT_EQ(x, 0.0) << temp;
+    for (double x : test::run_metric(out, "kl_rollout_train")) EXPECT_EQ(x, 0.0) << temp;
+    for (double x : test::run_metric(out, "kl_rollout_train_full")) EXPECT_EQ(x, 0.0) << temp;
+    for (double x : test::run_metric(out, "is_ratio_min")) EXPECT_EQ(x, 1.0) << temp;
+    for (double x : test::run_metric(out, "is_ratio_max")) EXPECT_EQ(x, 1.0) << temp;
+    for (double x : test::run_metric(out, "flip_rate_mean")) EXPECT_EQ(x, 0.0) << temp;
   }
   // and the injected mismatch is visible with the default engines (fp8 rollout, bf16 train)
   const Scenario s = test::tiny_scenario({"rl.steps=2"});
   run(s, dir + "/mm.h5", dir);
-  for (double x : metric(dir + "/mm.h5", "kl_rollout_train")) EXPECT_GT(x, 0.0);
+  for (double x : test::run_metric(dir + "/mm.h5", "kl_rollout_train")) EXPECT_GT(x, 0.0);
 }
 
 TEST(RlLoop, ResumeIsBitIdentical) {
@@ -105,7 +95,7 @@ TEST(RlLoop, ResumeIsBitIdentical) {
   for (const std::string& name : a.datasets_below("metrics")) {
     const std::string m = name.substr(8);
     if (m.rfind("time_", 0) == 0) continue;  // wall-clock times differ, nothing else may
-    const auto x = metric(dir + "/straight.h5", m), y = metric(dir + "/split.h5", m);
+    const auto x = test::run_metric(dir + "/straight.h5", m), y = test::run_metric(dir + "/split.h5", m);
     ASSERT_EQ(x.size(), y.size()) << m;
     for (size_t i = 0; i < x.size(); ++i) {
       if (!(std::isnan(x[i]) && std::isnan(y[i]))) {
@@ -124,18 +114,18 @@ TEST(RlLoop, StaleRolloutsSeparateStalenessFromNumericsAndResumeBitIdentically) 
   const Scenario exact = test::tiny_scenario({"rl.rollout_staleness=2", "rl.steps=3", "task.partial_credit=true",
                                               "engines.rollout=fp32-ref", "engines.train=fp32-ref"});
   run(exact, dir + "/exact.h5", dir);
-  const auto ks = metric(dir + "/exact.h5", "kl_staleness"), kn = metric(dir + "/exact.h5", "kl_numerics");
+  const auto ks = test::run_metric(dir + "/exact.h5", "kl_staleness"), kn = test::run_metric(dir + "/exact.h5", "kl_numerics");
   EXPECT_EQ(ks[0], 0.0);  // step 0 rolls out with the base weights, which are still current
   EXPECT_GT(ks[2], 0.0);  // later the rollout weights lag two optimizer steps behind
   for (double x : kn) EXPECT_EQ(x, 0.0);  // identical exact engines: no numerics part at all
-  for (double x : metric(dir + "/exact.h5", "kl_rollout_train")) EXPECT_GE(x, 0.0);
+  for (double x : test::run_metric(dir + "/exact.h5", "kl_rollout_train")) EXPECT_GE(x, 0.0);
 
   const Scenario s = test::tiny_scenario({"rl.rollout_staleness=1", "rl.steps=4", "task.partial_credit=true"});
   run(s, dir + "/straight.h5", dir);
   run(s, dir + "/split.h5", dir, false, 2);
   run(s, dir + "/split.h5", dir, true);
   for (const char* m : {"reward_mean", "loss", "kl_staleness", "kl_numerics", "grad_norm"})
-    EXPECT_EQ(metric(dir + "/straight.h5", m), metric(dir + "/split.h5", m)) << m;
+    EXPECT_EQ(test::run_metric(dir + "/straight.h5", m), test::run_metric(dir + "/split.h5", m)) << m;
 }
 
 TEST(RlLoop, SharedPrefixRoutingGivesEverySampleOfAGroupThePromptsRouting) {

@@ -52,14 +52,6 @@ TEST(Stabilisers, OffByDefault) {
   EXPECT_FALSE(c.freeze_router);
 }
 
-std::vector<double> metric(const std::string& file, const std::string& name) {
-  const H5File f = H5File::open(file);
-  const auto shape = f.shape("metrics/" + name);
-  std::vector<double> v(static_cast<size_t>(shape[0]));
-  f.read("metrics/" + name, shape, v.data());
-  return v;
-}
-
 TEST(Stabilisers, EachSwitchRunsAndChangesTheRun) {
   const auto dir = std::filesystem::temp_directory_path() / ("moerl_test_stab_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -80,15 +72,15 @@ TEST(Stabilisers, EachSwitchRunsAndChangesTheRun) {
   // every expert is busy here; a 1 % monopoly threshold makes the rule fire on every step
   const std::string temp = run("temp", {"rl.router_temp_every=1", "rl.router_temp_monopoly=0.01"});
   for (const std::string& f : {kl, calib, surgery, temp})
-    EXPECT_NE(metric(f, "loss"), metric(base, "loss")) << f;  // the switch changes the run
-  const auto lam = metric(calib, "calib_lambda");  // linear ramp on steps 0 and 2 of 3
+    EXPECT_NE(test::run_metric(f, "loss"), test::run_metric(base, "loss")) << f;  // the switch changes the run
+  const auto lam = test::run_metric(calib, "calib_lambda");  // linear ramp on steps 0 and 2 of 3
   EXPECT_EQ(lam[0], 0.0);
   EXPECT_EQ(lam[1], 0.0);
   EXPECT_NEAR(lam[2], 0.5 * 2.0 / 3.0, 1e-6);
-  for (double x : metric(surgery, "surgery_frac")) EXPECT_TRUE(x >= 0.0 && x <= 1.0);
-  const auto tau = metric(temp, "router_temperature_mean");  // ×1.1 after each of the 3 steps
+  for (double x : test::run_metric(surgery, "surgery_frac")) EXPECT_TRUE(x >= 0.0 && x <= 1.0);
+  const auto tau = test::run_metric(temp, "router_temperature_mean");  // ×1.1 after each of the 3 steps
   EXPECT_NEAR(tau.back(), 1.1 * 1.1 * 1.1, 1e-5);
-  for (double x : metric(base, "surgery_frac")) EXPECT_EQ(x, 0.0);
+  for (double x : test::run_metric(base, "surgery_frac")) EXPECT_EQ(x, 0.0);
   std::filesystem::remove_all(dir);
 }
 
