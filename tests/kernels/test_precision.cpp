@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -21,16 +22,8 @@
 namespace moerl {
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 struct Spec {
   Format f;

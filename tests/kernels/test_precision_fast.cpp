@@ -9,6 +9,7 @@
 // FP32 subnormals, infinities and NaNs with payloads — and dense runs of consecutive patterns.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -21,16 +22,8 @@
 namespace moerl {
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+uint32_t bits_of(float x) { return std::bit_cast<uint32_t>(x); }
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 // Both signs of: every multiple of 2^(e−M−1) for a few steps around each representable value of
 // a format with M fraction bits (so every midpoint and its FP32 neighbours), binades e_lo..e_hi.
