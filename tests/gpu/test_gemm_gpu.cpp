@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/test_ops_util.h"
 #include "gpu_test.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/linear.h"
@@ -35,15 +36,12 @@
 namespace moerl {
 namespace {
 
+// Seeded normal inputs and bitwise equality: the kernel suites' helpers (test_ops_util.h).
 std::vector<float> randn(size_t n, uint64_t seed, float scale = 1.0f) {
-  Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {n}));
-  std::vector<float> v(n);
-  for (auto& x : v) x = rng.normal() * scale;
-  return v;
+  return test_ops::normals(n, seed, 0, 0, scale);
 }
-
 bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), sizeof(float) * a.size()) == 0;
+  return a.size() == b.size() && test_ops::bit_diffs(a, b) == 0;
 }
 
 double unit_roundoff(Format f) {
