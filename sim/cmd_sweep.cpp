@@ -1,4 +1,4 @@
-// cmd_sweep.cpp — `moerl sweep GRID.ini [--out DIR] [--ranks-per-run N] [--resume]`: every run of
+// cmd_sweep.cpp — `moerl sweep GRID.ini [--out DIR] [--seeds LIST] [--ranks-per-run N] [--resume]`: every run of
 // a grid (sim/sweep_grid.h) over the MPI world (sim/sweep.h), one results file per run and an
 // index (sim/sweep_index.h) in DIR. Exit status 1 when any run failed.
 #include <cstdio>
@@ -16,6 +16,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   std::string grid_path;
   SweepOptions opt;
   std::vector<std::string> sets;
+  std::string seeds;
   bool dry_run = false, quiet = false;
   po::options_description desc("moerl sweep options");
   desc.add_options()
@@ -24,6 +25,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
       ("ranks-per-run", po::value(&opt.ranks_per_run)->default_value(1), "MPI ranks per run (must divide the rank count)")
       ("resume", po::bool_switch(&opt.resume), "continue the sweep in --out: skip finished runs, resume partial ones")
       ("cache", po::value(&opt.cache_dir), "directory of cached base checkpoints (default <out>/cache)")
+      ("seeds", po::value(&seeds), "run the grid on these seeds instead of its own: 0,1,2 or 100-109")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors in every run")
       ("dry-run", po::bool_switch(&dry_run), "validate the grid and list its runs; run nothing")
       ("quiet", po::bool_switch(&quiet), "print only the final table");
@@ -31,10 +33,11 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("grid", 1);
   po::variables_map vm;
-  if (!cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--ranks-per-run N] [--resume] [--set section.key=value]...",
+  if (!cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--seeds LIST] [--ranks-per-run N] [--resume] [--set section.key=value]...",
                  desc, pos, args, &vm))
     return 0;
-  const SweepGrid grid = sweep_grid_load(grid_path, sets);
+  const SweepGrid grid =
+      sweep_grid_load(grid_path, sets, seeds.empty() ? std::vector<std::string>{} : sweep_seed_list("--seeds", seeds));
   if (opt.out.empty()) opt.out = "results/" + std::filesystem::path(grid_path).stem().string();
   opt.progress = !quiet;
   if (dry_run) {

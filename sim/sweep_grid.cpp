@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <filesystem>
@@ -99,18 +100,55 @@ std::string sweep_scenario_body(const std::string& effective_text) {
   return out;
 }
 
+std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text) {
+  std::vector<std::string> out;
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(key + " = " + text + ": " + why +
+                                 " (allowed: seeds >= 0 as a list and/or ranges, e.g. 0,1,2 or 100-109)");
+  };
+  const auto number = [&](const std::string& x) {
+    if (x.empty() || x.find_first_not_of("0123456789") != std::string::npos || x.size() > 18)
+      throw bad("'" + x + "' is not a seed");
+    return std::stoull(x);
+  };
+  for (const std::string& item : split(text, ',')) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(std::to_string(number(item)));
+      continue;
+    }
+    const uint64_t lo = number(trim(item.substr(0, dash))), hi = number(trim(item.substr(dash + 1)));
+    if (hi < lo) throw bad("the range " + item + " is empty");
+    if (hi - lo >= 100000) throw bad("the range " + item + " has more than 100000 seeds");
+    for (uint64_t s = lo; s <= hi; ++s) out.push_back(std::to_string(s));
+  }
+  if (out.empty()) throw bad("no seeds");
+  if (std::set<std::string>(out.begin(), out.end()).size() != out.size()) throw bad("a seed is listed twice");
+  return out;
+}
+
 SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
-                           const std::vector<std::string>& overrides) {
+                           const std::vector<std::string>& overrides, const std::vector<std::string>& seed_override) {
   SweepGrid g;
   g.text = text;
-  // 1. Split the grid into [sweep] directives, swept lists and the grid's own scenario keys.
+  // 1. Split the grid into [sweep] directives, swept lists, variants and the grid's own scenario keys.
   Entries body;
   std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // grid order
-  std::vector<std::string> seeds;
+  std::vector<std::string> seeds, variants;
+  std::map<std::string, Entries> variant_keys;  // [variant.NAME] → its overrides
   std::string zip;
   std::set<std::string> seen;
   for (const auto& [k, v] : ini_entries(text, source)) {
     if (!seen.insert(k).second) throw std::invalid_argument(source + ": key '" + k + "' is given more than once");
+    if (k.rfind("variant.", 0) == 0) {
+      const std::string rest = k.substr(8);
+      const size_t dot = rest.find('.');
+      if (dot == std::string::npos || dot == 0 || rest.find('.', dot + 1) == std::string::npos)
+        throw std::invalid_argument(source + ": key '" + k +
+                                    "': a variant section is [variant.NAME] holding section.key = value lines");
+      variant_keys[rest.substr(0, dot)].push_back({rest.substr(dot + 1), v});
+      continue;
+    }
     if (k.rfind("sweep.", 0) != 0) {
       body.push_back({k, v});
       continue;
@@ -119,12 +157,33 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     if (sk == "base") g.base = v;
     else if (sk == "seeds") seeds = value_list(source, sk, v);
     else if (sk == "zip") zip = v;
+    else if (sk == "variants") variants = value_list(source, sk, v);
     else if (sk.find('.') == std::string::npos)
       throw std::invalid_argument(source + ": unknown [sweep] key '" + sk +
-                                  "' (allowed: base, seeds, zip, or section.key = value, value, ...)");
+                                  "' (allowed: base, seeds, zip, variants, or section.key = value, value, ...)");
     else if (sk == "run.seed")
       throw std::invalid_argument(source + ": [sweep] run.seed: list the seeds as 'seeds = 0, 1, 2'");
     else lists.push_back({sk, value_list(source, sk, v)});
+  }
+  if (!seed_override.empty()) seeds = seed_override;
+  // variants: every section listed, names that make file names, no key both varied and swept
+  for (const auto& [name, kv] : variant_keys)
+    if (std::find(variants.begin(), variants.end(), name) == variants.end())
+      throw std::invalid_argument(source + ": [variant." + name + "] is not listed in [sweep] variants" +
+                                  (variants.empty() ? std::string(" (there is no such list)") : ""));
+  for (const std::string& name : variants) {
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+") !=
+        std::string::npos)
+      throw std::invalid_argument(source + ": [sweep] variants: '" + name +
+                                  "': a variant name has letters, digits, '-', '_' and '+' only");
+    for (const auto& [k, v] : variant_keys[name]) {
+      if (k == "run.seed")
+        throw std::invalid_argument(source + ": [variant." + name + "] run.seed: seeds are the grid's, not a variant's");
+      for (const auto& [lk, vals] : lists)
+        if (lk == k)
+          throw std::invalid_argument(source + ": [variant." + name + "] " + k + ": the grid also sweeps " + k +
+                                      " (a key is either swept or set by variants)");
+    }
   }
   for (const std::string& o : overrides) {
     const std::string key = trim(o.substr(0, o.find('=')));
@@ -132,9 +191,16 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
       if (k == key)
         throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps " + key +
                                     " (edit its [sweep] list instead)");
+    for (const std::string& name : variants)
+      for (const auto& [k, v] : variant_keys[name])
+        if (k == key)
+          throw std::invalid_argument("--set " + o + ": the grid " + source + "'s variant " + name + " sets " +
+                                      key + " (edit its [variant." + name + "] section instead)");
     if (key == "run.seed" && !seeds.empty())
       throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps the seeds");
   }
+  // the variants are the first axis: a key of its own, "variant", whose values are the names
+  if (!variants.empty()) lists.insert(lists.begin(), {"variant", variants});
 
   // 2. The base scenario: valid on its own, then the grid's keys overlay it.
   std::map<std::string, std::string> merged;
@@ -257,7 +323,11 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     std::map<std::string, std::string> m = merged;
     std::string label;
     for (const auto& [k, v] : r.keys) {
-      m[k] = v;
+      if (k == "variant") {
+        for (const auto& [vk, vv] : variant_keys[v]) m[vk] = vv;
+      } else {
+        m[k] = v;
+      }
       label += (label.empty() ? "" : ", ") + k + "=" + v;
     }
     std::string txt;
@@ -292,12 +362,14 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
   return g;
 }
 
-SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides) {
+SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides,
+                          const std::vector<std::string>& seeds) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read grid file");
   std::stringstream ss;
   ss << in.rdbuf();
-  SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides);
+  SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides,
+                                 seeds);
   g.path = path;
   return g;
 }

@@ -9,9 +9,19 @@
 //   engines.rollout = fp8-rollout, bf16-train
 //   zip = rl.algorithm + model.n_experts  # optional: these lists vary together (same length);
 //                                         # several groups separated by commas
+//   variants = grpo, control, r3          # optional: named variants, the first axis; each is a
+//                                         # set of key overrides in its own section:
+//   [variant.control]
+//   engines.rollout = bf16-train
+//   [variant.r3]
+//   rl.algorithm = r3
+//
+// A variant may override any scenario key that the grid does not sweep; a listed variant without a
+// section is the grid's scenario as it is. The variant's name is the run's `variant` key: it
+// leads the run id, and the index has a `variant` column.
 //
 // A run's scenario is, from weakest to strongest: the base file, the grid's own scenario keys,
-// the command line's --set overrides, the run's swept values. Unknown keys, malformed or
+// the command line's --set overrides, the run's variant, the run's swept values. Unknown keys, malformed or
 // out-of-range values in any combination reject the whole grid, with the combination named.
 // Combinations that validate but fail while running (e.g. r3 on a dense model) are the sweep
 // runner's business: they are recorded as failed runs.
@@ -41,11 +51,17 @@ struct SweepGrid {
   std::vector<SweepRun> runs;
 };
 
-// Parses grid text; `dir` resolves a relative `base`; overrides are --set "section.key=value".
-// Throws std::invalid_argument naming the grid, the combination, the key and the value.
+// Parses grid text; `dir` resolves a relative `base`; overrides are --set "section.key=value";
+// `seeds`, when not empty, replaces the grid's seed list (moerl sweep --seeds: the same grid on
+// other seeds). Throws std::invalid_argument naming the grid, the combination, the key and the value.
 SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
-                           const std::vector<std::string>& overrides = {});
-SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides = {});
+                           const std::vector<std::string>& overrides = {},
+                           const std::vector<std::string>& seeds = {});
+SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides = {},
+                          const std::vector<std::string>& seeds = {});
+
+// A seed list as given to --seeds: "0,1,2", "100-109", or both ("0-4, 10"); throws naming `key`.
+std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text);
 
 // The effective scenario text without its comment lines (the "# effective scenario (source …)"
 // header names the file it came from; two runs are the same run when the rest is equal).

@@ -160,6 +160,10 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   const bool moe = cfg.is_moe();
   const float tau = rl.sampling.temperature > 0.0f ? rl.sampling.temperature : 1.0f;
   res->begin_step(step);
+  // The base policy's held-out accuracy, before the first update: what "RL improved (or ended
+  // below) the base" is read against, in every run. Greedy and from its own split, so it draws
+  // from no stream the run uses.
+  if (step == 0) res->set("eval_accuracy_base", evaluate());
 
   // 1. prompts, each repeated group_size times
   std::vector<int32_t> prompts(static_cast<size_t>(S) * P), answers(static_cast<size_t>(S) * R);

@@ -105,6 +105,56 @@ TEST(SweepGrid, ZipGroupsVaryTogether) {
       {"zip", "'rl.steps' is not a swept key"});
 }
 
+TEST(SweepGrid, VariantsAreTheFirstAxisEachWithItsOwnKeys) {
+  const SweepGrid g = sweep_grid_parse(std::string(kTinyScenario) +
+                                           "[sweep]\nseeds = 3, 4\nvariants = grpo, control, r3\n"
+                                           "optim.lr = 1e-4, 2e-4\n"
+                                           "[variant.control]\nengines.rollout = bf16-train\n"
+                                           "[variant.r3]\nrl.algorithm = r3\n",
+                                       "grid.ini", ".");
+  ASSERT_EQ(g.runs.size(), 12u);  // 3 variants × 2 lr × 2 seeds
+  EXPECT_EQ(g.swept_keys, (std::vector<std::string>{"variant", "optim.lr", "run.seed"}));
+  EXPECT_EQ(g.runs[0].id, "grpo_lr-1e-4-seed3");
+  EXPECT_EQ(g.runs[2].id, "control_lr-1e-4-seed3");
+  for (const SweepRun& r : g.runs) {
+    const std::string& v = r.keys[0].second;
+    EXPECT_EQ(r.keys[0].first, "variant");
+    EXPECT_EQ(r.scenario.engines.rollout, v == "control" ? "bf16-train" : "fp8-rollout") << r.id;
+    EXPECT_EQ(r.scenario.rl.routing_replay == RoutingReplay::rollout, v == "r3") << r.id;
+    EXPECT_EQ(std::to_string(r.scenario.optim.lr).substr(0, 6), r.keys[1].second == "1e-4" ? "0.0001" : "0.0002");
+  }
+  // --seeds replaces the grid's seeds: the same variants on seeds its author never saw
+  const SweepGrid h = sweep_grid_parse(std::string(kTinyScenario) + "[sweep]\nseeds = 0\nvariants = a, b\n"
+                                           "[variant.b]\nrl.algorithm = gspo\n",
+                                       "grid.ini", ".", {}, sweep_seed_list("--seeds", "100-102, 7"));
+  ASSERT_EQ(h.runs.size(), 8u);
+  EXPECT_EQ(h.runs[0].scenario.run.seed, 100u);
+  EXPECT_EQ(h.runs[7].id, "b-seed7");
+  EXPECT_EQ(h.runs[7].scenario.rl.loss.algorithm, "gspo");
+}
+
+TEST(SweepGrid, BadVariantsAndSeedListsAreRejectedWithTheirNames) {
+  const std::string s = std::string(kTinyScenario) + "[sweep]\nvariants = a, b\n";
+  expect_throw_with<std::invalid_argument>(
+      [&] { sweep_grid_parse(s + "[variant.c]\nrl.steps = 3\n", "grid.ini", "."); },
+      {"grid.ini", "[variant.c]", "not listed in [sweep] variants"});
+  expect_throw_with<std::invalid_argument>(
+      [&] { sweep_grid_parse(s + "rl.steps = 3, 4\n[variant.a]\nrl.steps = 5\n", "grid.ini", "."); },
+      {"[variant.a] rl.steps", "also sweeps rl.steps"});
+  expect_throw_with<std::invalid_argument>(
+      [&] { sweep_grid_parse(s + "[variant.a]\nrl.steps = 5\n", "grid.ini", ".", {"rl.steps=6"}); },
+      {"--set rl.steps=6", "variant a sets rl.steps"});
+  expect_throw_with<std::invalid_argument>(
+      [&] { sweep_grid_parse(s + "[variant.b]\nrl.algorithm = nope\n", "grid.ini", "."); },
+      {"1 of 2 combinations", "rl.algorithm = nope", "variant=b"});
+  expect_throw_with<std::invalid_argument>([] { sweep_seed_list("--seeds", "9-3"); },
+                                           {"--seeds = 9-3", "empty", "allowed"});
+  expect_throw_with<std::invalid_argument>([] { sweep_seed_list("--seeds", "1,x"); },
+                                           {"--seeds = 1,x", "'x' is not a seed"});
+  expect_throw_with<std::invalid_argument>([] { sweep_seed_list("--seeds", "1-3,2"); }, {"listed twice"});
+  EXPECT_EQ(sweep_seed_list("--seeds", "4, 0-2"), (std::vector<std::string>{"4", "0", "1", "2"}));
+}
+
 TEST(SweepGrid, BaseIsRelativeToTheGridAndTheGridOverridesIt) {
   ScratchDir d;
   std::filesystem::create_directories(d.file("grids"));
