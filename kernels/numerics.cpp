@@ -161,6 +161,7 @@ const char* stream_name(Stream s) {
     case Stream::topk_tie: return "topk_tie";
     case Stream::sampling: return "sampling";
     case Stream::data: return "data";
+    case Stream::router_noise: return "router_noise";
   }
   return "?";
 }
@@ -187,7 +188,7 @@ bool NumericsProfile::is_exact_fp32() const {
   const ReduceOrder orders[] = {gemm_order, norm_order, attn_order, combine_order};
   for (const ReduceOrder& o : orders)
     if (o.kind != OrderKind::fixed) return false;
-  return accum_bits == 0 && batch_invariant && !atomics && tie_break == TieBreak::lowest &&
+  return accum_bits == 0 && batch_invariant && !atomics && tie_break == TieBreak::lowest && router_noise == 0.0f &&
          ep_layout.kind == EpLayoutKind::none;
 }
 
@@ -201,6 +202,8 @@ void NumericsProfile::validate() const {
            "must be in 0..23 (0 = FP32 accumulation, else fraction bits of the accumulator)");
   if (promote_every < 1)
     reject(p, "promote_every", std::to_string(promote_every), "must be >= 1");
+  if (!(router_noise >= 0.0f && router_noise <= 100.0f))
+    reject(p, "router_noise", std::to_string(router_noise), "must be in [0, 100] (logit units; 0 = off)");
   const struct {
     const char* key;
     Format f;

@@ -84,6 +84,7 @@ enum class Stream : uint32_t {
   topk_tie,          // random tie-breaking in top-k
   sampling,          // token sampling during generation
   data,              // prompts / token sampling for audit
+  router_noise,      // the artificial router-logit noise of a profile (router_noise > 0)
 };
 const char* stream_name(Stream s);
 
@@ -136,6 +137,10 @@ struct NumericsProfile {
   // draw. Needs gemm_order = split_k:N; the CPU backend rejects it (run validation).
   bool atomics = false;
   TieBreak tie_break = TieBreak::lowest;
+  // σ of Gaussian noise added to every router logit (in logit units, after rounding, before the
+  // top-k): an artificial dial of routing mismatch, not a model of any kernel. 0 = off. Drawn per
+  // row from Stream::router_noise with key.call + row, like the random tie-break.
+  float router_noise = 0.0f;
   EpLayout ep_layout;                  // emulated EP layout: base order of the MoE combine
   uint64_t seed = 0;                   // seed of this profile's noise streams
 

@@ -7,12 +7,25 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/precision.h"
+#include "kernels/rng.h"
 
 namespace moerl {
 
 namespace {
 
 float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// The artificial mismatch dial (profile router_noise): z[n, e] += σ·N(0, 1), row n's draws from
+// Stream::router_noise with the top-k key's call + n (so they follow the position, not the batch
+// a row is computed in, exactly like the random tie-break).
+void router_add_noise(float* z, int N, int E, float sigma, const NoiseKey& key) {
+  for (int n = 0; n < N; ++n) {
+    NoiseKey row_key = key;
+    row_key.call = key.call + static_cast<uint64_t>(n);
+    Rng rng(rng_derive(row_key, Stream::router_noise));
+    for (int e = 0; e < E; ++e) z[static_cast<size_t>(n) * E + e] += sigma * rng.normal();
+  }
+}
 
 // log Σ_e exp(z_e) of one row, max-subtracted, summed in index order.
 float row_logsumexp(const float* z, int E) {
@@ -81,6 +94,7 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
 
   be.linear_forward(a->logits.data(), h, w_router, N, c.linear);
   round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
+  if (c.profile->router_noise > 0.0f) router_add_noise(a->logits.data(), N, E, c.profile->router_noise, c.topk_key);
   if (c.temperature != 1.0f)  // router temperature: everything below sees z / τ
     for (size_t i = 0; i < NE; ++i) a->logits[i] /= c.temperature;
   const float* z = a->logits.data();

@@ -292,6 +292,8 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.format(x + "lm_head", &p->lm_head, "operand format of the LM head");
   f.format(x + "activations", &p->activations, "storage format of every op's output");
   f.format(x + "router_logits", &p->router_logits, "storage format of router logits before top-k");
+  f.f32(x + "router_noise", &p->router_noise,
+        "sigma of artificial Gaussian noise on router logits before top-k (a mismatch dial; 0 = off)");
   f.order(x + "gemm_order", &p->gemm_order, "reduction order of linear layers");
   f.order(x + "norm_order", &p->norm_order, "reduction order of the RMSNorm sum of squares");
   f.order(x + "attn_order", &p->attn_order, "reduction order inside attention");

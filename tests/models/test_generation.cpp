@@ -3,6 +3,7 @@
 // under the other profiles they agree within the format's tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
@@ -181,6 +182,53 @@ TEST(Forward, ReproducibleAndProfileSensitive) {
   // FP8 perturbs, it does not scramble: the mean change is a small share of the mean log-prob
   printf("fp8 vs fp32: mean |dlogp| %.4f, mean |logp| %.4f\n", mean_diff / a.logprobs.size(), mean_abs / a.logprobs.size());
   EXPECT_LT(mean_diff, 0.1 * mean_abs);
+}
+
+
+// The artificial dial: router_noise = 0 is the profile without it, bit for bit; σ > 0 flips a
+// share of top-k sets that grows with σ, reproducibly for one seed, differently for another.
+TEST(Forward, RouterNoiseIsASeededDialOfRoutingFlips) {
+  ModelConfig cfg = test::tiny_moe_config();
+  Model m(cfg);
+  params_init(&m.params(), cfg, 3);
+  const int B = 8, T = 12, L = cfg.n_layers, K = cfg.top_k;
+  const auto tok = test::random_tokens(B * T, cfg.vocab_size, 4);
+  const auto run = [&](float sigma, uint64_t seed) {
+    NumericsProfile p = test::builtin("fp32-ref");
+    p.router_noise = sigma;
+    p.seed = seed;
+    ForwardRequest req;
+    req.tokens = tok.data(); req.B = B; req.T = T; req.profile = &p;
+    ForwardResult r;
+    m.forward(&r, req);
+    return r;
+  };
+  const auto flip_share = [&](const ForwardResult& a, const ForwardResult& b) {
+    int flipped = 0;
+    const int rows = L * B * T;
+    for (int i = 0; i < rows; ++i) {
+      std::vector<int32_t> x(a.topk_ids.begin() + i * K, a.topk_ids.begin() + (i + 1) * K);
+      std::vector<int32_t> y(b.topk_ids.begin() + i * K, b.topk_ids.begin() + (i + 1) * K);
+      std::sort(x.begin(), x.end());
+      std::sort(y.begin(), y.end());
+      flipped += x != y;
+    }
+    return static_cast<double>(flipped) / rows;
+  };
+  const ForwardResult clean = run(0.0f, 1), off = run(0.0f, 2);
+  EXPECT_EQ(clean.logprobs, off.logprobs);  // σ = 0 draws nothing
+  const ForwardResult a1 = run(0.05f, 1), a1b = run(0.05f, 1), a2 = run(0.05f, 2), big = run(1.0f, 1);
+  EXPECT_EQ(a1.logprobs, a1b.logprobs);
+  EXPECT_EQ(a1.topk_ids, a1b.topk_ids);
+  EXPECT_NE(a1.logprobs, a2.logprobs);
+  const double small_flips = flip_share(clean, a1), big_flips = flip_share(clean, big);
+  printf("router_noise flips: sigma 0.05 %.3f, sigma 1 %.3f\n", small_flips, big_flips);
+  EXPECT_GT(small_flips, 0.0);
+  EXPECT_LT(small_flips, big_flips);
+  EXPECT_GT(big_flips, 0.2);
+  NumericsProfile bad = test::builtin("fp32-ref");
+  bad.router_noise = -1.0f;
+  EXPECT_THROW(bad.validate(), std::invalid_argument);
 }
 
 }  // namespace
