@@ -1,0 +1,215 @@
+"""Collapse study: collapse rates with intervals, accuracy against the base and against a reference
+variant paired by seed, the mismatch's growth, and the phase diagram over a mismatch dial.
+
+    /usr/bin/python3 -m analysis.collapse SWEEP_DIR [SWEEP_DIR ...] [--reference control]
+                                          [--dial profile.fp8n.router_noise] [--out DIR]
+
+Runs are grouped by their `variant` key (moerl sweep's [variant.NAME] sections; else by
+rl.algorithm) and, with --dial, by the dial's value. Several sweep directories pool their runs
+(e.g. the search seeds and the fresh seeds of the same grid). Writes, into --out (default
+SWEEP_DIR/report): collapse.md, collapse.csv and, with --dial, phase.png.
+
+Per group:
+  collapse rate   share of runs whose status is "collapsed" (the documented rule: reward's
+                  trailing mean below rl.collapse_frac of its running peak for rl.collapse_patience
+                  steps, or a non-finite value; docs/metrics.md), with the 95% Wilson interval
+  base, final     eval_accuracy_base (step 0, before any update) and the last eval_accuracy
+  final − base    per run, mean ± 95% t-interval
+  vs reference    final eval minus the reference variant's final eval on the same seed (the runs
+                  share their base policy), mean ± 95% t-interval over the pairs, and n pairs
+  flip %          mean over steps of 100·flip_rate_mean (the measured routing mismatch)
+  k3 growth       mean k3 of the last tenth of the steps over the first tenth (kl_rollout_train)
+"""
+import argparse
+import csv
+import io
+import os
+from collections import OrderedDict
+
+import numpy as np
+
+from .runs import load_sweep
+from .stats import fmt, mean_ci
+
+
+def wilson(k, n, z=1.96):
+    """(rate, low, high): the 95% Wilson score interval of k successes in n trials."""
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return p, max(0.0, c - h), min(1.0, c + h)
+
+
+def _finite(x):
+    x = np.asarray(x, dtype=float)
+    return x[np.isfinite(x)]
+
+
+def final_eval(r):
+    x = _finite(r.series("eval_accuracy"))
+    return float(x[-1]) if len(x) else float("nan")
+
+
+def base_eval(r):
+    x = _finite(r.series("eval_accuracy_base"))
+    return float(x[0]) if len(x) else float("nan")
+
+
+def k3_growth(r):
+    k = r.series("kl_rollout_train")
+    n = max(1, len(k) // 10)
+    a, b = _finite(k[:n]), _finite(k[-n:])
+    if not len(a) or not len(b) or a.mean() <= 0:
+        return float("nan")
+    return float(b.mean() / a.mean())
+
+
+def flip_pct(r):
+    x = _finite(r.series("flip_rate_mean"))
+    return 100 * float(x.mean()) if len(x) else float("nan")
+
+
+def variant_of(r):
+    return r.keys.get("variant") or r.value("rl.algorithm") or "?"
+
+
+def seed_of(r):
+    return r.value("run.seed")
+
+
+def load_runs(dirs):
+    runs = []
+    for d in dirs:
+        rs, _ = load_sweep(d)
+        runs += [r for r in rs if r.metrics]
+    return runs
+
+
+def group(runs, dial=None):
+    """OrderedDict (variant, dial value or "") → runs, in first-appearance order."""
+    out = OrderedDict()
+    for r in runs:
+        out.setdefault((variant_of(r), r.value(dial) if dial else ""), []).append(r)
+    return out
+
+
+def rows(groups, reference="control"):
+    ref = {}  # (seed, dial) and seed → the reference run's final eval
+    for (v, dv), rs in groups.items():
+        if v == reference:
+            for r in rs:
+                ref[(seed_of(r), dv)] = final_eval(r)
+                ref.setdefault((seed_of(r), None), final_eval(r))
+    out = []
+    for (v, dv), rs in groups.items():
+        k = sum(r.status == "collapsed" for r in rs)
+        rate, lo, hi = wilson(k, len(rs))
+        diffs = []
+        for r in rs:
+            key = (seed_of(r), dv) if (seed_of(r), dv) in ref else (seed_of(r), None)
+            if key in ref and np.isfinite(ref[key]) and np.isfinite(final_eval(r)):
+                diffs.append(final_eval(r) - ref[key])
+        out.append(OrderedDict(
+            variant=v, dial=dv, runs=len(rs), collapsed=k, rate=rate, rate_lo=lo, rate_hi=hi,
+            base=mean_ci([base_eval(r) for r in rs]), final=mean_ci([final_eval(r) for r in rs]),
+            gain=mean_ci([final_eval(r) - base_eval(r) for r in rs]),
+            vs_ref=mean_ci(diffs) if v != reference else (float("nan"), float("nan")), pairs=len(diffs) if v != reference else 0,
+            flip=mean_ci([flip_pct(r) for r in rs]), k3_growth=mean_ci([k3_growth(r) for r in rs])))
+    return out
+
+
+def table_md(rs, dial=None, reference="control"):
+    head = ["variant"] + ([dial] if dial else []) + ["runs", "collapsed (95% CI)", "base eval", "final eval",
+                                                      "final − base", f"final − {reference} (paired)", "flip %",
+                                                      "k3 last/first"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for x in rs:
+        cells = [x["variant"]] + ([x["dial"]] if dial else []) + [
+            str(x["runs"]), f"{x['collapsed']}/{x['runs']} = {x['rate']:.2f} [{x['rate_lo']:.2f}, {x['rate_hi']:.2f}]",
+            fmt(*x["base"]), fmt(*x["final"]), fmt(*x["gain"]),
+            (fmt(*x["vs_ref"]) + f" (n={x['pairs']})") if x["pairs"] else "–",
+            fmt(*x["flip"], digits=2), fmt(*x["k3_growth"], digits=2)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(rs):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["variant", "dial", "runs", "collapsed", "collapse_rate", "collapse_rate_lo", "collapse_rate_hi",
+                "base_eval", "base_eval_ci95", "final_eval", "final_eval_ci95", "gain", "gain_ci95",
+                "vs_reference", "vs_reference_ci95", "pairs", "flip_pct", "flip_pct_ci95", "k3_growth", "k3_growth_ci95"])
+    for x in rs:
+        w.writerow([x["variant"], x["dial"], x["runs"], x["collapsed"], x["rate"], x["rate_lo"], x["rate_hi"],
+                    *x["base"], *x["final"], *x["gain"], *x["vs_ref"], x["pairs"], *x["flip"], *x["k3_growth"]])
+    return buf.getvalue()
+
+
+def phase_plot(rs, path, dial, reference="control"):
+    """Collapse probability and final accuracy against the reference, over the measured flip rate."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    by_v = OrderedDict()
+    for x in rs:
+        if x["variant"] != reference:
+            by_v.setdefault(x["variant"], []).append(x)
+    for v, xs in by_v.items():
+        xs = sorted(xs, key=lambda x: x["flip"][0])
+        fx = [x["flip"][0] for x in xs]
+        rate = np.array([x["rate"] for x in xs])
+        err = np.array([[x["rate"] - x["rate_lo"] for x in xs], [x["rate_hi"] - x["rate"] for x in xs]])
+        a.errorbar(fx, rate, yerr=err, marker="o", capsize=3, label=v)
+        d = np.array([x["vs_ref"][0] for x in xs])
+        e = np.array([x["vs_ref"][1] for x in xs])
+        b.errorbar(fx, d, yerr=np.where(np.isfinite(e), e, 0), marker="o", capsize=3, label=v)
+    ref = [x for x in rs if x["variant"] == reference]
+    if ref:
+        p = np.mean([x["rate"] for x in ref])
+        a.axhline(p, color="k", ls=":", lw=1, label=f"{reference} (no mismatch)")
+    b.axhline(0, color="k", ls=":", lw=1)
+    a.set_xlabel("measured routing flips per (token, layer), %")
+    a.set_ylabel("collapse probability (95% Wilson)")
+    a.set_ylim(-0.05, 1.05)
+    b.set_xlabel("measured routing flips per (token, layer), %")
+    b.set_ylabel(f"final held-out accuracy − {reference} (paired by seed)")
+    a.set_title(f"collapse over the mismatch dial ({dial})", fontsize=9)
+    b.set_title("final accuracy against the no-mismatch control", fontsize=9)
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+    a.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m analysis.collapse", description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
+    ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
+    ap.add_argument("--dial", help="scenario key of the mismatch dial (e.g. profile.fp8n.router_noise): phase.png")
+    ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
+    args = ap.parse_args(argv)
+    runs = load_runs(args.dirs)
+    if not runs:
+        raise SystemExit(f"{', '.join(args.dirs)}: no runs with metrics")
+    rs = rows(group(runs, args.dial), args.reference)
+    out = args.out or os.path.join(args.dirs[0], "report")
+    os.makedirs(out, exist_ok=True)
+    md = table_md(rs, args.dial, args.reference)
+    with open(os.path.join(out, "collapse.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out, "collapse.csv"), "w") as f:
+        f.write(table_csv(rs))
+    if args.dial:
+        phase_plot(rs, os.path.join(out, "phase.png"), args.dial, args.reference)
+    print(md, end="")
+    print(f"→ {out}/collapse.md, collapse.csv" + (", phase.png" if args.dial else ""))
+
+
+if __name__ == "__main__":
+    main()
