@@ -4,6 +4,7 @@
 #include <string>
 
 #include "sim/rl/loss.h"
+#include "sim/rl/precursors.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/router_stabilisers.h"
 
@@ -53,6 +54,7 @@ struct RlConfig {
   int collapse_window = 10;        // its running peak (average over this many steps) ...
   int collapse_patience = 10;      // ... for this many consecutive steps; or any NaN/inf
   bool continue_after_collapse = false;
+  PrecursorConfig precursors;      // the [precursors] section: collapse precursor flags
 
   // Resolves aliases (r3 → grpo + rollout replay; icepop's correction) and algorithm defaults.
   void resolve();
