@@ -13,7 +13,7 @@ void PrecursorConfig::validate() const {
   auto bad = [](const std::string& key, float v, const std::string& allowed) {
     throw std::invalid_argument("precursors." + key + " = " + std::to_string(v) + ": " + allowed);
   };
-  if (window < 1) bad("window", static_cast<float>(window), "must be >= 1");
+  if (window < 1) throw std::invalid_argument("precursors.window = " + std::to_string(window) + ": must be >= 1");
   if (!(k3_rise > 1.0f)) bad("k3_rise", k3_rise, "must be > 1");
   if (!(grad_norm_spike > 1.0f)) bad("grad_norm_spike", grad_norm_spike, "must be > 1");
   if (!(grad_norm_drop > 0.0f && grad_norm_drop < 1.0f)) bad("grad_norm_drop", grad_norm_drop, "must be in (0, 1)");
