@@ -66,6 +66,12 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
             plots.plot_diagnostics(ok_groups, os.path.join(out, "diagnostics.png"), w)
             figures.append(("Algorithm diagnostics", "diagnostics.png", "What each algorithm does to the tokens: "
                             "clipped (PPO clip band), masked (IcePop's ρ band, MIS) or rescaled (RSPO's γ)."))
+        if plots.has_correction_diagnostics(ok_groups):
+            plots.plot_correction_diagnostics(ok_groups, os.path.join(out, "corrections.png"), w)
+            figures.append(("Rollout-correction diagnostics", "corrections.png", "How far μ is from π_old as the "
+                            "corrections see it (docs/metrics.md): effective sample size of the IS weights, the share "
+                            "of sequences the sequence masks would drop (active or not), and where by token "
+                            "probability the mismatch lives."))
         vmax = plots.load_vmax(ok_groups)  # one colour scale for every group's heatmap
         for label, grp in ok_groups.items():
             name = f"load-{_safe(label)}.png"

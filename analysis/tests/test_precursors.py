@@ -24,6 +24,8 @@ def write_run(path, seed, collapse, fires, flags=True):
         m = f.create_group("metrics")
         m["reward_mean"] = np.linspace(0.5, 0.1 if collapse >= 0 else 0.9, n)
         m["finite"] = np.ones(n)
+        m["rc_ess_seq"] = np.full(n, 0.9)
+        m["rc_bucket_abs_log_ratio"] = np.tile([np.nan, 0.1, 0.2, 0.05, 0.01], (n, 1))
         if flags:
             for flag in precursors.FLAGS:
                 x = np.zeros(n)
@@ -66,7 +68,7 @@ def test_lead_times_and_false_alarms_match_the_known_firings(synthetic_dir):
 def test_report_has_the_table_and_the_figure(synthetic_dir, tmp_path):
     out = tmp_path / "report"
     res = report.build(synthetic_dir, out=str(out), verbose=False)
-    for f in ("precursors.md", "precursors.csv", "precursors.png"):
+    for f in ("precursors.md", "precursors.csv", "precursors.png", "corrections.png"):
         assert f in res["files"] and os.path.getsize(out / f) > 0
     md = (out / "precursors.md").read_text()
     assert "| pre_k3_rise | 2 | 2 | 6.0 |" in md

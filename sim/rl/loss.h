@@ -16,7 +16,7 @@
 
 namespace moerl {
 
-// §0: how per-token losses become the mini-batch loss.
+// How per-token losses become the mini-batch loss (docs/algorithms.md, "Losses").
 enum class Aggregation : uint8_t { token_mean = 0, seq_mean_token_mean, seq_mean_token_sum };
 const char* aggregation_name(Aggregation a);
 bool aggregation_parse(const std::string& s, Aggregation* out);

@@ -10,7 +10,7 @@
 
 namespace moerl {
 
-// Where π_old comes from (§6.2 of the reference): recomputed by the train engine (verl's default
+// Where π_old comes from (verl's rollout correction, docs/algorithms.md): recomputed by the train engine (verl's default
 // flow) or taken from the rollout's log-probs (bypass mode).
 enum class OldLogprobs : uint8_t { recompute = 0, rollout };
 // Routing of the train engine: own top-k, π_old's recorded routing (R2), or the rollout's (R3).
