@@ -264,3 +264,46 @@ def plot_ratios(run, path, title=""):
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return True
+
+
+def has_correction_diagnostics(groups):
+    """True when some run carries the rollout-correction diagnostics (rc_* metrics)."""
+    return any("rc_ess_seq" in r.metrics for runs in groups.values() for r in runs)
+
+
+def plot_correction_diagnostics(groups, path, w=1, title=""):
+    """Rollout-correction diagnostics over steps (docs/metrics.md): effective sample size of the
+    token and sequence weights, the share of sequences seq-mis / seq-max-k3 would drop, and the
+    mismatch per probability bucket of the sampled token (mean over steps and runs)."""
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    edges = ["<1e-3", "1e-3–1e-2", "1e-2–0.1", "0.1–0.5", ">0.5"]
+    nb = len(groups)
+    for gi, (label, runs) in enumerate(groups.items()):
+        line = _curve(axes[0], runs, "rc_ess_seq", label, w)
+        color = {"color": line.get_color()} if line is not None else {}
+        _curve(axes[0], runs, "rc_ess_token", None, w, linestyle="--", show_band=False, **color)
+        _curve(axes[1], runs, "rc_seq_mis_masked_frac", label, w, **color)
+        _curve(axes[1], runs, "rc_seq_max_k3_masked_frac", None, w, linestyle="--", show_band=False, **color)
+        rows = [r.metrics["rc_bucket_abs_log_ratio"] for r in runs if "rc_bucket_abs_log_ratio" in r.metrics]
+        if rows:
+            v = np.concatenate(rows, axis=0)  # [steps over runs, 5]; NaN = empty bucket
+            n = np.isfinite(v).sum(axis=0)
+            m = np.where(n > 0, np.nansum(v, axis=0) / np.maximum(n, 1), 0.0)
+            x = np.arange(5) + (gi - (nb - 1) / 2) * 0.8 / max(nb, 1)
+            axes[2].bar(x, m, width=0.8 / max(nb, 1), label=label, **color)
+    axes[0].set_title("ESS of the IS weights: sequence (solid), token (dashed)", fontsize=10)
+    axes[1].set_title("sequences dropped by seq-mis (solid) / seq-max-k3 (dashed)", fontsize=10)
+    axes[2].set_title("mean |log μ − log π_old| by π_old(token)", fontsize=10)
+    axes[2].set_xticks(range(5), edges, fontsize=8)
+    for ax in axes[:2]:
+        ax.set_xlabel("RL step")
+        ax.grid(alpha=0.3)
+    axes[2].grid(alpha=0.3, axis="y")
+    handles, _ = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)

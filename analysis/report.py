@@ -7,6 +7,7 @@ import os
 import re
 
 from . import plots
+from . import precursors
 from .runs import default_group_keys, group_runs, load_sweep, resolve_keys
 from .summary import COLUMNS, group_rows, markdown, to_csv
 
@@ -65,6 +66,12 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
             plots.plot_diagnostics(ok_groups, os.path.join(out, "diagnostics.png"), w)
             figures.append(("Algorithm diagnostics", "diagnostics.png", "What each algorithm does to the tokens: "
                             "clipped (PPO clip band), masked (IcePop's ρ band, MIS) or rescaled (RSPO's γ)."))
+        if plots.has_correction_diagnostics(ok_groups):
+            plots.plot_correction_diagnostics(ok_groups, os.path.join(out, "corrections.png"), w)
+            figures.append(("Rollout-correction diagnostics", "corrections.png", "How far μ is from π_old as the "
+                            "corrections see it (docs/metrics.md): effective sample size of the IS weights, the share "
+                            "of sequences the sequence masks would drop (active or not), and where by token "
+                            "probability the mismatch lives."))
         vmax = plots.load_vmax(ok_groups)  # one colour scale for every group's heatmap
         for label, grp in ok_groups.items():
             name = f"load-{_safe(label)}.png"
@@ -79,8 +86,24 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
                                     "per-token ratios of the first mini-batch of the dumped steps."))
     files += [f for _, f, _ in figures]
 
+    tables = []  # (section, html, note) shown before the figures
+    lead_rows = precursors.lead_time_table(runs)
+    if lead_rows:
+        with open(os.path.join(out, "precursors.md"), "w") as f:
+            f.write(precursors.markdown(lead_rows))
+        with open(os.path.join(out, "precursors.csv"), "w") as f:
+            f.write(precursors.to_csv(lead_rows))
+        precursors.plot(lead_rows, os.path.join(out, "precursors.png"))
+        files += ["precursors.md", "precursors.csv", "precursors.png"]
+        tables.append(("Collapse precursors", precursors.html_table(lead_rows),
+                       "Lead time = collapse step (the run's collapse_step) − the flag's first firing at or before it; "
+                       "false-alarm rate = share of non-collapsed runs in which the flag fired. Flags and thresholds: "
+                       "docs/metrics.md, \"Collapse precursors\"."))
+        figures.append(("Collapse precursors", "precursors.png", "Lead time of each precursor flag over the collapsed "
+                        "runs (dots: runs, bar: median) and its false-alarm rate over the others."))
+
     with open(os.path.join(out, "index.html"), "w") as f:
-        f.write(_html(title, info, keys, rows, figures, runs))
+        f.write(_html(title, info, keys, rows, figures, runs, tables))
     files.append("index.html")
     if verbose:
         print(md)
@@ -88,7 +111,7 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
     return {"out": out, "files": files, "groups": groups, "rows": rows}
 
 
-def _html(title, info, keys, rows, figures, runs):
+def _html(title, info, keys, rows, figures, runs, tables=()):
     e = html.escape
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>moerl report — {e(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
@@ -115,11 +138,14 @@ def _html(title, info, keys, rows, figures, runs):
         parts.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
     parts.append("</table><p class='note'>Mean ± 95% Student-t half-width over the runs (seeds) of each group; "
                  "definitions in <code>analysis/summary.py</code> and <code>docs/metrics.md</code>.</p>")
+    table_of = {sec: (t, note) for sec, t, note in tables}
     section = None
     for sec, name, caption in figures:
         if sec != section:
             parts.append(f"<h2>{e(sec)}</h2>")
             section = sec
+            if sec in table_of:
+                parts.append(table_of[sec][0] + f"<p class='note'>{e(table_of[sec][1])}</p>")
         parts.append(f"<figure><img src='{e(name)}' alt='{e(name)}'><figcaption class='note'>{e(caption)}"
                      "</figcaption></figure>")
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>steps</th><th>keys / error</th></tr>")

@@ -17,11 +17,27 @@ namespace moerl {
 
 namespace {
 struct Headline {
-  std::string file, algorithm, replay, status, rollout, train;
+  std::string file, algorithm, replay, status, rollout, train, correction;
   int64_t steps = 0, collapse_step = -1;
   double reward_first = NAN, reward_last = NAN, eval_last = NAN, kl = NAN, flip = NAN,
          extreme = NAN, clip = NAN, step_time = NAN;
+  // rollout-correction diagnostics (means over all steps) and the first precursor firing
+  double ess_token = NAN, ess_seq = NAN, chi2_seq = NAN, seq_mis = NAN, seq_k3 = NAN;
+  std::string first_flag = "-";
 };
+
+// The value of `key` in an effective scenario text ("key = value" lines), or "?".
+std::string scenario_value(const std::string& text, const std::string& key) {
+  const std::string head = key + " = ";
+  for (size_t p = 0; p < text.size();) {
+    const size_t e = text.find('\n', p);
+    const std::string line = text.substr(p, e == std::string::npos ? std::string::npos : e - p);
+    if (line.rfind(head, 0) == 0) return line.substr(head.size());
+    if (e == std::string::npos) break;
+    p = e + 1;
+  }
+  return "?";
+}
 
 std::vector<double> series(const H5File& f, const std::string& name) {
   if (!f.is_dataset("metrics/" + name)) return {};
@@ -57,7 +73,9 @@ Headline read(const std::string& path, std::string* scenario) {
   h.status = str("status");
   h.rollout = str("profile_rollout");
   h.train = str("profile_train");
-  if (scenario) *scenario = str("scenario");
+  const std::string text = str("scenario");
+  if (scenario) *scenario = text;
+  h.correction = h.algorithm == "icepop" ? "icepop" : scenario_value(text, "rl.correction");
   h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
   h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
   const auto reward = series(f, "reward_mean");
@@ -69,6 +87,24 @@ Headline read(const std::string& path, std::string* scenario) {
   h.extreme = tail_mean(series(f, "extreme_token_frac"), 0);
   h.clip = tail_mean(series(f, "clip_frac"), 0);
   h.step_time = tail_mean(series(f, "time_step"), 0);
+  h.ess_token = tail_mean(series(f, "rc_ess_token"), 0);
+  h.ess_seq = tail_mean(series(f, "rc_ess_seq"), 0);
+  h.chi2_seq = tail_mean(series(f, "rc_chi2_seq"), 0);
+  h.seq_mis = tail_mean(series(f, "rc_seq_mis_masked_frac"), 0);
+  h.seq_k3 = tail_mean(series(f, "rc_seq_max_k3_masked_frac"), 0);
+  int64_t first = -1;
+  for (const char* flag : {"pre_k3_rise", "pre_grad_norm_spike", "pre_grad_norm_drop", "pre_entropy_spike",
+                           "pre_clip_burst", "pre_ess_drop", "pre_length_surge"}) {
+    const auto v = series(f, flag);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] > 0.5) {
+        if (first < 0 || static_cast<int64_t>(i) < first) {
+          first = static_cast<int64_t>(i);
+          h.first_flag = std::string(flag + 4) + "@" + std::to_string(i);
+        }
+        break;
+      }
+  }
   return h;
 }
 }  // namespace
@@ -117,7 +153,16 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
                 100.0 * h.flip, h.extreme, h.clip, h.step_time);
   }
   std::printf("reward0/reward: mean over the first/last 10 steps; eval: last greedy held-out accuracy; "
-              "KL, flip%%, extreme, clip: means over all steps\n");
+              "KL, flip%%, extreme, clip: means over all steps\n\n");
+  std::printf("%-28s %-12s %8s %8s %9s %8s %8s  %s\n", "run", "correction", "ESS_tok", "ESS_seq", "chi2_seq",
+              "seqmis%", "seqk3%", "first precursor");
+  for (const Headline& h : rows) {
+    std::string name = h.file.size() > 28 ? "…" + h.file.substr(h.file.size() - 27) : h.file;
+    std::printf("%-28s %-12s %8.4f %8.4f %9.2e %8.2f %8.2f  %s\n", name.c_str(), h.correction.c_str(), h.ess_token,
+                h.ess_seq, h.chi2_seq, 100.0 * h.seq_mis, 100.0 * h.seq_k3, h.first_flag.c_str());
+  }
+  std::printf("ESS, chi2 (token / sequence IS weights pi_old/mu), seqmis%%, seqk3%% (sequences seq-mis / seq-max-k3 "
+              "would drop, active or not): means over all steps; first precursor: flag@step (docs/metrics.md)\n");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // cmd_run.cpp — `moerl run SCENARIO [--set k=v]... [--out PATH]`: one RL run.
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "sim/cli.h"
 #include "sim/run.h"
@@ -8,6 +9,20 @@
 namespace po = boost::program_options;
 
 namespace moerl {
+
+namespace {
+// Shown under the usage line of --help: the choices that interact (docs/algorithms.md).
+const char* kRunNotes =
+    "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n"
+    "  none | tis | mis | seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3, with\n"
+    "  rl.correction_cap, rl.correction_cap_low, rl.seq_mask_low, rl.seq_mask_high, rl.seq_k3_max.\n"
+    "  They compose with rl.algorithm = grpo, r3, rspo and gspo (under gspo a token-level weight\n"
+    "  weights each token of the GSPO-token form). They make no sense with rl.algorithm = icepop,\n"
+    "  which forces its own band mask (rl.correction is ignored), nor with rl.old_logprobs = rollout\n"
+    "  (bypass: pi_old = mu, so rho = 1 and every correction is the identity). Every run records\n"
+    "  what each correction would do (rc_* metrics) and the collapse precursor flags (pre_*,\n"
+    "  thresholds in [precursors]); docs/metrics.md.";
+}  // namespace
 
 int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   std::string scenario_path;
@@ -31,7 +46,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   bool go = true;
   Scenario s;
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
-    go = cli_parse(comms, "run", "SCENARIO [--set section.key=value]... [--out PATH] [--resume]",
+    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume]") + kRunNotes,
                    desc, pos, args, &vm);
     if (go) s = Scenario::load(scenario_path, sets);
   });

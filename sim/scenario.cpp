@@ -222,13 +222,21 @@ void bind_rl(Fields& f, RlConfig* r) {
                throw BadValue{"must be token-mean, seq-mean-token-mean or seq-mean-token-sum"};
            },
            [r] { return std::string(aggregation_name(r->loss.aggregation)); });
-  f.custom("rl.correction", "train/inference IS correction: none | tis | mis (icepop sets its band mask)",
+  f.custom("rl.correction",
+           "train/inference IS correction, rho_t = pi_old/pi_rollout (docs/algorithms.md): none | tis | mis | "
+           "seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3; composes with grpo, gspo, rspo, r3; "
+           "icepop ignores it (its own band mask); a no-op with rl.old_logprobs = rollout (rho = 1)",
            [r](const std::string& v) {
              if (!correction_parse(v, &r->loss.correction) || r->loss.correction == Correction::icepop)
-               throw BadValue{"must be none, tis or mis (for icepop set rl.algorithm = icepop)"};
+               throw BadValue{"must be none, tis, mis, seq-tis, seq-tis-geo, seq-mis, tis+seq-mis or seq-max-k3 "
+                              "(for icepop set rl.algorithm = icepop)"};
            },
            [r] { return std::string(correction_name(r->loss.correction == Correction::icepop ? Correction::none : r->loss.correction)); });
-  f.f32("rl.correction_cap", &r->loss.correction_cap, "C of tis (truncate) and mis (mask above)");
+  f.f32("rl.correction_cap", &r->loss.correction_cap, "C: tis / tis+seq-mis truncate rho_t at C, mis masks rho_t > C, seq-tis / seq-tis-geo truncate the sequence ratio at C");
+  f.f32("rl.correction_cap_low", &r->loss.correction_cap_low, "C_low: tis / tis+seq-mis raise rho_t below C_low to C_low (0 = no lower truncation; Miles: 0.5)");
+  f.f32("rl.seq_mask_low", &r->loss.seq_mask_low, "seq-mis / tis+seq-mis: keep a sequence whose geometric-mean rho is >= this ...");
+  f.f32("rl.seq_mask_high", &r->loss.seq_mask_high, "... and <= this (slime/Miles: [0.99, 1.001])");
+  f.f32("rl.seq_k3_max", &r->loss.seq_k3_max, "seq-max-k3: drop a sequence whose max token k3 = rho - 1 - log rho exceeds this");
   f.f32("rl.icepop_low", &r->loss.icepop_low, "IcePop band lower bound alpha on pi_old/pi_rollout");
   f.f32("rl.icepop_high", &r->loss.icepop_high, "IcePop band upper bound beta");
   f.f32("rl.rspo_floor", &r->loss.rspo_floor, "RSPO floor gamma_min of the router-shift weight");
@@ -315,6 +323,18 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.u64(x + "seed", &p->seed, "seed of this profile's noise streams");
 }
 
+void bind_precursors(Fields& f, PrecursorConfig* p) {
+  f.i32("precursors.window", &p->window, "trailing window W (steps) whose median m every precursor flag compares with");
+  f.f32("precursors.k3_rise", &p->k3_rise, "pre_k3_rise: rc_k3 > k3_rise * m");
+  f.f32("precursors.grad_norm_spike", &p->grad_norm_spike, "pre_grad_norm_spike: grad_norm > grad_norm_spike * m");
+  f.f32("precursors.grad_norm_drop", &p->grad_norm_drop, "pre_grad_norm_drop: grad_norm < grad_norm_drop * m");
+  f.f32("precursors.entropy_spike", &p->entropy_spike, "pre_entropy_spike: entropy > entropy_spike * m");
+  f.f32("precursors.clip_burst", &p->clip_burst, "pre_clip_burst: clip_frac > max(clip_burst * m, m + clip_burst_floor)");
+  f.f32("precursors.clip_burst_floor", &p->clip_burst_floor, "absolute part of the clip-burst rule");
+  f.f32("precursors.ess_drop", &p->ess_drop, "pre_ess_drop: rc_ess_token < ess_drop * m");
+  f.f32("precursors.length_surge", &p->length_surge, "pre_length_surge: response_length_mean > length_surge * m");
+}
+
 void bind_fixed(Fields& f, Scenario* s) {
   bind_model(f, &s->model);
   bind_run(f, &s->run);
@@ -322,12 +342,13 @@ void bind_fixed(Fields& f, Scenario* s) {
   bind_audit(f, &s->audit);
   bind_bench(f, &s->bench);
   bind_rl(f, &s->rl);
+  bind_precursors(f, &s->rl.precursors);
   bind_task(f, &s->task);
   bind_optim(f, "optim", &s->optim);
   bind_sft(f, &s->sft);
 }
 
-const char* kSections = "model, run, engines, audit, bench, rl, task, optim, sft, profile.NAME";
+const char* kSections = "model, run, engines, audit, bench, rl, precursors, task, optim, sft, profile.NAME";
 
 // ---- helpers -----------------------------------------------------------------------------------
 
@@ -462,7 +483,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       const size_t dot = key.find('.');
       const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
       const bool known_section = section == "model" || section == "run" || section == "engines" ||
-                                 section == "rl" || section == "task" || section == "optim" || section == "sft" ||
+                                 section == "rl" || section == "precursors" || section == "task" || section == "optim" || section == "sft" ||
                                  section == "audit" || section == "bench";
       if (dot == std::string::npos)
         throw std::invalid_argument(v.origin + ": key '" + key + "' outside any section" +

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "sim/rl/policy_loss.h"
+#include "sim/rl/seq_corrections.h"
 
 namespace moerl {
 
@@ -21,19 +22,27 @@ bool aggregation_parse(const std::string& s, Aggregation* out) {
   return false;
 }
 
+static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionCount,
+              "a new Correction needs its name here, its weight in ppo_terms.h / seq_corrections.cpp");
+
 const char* correction_name(Correction c) {
   switch (c) {
     case Correction::none: return "none";
     case Correction::tis: return "tis";
     case Correction::mis: return "mis";
     case Correction::icepop: return "icepop";
+    case Correction::seq_tis: return "seq-tis";
+    case Correction::seq_tis_geo: return "seq-tis-geo";
+    case Correction::seq_mis: return "seq-mis";
+    case Correction::tis_seq_mis: return "tis+seq-mis";
+    case Correction::seq_max_k3: return "seq-max-k3";
   }
   return "?";
 }
 
 bool correction_parse(const std::string& s, Correction* out) {
-  for (Correction c : {Correction::none, Correction::tis, Correction::mis, Correction::icepop})
-    if (s == correction_name(c)) { *out = c; return true; }
+  for (int i = 0; i < kCorrectionCount; ++i)
+    if (s == correction_name(static_cast<Correction>(i))) { *out = static_cast<Correction>(i); return true; }
   return false;
 }
 
@@ -69,14 +78,19 @@ void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggre
   out->clipped_tokens = out->masked_tokens = out->tokens = 0.0;
   std::vector<double> scale(b.S);
   aggregation_scales(scale.data(), agg, b);
+  const bool seq_level = correction_is_sequence_level(corr);
   for (int i = 0; i < b.S; ++i) {
     const double A = b.advantages[i];
+    const size_t row = static_cast<size_t>(i) * b.R;
+    const double w_seq = seq_level ? seq_correction_weight(c, corr, seq_log_ratio(b.logp_old + row, b.logp_rollout + row,
+                                                                                  b.mask + row, b.R))
+                                   : 1.0;
     for (int t = 0; t < b.R; ++t) {
-      const size_t j = static_cast<size_t>(i) * b.R + t;
+      const size_t j = row + t;
       if (b.mask[j] == 0.0f) continue;
       const double m = b.mask[j];
       const double rho = std::exp(clamp20(static_cast<double>(b.logp_old[j]) - b.logp_rollout[j]));
-      const double w = correction_weight(c, corr, rho);
+      const double w = correction_weight(c, corr, rho) * w_seq;  // × 1.0 is exact: token corrections unchanged
       const RatioValue x = ratio_of(i, t);
       const Surrogate s = surrogate(A, x.value, x.grad, c);
       double term = w * s.value, grad = w * s.grad;

@@ -1,6 +1,7 @@
-// grpo.cpp — GRPO's token-level clipped surrogate (§1): r = exp(clamp(logp_new − logp_old, ±20)),
-// ℓ = max(−A·r, −A·clip(r, 1−ε_l, 1+ε_h)) with optional dual clip, any aggregation, optional
-// TIS / MIS correction (§6). `r3` is this loss; the replay is the train engine's routing mode.
+// grpo.cpp — GRPO's token-level clipped surrogate (arXiv 2402.03300):
+// r = exp(clamp(logp_new − logp_old, ±20)), ℓ = max(−A·r, −A·clip(r, 1−ε_l, 1+ε_h)) with optional
+// dual clip, any aggregation, optional rollout correction (rl.correction, docs/algorithms.md).
+// `r3` is this loss; the replay is the train engine's routing mode.
 #include "sim/rl/policy_loss.h"
 
 namespace moerl::rl {

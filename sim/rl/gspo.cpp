@@ -1,4 +1,4 @@
-// gspo.cpp — GSPO in its GSPO-token form (§2.1–2.2): per sequence
+// gspo.cpp — GSPO in its GSPO-token form (arXiv 2507.18071): per sequence
 //   s_i = exp(min(δ̄_i, 10)),  δ̄_i = Σ_t m·(logp_new − logp_old) / max(Σ_t m, 1),
 // each token's ratio has the value s_i and the gradient s_i·∇logp_new (the stop-gradient
 // construction), clipped with ε_l/ε_h (paper: 3e-4 / 4e-4), no dual clip, aggregation forced to

@@ -1,4 +1,4 @@
-// icepop.cpp — IcePop (§5, Ring-1T form): GRPO's token surrogate weighted by
+// icepop.cpp — IcePop (Ring-1T form, arXiv 2510.18855): GRPO's token surrogate weighted by
 //   M(k) = k·1[α ≤ k ≤ β],  k = π_old/π_rollout (a constant),
 // so tokens whose train/inference ratio leaves the band get zero gradient while still counting in
 // the aggregation's denominators. Defaults α = 0.5, β = 5.

@@ -1,5 +1,5 @@
-// loss.h — policy losses of the RL algorithms (reference: ../shared/reference/algorithms.md §0–6),
-// per token, with their exact gradient with respect to the current log-probs.
+// loss.h — policy losses of the RL algorithms (formulas and sources: docs/algorithms.md), per
+// token, with their exact gradient with respect to the current log-probs.
 //
 // The model's backward takes dLoss/dlogp_new, so every algorithm here is a function
 //   (logp_new, logp_old, logp_rollout, mask, advantages, [γ], [logp_ref]) → (loss, dloss/dlogp_new)
@@ -16,15 +16,21 @@
 
 namespace moerl {
 
-// §0: how per-token losses become the mini-batch loss.
+// How per-token losses become the mini-batch loss (docs/algorithms.md, "Losses").
 enum class Aggregation : uint8_t { token_mean = 0, seq_mean_token_mean, seq_mean_token_sum };
 const char* aggregation_name(Aggregation a);
 bool aggregation_parse(const std::string& s, Aggregation* out);
 
-// Train/inference importance correction applied to every token's policy-gradient term (§5, §6),
-// with ρ = π_old/π_rollout (a constant): tis w = min(ρ, C); mis w = ρ·1[ρ ≤ C];
-// icepop w = ρ·1[α ≤ ρ ≤ β]. Masked/zeroed tokens keep counting in the denominators.
-enum class Correction : uint8_t { none = 0, tis, mis, icepop };
+// Train/inference importance correction applied to every token's policy-gradient term
+// (docs/algorithms.md, "Rollout corrections"), with ρ_t = π_old/π_rollout (a constant).
+// Token level: tis w = clamp(ρ, C_low, C); mis w = ρ·1[ρ ≤ C]; icepop w = ρ·1[α ≤ ρ ≤ β].
+// Sequence level (one weight on every token of sequence i, sim/rl/seq_corrections.h):
+// seq-tis w = min(Π_t ρ_t, C); seq-tis-geo w = min(exp(mean_t log ρ_t), C);
+// seq-mis w = 1[lo ≤ exp(mean_t log ρ_t) ≤ hi]; tis+seq-mis w = clamp(ρ_t, C_low, C)·seq-mis;
+// seq-max-k3 w = 1[max_t (ρ_t − 1 − log ρ_t) ≤ k]. Masked/zeroed tokens keep counting in the
+// denominators.
+enum class Correction : uint8_t { none = 0, tis, mis, icepop, seq_tis, seq_tis_geo, seq_mis, tis_seq_mis, seq_max_k3 };
+inline constexpr int kCorrectionCount = 9;
 const char* correction_name(Correction c);
 bool correction_parse(const std::string& s, Correction* out);
 
@@ -35,7 +41,11 @@ struct LossConfig {
   float dual_clip = 0.0f;          // c of the dual clip for A < 0 (0 = off; verl uses 3)
   Aggregation aggregation = Aggregation::token_mean;  // gspo forces seq_mean_token_mean
   Correction correction = Correction::none;  // icepop forces Correction::icepop
-  float correction_cap = 2.0f;     // C of tis / mis
+  float correction_cap = 2.0f;     // C of tis / mis / seq-tis / seq-tis-geo / tis+seq-mis
+  float correction_cap_low = 0.0f; // C_low: lower truncation of tis and tis+seq-mis (0 = none)
+  float seq_mask_low = 0.99f;      // lo of seq-mis (slime/Miles: [0.99, 1.001])
+  float seq_mask_high = 1.001f;    // hi of seq-mis
+  float seq_k3_max = 0.01f;        // k of seq-max-k3 (verl's k3 rejection threshold)
   float icepop_low = 0.5f;         // α
   float icepop_high = 5.0f;        // β
   float rspo_floor = 0.1f;         // γ_min

@@ -56,6 +56,11 @@ void RlConfig::validate() const {
   if (!(loss.clip_high >= 0.0f)) bad("clip_high", std::to_string(loss.clip_high), "must be >= 0");
   if (loss.dual_clip != 0.0f && !(loss.dual_clip > 1.0f)) bad("dual_clip", std::to_string(loss.dual_clip), "must be 0 (off) or > 1");
   if (!(loss.correction_cap > 0.0f)) bad("correction_cap", std::to_string(loss.correction_cap), "must be > 0");
+  if (!(loss.correction_cap_low >= 0.0f && loss.correction_cap_low <= loss.correction_cap))
+    bad("correction_cap_low", std::to_string(loss.correction_cap_low), "must be in [0, rl.correction_cap]");
+  if (!(loss.seq_mask_low >= 0.0f && loss.seq_mask_low <= loss.seq_mask_high))
+    bad("seq_mask_low", std::to_string(loss.seq_mask_low), "must be in [0, rl.seq_mask_high]");
+  if (!(loss.seq_k3_max >= 0.0f)) bad("seq_k3_max", std::to_string(loss.seq_k3_max), "must be >= 0");
   if (!(loss.icepop_low >= 0.0f && loss.icepop_low < loss.icepop_high))
     bad("icepop_low", std::to_string(loss.icepop_low), "must be in [0, rl.icepop_high)");
   if (!(loss.rspo_floor >= 0.0f && loss.rspo_floor <= 1.0f)) bad("rspo_floor", std::to_string(loss.rspo_floor), "must be in [0, 1]");
@@ -78,6 +83,7 @@ void RlConfig::validate() const {
   if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");
   if (collapse_window < 1) bad("collapse_window", std::to_string(collapse_window), "must be >= 1");
   if (collapse_patience < 1) bad("collapse_patience", std::to_string(collapse_patience), "must be >= 1");
+  precursors.validate();
   if (loss.algorithm == "r3" && routing_replay != RoutingReplay::rollout)
     bad("routing_replay", routing_replay_name(routing_replay), "r3 means routing_replay = rollout");
 }

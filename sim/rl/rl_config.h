@@ -4,12 +4,13 @@
 #include <string>
 
 #include "sim/rl/loss.h"
+#include "sim/rl/precursors.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/router_stabilisers.h"
 
 namespace moerl {
 
-// Where π_old comes from (§6.2 of the reference): recomputed by the train engine (verl's default
+// Where π_old comes from (verl's rollout correction, docs/algorithms.md): recomputed by the train engine (verl's default
 // flow) or taken from the rollout's log-probs (bypass mode).
 enum class OldLogprobs : uint8_t { recompute = 0, rollout };
 // Routing of the train engine: own top-k, π_old's recorded routing (R2), or the rollout's (R3).
@@ -53,6 +54,7 @@ struct RlConfig {
   int collapse_window = 10;        // its running peak (average over this many steps) ...
   int collapse_patience = 10;      // ... for this many consecutive steps; or any NaN/inf
   bool continue_after_collapse = false;
+  PrecursorConfig precursors;      // the [precursors] section: collapse precursor flags
 
   // Resolves aliases (r3 → grpo + rollout replay; icepop's correction) and algorithm defaults.
   void resolve();

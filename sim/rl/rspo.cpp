@@ -1,6 +1,6 @@
-// rspo.cpp — RSPO (§4), as reconstructed in the reference (its method section could not be
-// retrieved; docs/algorithms.md says so): the token ratio is rescaled by the stop-gradient
-// router-shift weight before clipping,
+// rspo.cpp — RSPO (arXiv 2510.23027), as reconstructed in docs/algorithms.md (its method section
+// was not available): the token ratio is rescaled by the stop-gradient router-shift weight
+// before clipping,
 //   r̃ = sg[γ]·r,  γ = max(γ_min, exp(−d)),  d = mean over layers of the mean over π_old's top-k
 //   experts of |log p_θ(e) − log p_old(e)|,
 // then GRPO's clipped surrogate on r̃. γ is computed by the train step (it needs the router) and

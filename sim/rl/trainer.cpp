@@ -1,7 +1,8 @@
 // trainer.cpp — see trainer.h. Positions: a sequence is prompt (P) + response (R) tokens, T = P+R.
 // Response token r sits at position P+r; its log-prob is computed at position P+r−1. Routing
-// metrics compare the response tokens' own positions P..T−1; RSPO's router shift is read at the
-// position that computes the log-prob.
+// metrics compare the positions that compute the scored log-probs, P−1..T−2 (the last prompt
+// position, whose routing decides the first response token, included; the last position, whose
+// output scores nothing, left out); RSPO's router shift is read at the same positions.
 #include "sim/rl/trainer.h"
 
 #include <chrono>
@@ -14,7 +15,9 @@
 #include "kernels/rng.h"
 #include "sim/audit.h"
 #include "sim/gather.h"
+#include "sim/rl/diagnostics.h"
 #include "sim/rl/loss.h"
+#include "sim/rl/precursors.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/router_stabilisers.h"
 
@@ -66,6 +69,13 @@ std::vector<float> gather_rows(const std::vector<float>& x, const std::vector<in
   return out;
 }
 }  // namespace
+
+std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T) {
+  std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
+  for (int s = 0; s < S; ++s)
+    for (int t = P - 1; t < T - 1; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+  return mask;
+}
 
 RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(model) {
   s_.rl.resolve();
@@ -308,9 +318,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     AuditAccum acc;
     audit_init(&acc, L);
     if (moe) {
-      std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
-      for (int s = 0; s < S; ++s)
-        for (int t = P; t < T; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+      const std::vector<uint8_t> mask = rl_scored_positions_mask(S, P, T);
       audit_add_routing(&acc, rb.topk_ids.data(), old.own_topk_ids.data(), mask.data(), L, S * T, K);
     }
     std::vector<float> train_lp(static_cast<size_t>(S) * R * V);
@@ -342,6 +350,9 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     res->set("is_ratio_min", rmin);
     res->set("is_ratio_max", rmax);
   }
+  // what every correction would do to this batch, and where the mismatch lives (the recomputed
+  // π_old, so bypass runs see the engines' mismatch too)
+  correction_diagnostics_record(res, correction_diagnostics(rl.loss, logp_train.data(), rb.logp.data(), S, R));
 
   // 5. mini-batches: a seeded permutation of the sequences, one optimizer step each
   t0 = Clock::now();
@@ -575,6 +586,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     res->set("eval_accuracy", evaluate());
     res->set("time_eval", seconds_since(te));
   }
+  precursors_record(res, rl.precursors);
   res->set("time_step", seconds_since(t_step));
 }
 

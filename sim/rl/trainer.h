@@ -29,6 +29,10 @@ struct RlSetup {
   bool dump_tensors = false;  // per-token tensors of each step's first mini-batch
 };
 
+// The positions whose outputs score the response: response token r (at position P+r) gets its
+// log-prob, and its routing-flip count, from position P−1+r. [S·T] mask, 1 at P−1..T−2.
+std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T);
+
 // Status of a run as stored in results (attribute `status`).
 enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed };
 const char* run_status_name(RunStatus s);

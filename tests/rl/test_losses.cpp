@@ -1,6 +1,8 @@
 // Policy losses against an independent computation: each algorithm's value is recomputed here
-// from the formulas of ../shared/reference/algorithms.md in plain double arithmetic, and its
-// gradient dLoss/dlogp_new is checked against central differences of that independent value.
+// from the formulas of docs/algorithms.md (GRPO arXiv 2402.03300, GSPO 2507.18071, RSPO
+// 2510.23027, IcePop 2510.18855, TIS/MIS and the sequence-level corrections of verl's rollout
+// correction and slime) in plain double arithmetic, and its gradient dLoss/dlogp_new is checked
+// against central differences of that independent value.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,8 +26,9 @@ struct Data {
   }
 };
 
-// Log-probs around −1.5 with ratio spreads that cross the clip bands; ragged masks.
-Data make_data(uint64_t seed, double spread) {
+// Log-probs around −1.5 with ratio spreads that cross the clip bands; ragged masks. roll_spread:
+// the spread of log π_rollout around log π_old.
+Data make_data(uint64_t seed, double spread, double roll_spread = 0.6) {
   Data d;
   Rng rng(rng_derive(seed, 77, {}));
   const size_t n = static_cast<size_t>(d.S) * d.R;
@@ -33,7 +36,7 @@ Data make_data(uint64_t seed, double spread) {
     const float base = -1.5f + 0.5f * rng.normal();
     d.lold.push_back(base);
     d.lnew.push_back(base + static_cast<float>(spread) * rng.normal());
-    d.lroll.push_back(base + 0.6f * rng.normal());
+    d.lroll.push_back(base + static_cast<float>(roll_spread) * rng.normal());
     d.lref.push_back(base + 0.3f * rng.normal());
     d.gamma.push_back(0.3f + 0.7f * rng.uniform());
   }
@@ -57,10 +60,32 @@ double ref_surrogate(double A, double r, const LossConfig& c) {
 }
 
 double ref_weight(const LossConfig& c, Correction k, double rho) {
-  if (k == Correction::tis) return std::min(rho, (double)c.correction_cap);
+  if (k == Correction::tis || k == Correction::tis_seq_mis)
+    return clipd(rho, (double)c.correction_cap_low, (double)c.correction_cap);
   if (k == Correction::mis) return rho <= c.correction_cap ? rho : 0.0;
   if (k == Correction::icepop) return (rho >= c.icepop_low && rho <= c.icepop_high) ? rho : 0.0;
   return 1.0;
+}
+
+// The sequence factor of a sequence-level correction, from sequence i's masked tokens.
+double ref_seq_weight(const Data& d, int i, const LossConfig& c, Correction k) {
+  double sum = 0, len = 0, max_k3 = 0;
+  for (int t = 0; t < d.R; ++t) {
+    const int j = i * d.R + t;
+    if (!d.mask[j]) continue;
+    const double lr = (double)d.lold[j] - d.lroll[j];
+    sum += lr;
+    len += 1;
+    max_k3 = std::max(max_k3, std::exp(lr) - 1 - lr);
+  }
+  if (len == 0) return 1;
+  const double geo = std::exp(sum / len);
+  if (k == Correction::seq_tis) return std::min(std::exp(sum), (double)c.correction_cap);
+  if (k == Correction::seq_tis_geo) return std::min(geo, (double)c.correction_cap);
+  if (k == Correction::seq_mis || k == Correction::tis_seq_mis)
+    return geo >= c.seq_mask_low && geo <= c.seq_mask_high ? 1 : 0;
+  if (k == Correction::seq_max_k3) return max_k3 <= c.seq_k3_max ? 1 : 0;
+  return 1;
 }
 
 // lnew as doubles so that finite differences are not limited by float storage.
@@ -81,6 +106,7 @@ double ref_loss(const Data& d, const std::vector<double>& lnew, const LossConfig
     double mean_lr = 0;
     for (int t = 0; t < d.R; ++t) mean_lr += d.mask[i * d.R + t] * (lnew[i * d.R + t] - d.lold[i * d.R + t]);
     const double s_i = std::exp(std::min(mean_lr / std::max(len[i], 1.0), 10.0));
+    const double w_seq = ref_seq_weight(d, i, c, corr);
     for (int t = 0; t < d.R; ++t) {
       const int j = i * d.R + t;
       if (!d.mask[j]) continue;
@@ -89,7 +115,7 @@ double ref_loss(const Data& d, const std::vector<double>& lnew, const LossConfig
       const double rho = std::exp((double)d.lold[j] - d.lroll[j]);
       LossConfig cc = c;
       if (gspo) cc.dual_clip = 0;
-      double term = ref_weight(c, corr, rho) * ref_surrogate(d.adv[i], r, cc);
+      double term = ref_weight(c, corr, rho) * w_seq * ref_surrogate(d.adv[i], r, cc);
       if (c.kl_coef > 0) {
         const double x = d.lref[j] - lnew[j];
         term += c.kl_coef * (std::exp(x) - x - 1);
@@ -151,6 +177,115 @@ TEST(Losses, TisAndMisCorrections) {
     }
     if (k == Correction::mis) EXPECT_GT(o.masked_tokens, 0);
   }
+}
+
+// Every sequence-level correction, alone and under GSPO and RSPO: value and gradient against the
+// independent implementation, one weight per sequence, and both outcomes of each threshold.
+TEST(Losses, SequenceLevelCorrections) {
+  // log π_rollout within ~±0.01 of log π_old; for this seed the six sequences have geometric
+  // means 1.00148, 0.99909, 1.00119, 0.99816, 1.00141, 0.99945, products 1.0134, 0.9973, 1.0096,
+  // 0.9945, 1.0070, 0.9973 and max token k3 1.9e-4, 5.6e-5, 1.5e-4, 3.5e-5, 1.4e-4, 4.5e-5, so
+  // each threshold below keeps some sequences and changes others
+  const Data d = make_data(7, 0.2, 0.01);
+  for (Correction k : {Correction::seq_tis, Correction::seq_tis_geo, Correction::seq_mis, Correction::tis_seq_mis,
+                       Correction::seq_max_k3}) {
+    for (const char* algo : {"grpo", "gspo", "rspo"}) {
+      // GSPO's token form gives token j the gradient w_j·s_i·∇logp_j, which equals the
+      // sequence-level objective's only when w is constant over the sequence: tis+seq-mis's
+      // token part is not (its GSPO value still matches, its gradient is the token form's)
+      if (k == Correction::tis_seq_mis && std::string(algo) == "gspo") continue;
+      LossConfig c;
+      c.algorithm = algo;
+      c.correction = k;
+      c.correction_cap = 1.0013f;       // truncates some products / geometric means, not all
+      c.correction_cap_low = 0.995f;    // tis+seq-mis: the lower truncation too
+      c.seq_mask_low = 0.9985f;
+      c.seq_mask_high = 1.0013f;
+      c.seq_k3_max = 1e-4f;
+      SCOPED_TRACE(std::string(correction_name(k)) + " / " + algo);
+      const LossOutput o = check(d, c);
+      int changed = 0, kept = 0;
+      for (int i = 0; i < d.S; ++i) {
+        const double ws = ref_seq_weight(d, i, c, k);
+        (k == Correction::seq_tis || k == Correction::seq_tis_geo ? ws < (double)c.correction_cap : ws == 1.0) ? ++kept : ++changed;
+        for (int t = 0; t < d.R; ++t) {
+          const int j = i * d.R + t;
+          if (!d.mask[j]) continue;
+          const double rho = std::exp((double)d.lold[j] - d.lroll[j]);
+          EXPECT_NEAR(o.weight[j], ref_weight(c, k, rho) * ws, 1e-6) << "token " << j;
+        }
+      }
+      EXPECT_GT(changed, 0);  // the threshold bites on some sequence ...
+      EXPECT_GT(kept, 0);     // ... and not on every one
+      if (k == Correction::seq_mis || k == Correction::seq_max_k3 || k == Correction::tis_seq_mis)
+        EXPECT_GT(o.masked_tokens, 0);
+    }
+  }
+}
+
+TEST(Losses, SequenceMaskDropsWholeSequencesButKeepsThemInDenominators) {
+  Data d = make_data(8, 0.2, 0.0);  // π_rollout = π_old: every sequence passes ...
+  for (int t = 0; t < d.R; ++t) d.lroll[2 * d.R + t] = d.lold[2 * d.R + t] - 0.1f;  // ... but sequence 2
+  LossConfig c;
+  c.correction = Correction::seq_mis;
+  const LossOutput o = check(d, c);
+  double total = 0, tokens = 0;
+  for (int t = 0; t < d.R; ++t) {
+    EXPECT_EQ(o.dlogp[2 * d.R + t], 0.0f);
+    EXPECT_EQ(o.term[2 * d.R + t], 0.0f);
+  }
+  for (size_t j = 0; j < d.lnew.size(); ++j) { total += d.mask[j] * o.term[j]; tokens += d.mask[j]; }
+  EXPECT_NEAR(o.loss, total / tokens, 1e-6 * std::fabs(o.loss));
+  LossConfig none;
+  LossOutput plain;
+  algorithm_create(none)->loss(&plain, d.batch());
+  for (int i = 0; i < d.S; ++i)  // the other sequences are untouched (weight exactly 1)
+    for (int t = 0; t < d.R && i != 2; ++t) EXPECT_EQ(o.dlogp[i * d.R + t], plain.dlogp[i * d.R + t]);
+}
+
+TEST(Losses, SequenceTisUsesTheProductAndItsGeometricFormTheMean) {
+  Data d = make_data(9, 0.2, 0.0);
+  for (int i = 0; i < d.S; ++i)
+    for (int t = 0; t < d.R; ++t) d.lroll[i * d.R + t] = d.lold[i * d.R + t] - 0.05f;  // ρ_t = e^0.05
+  for (Correction k : {Correction::seq_tis, Correction::seq_tis_geo}) {
+    LossConfig c;
+    c.correction = k;
+    c.correction_cap = 100.0f;  // no truncation
+    const LossOutput o = check(d, c);
+    for (int i = 0; i < d.S; ++i) {
+      double len = 0;
+      for (int t = 0; t < d.R; ++t) len += d.mask[i * d.R + t];
+      const double expect = k == Correction::seq_tis ? std::exp(0.05 * len) : std::exp(0.05);
+      EXPECT_NEAR(o.weight[i * d.R], expect, 1e-5 * expect) << correction_name(k) << " seq " << i;
+    }
+  }
+}
+
+TEST(Losses, TokenTisLowerTruncation) {
+  const Data d = make_data(10, 0.2);
+  LossConfig c;
+  c.correction = Correction::tis;
+  c.correction_cap = 1.5f;
+  c.correction_cap_low = 0.5f;  // Miles: [0.5, 1.5]
+  const LossOutput o = check(d, c);
+  int low = 0;
+  for (size_t j = 0; j < d.lnew.size(); ++j)
+    if (d.mask[j]) {
+      EXPECT_GE(o.weight[j], 0.5f);
+      EXPECT_LE(o.weight[j], 1.5f);
+      low += o.weight[j] == 0.5f;
+    }
+  EXPECT_GT(low, 0);
+}
+
+TEST(Losses, CorrectionNamesRoundTrip) {
+  for (int i = 0; i < kCorrectionCount; ++i) {
+    Correction c = Correction::none;
+    ASSERT_TRUE(correction_parse(correction_name(static_cast<Correction>(i)), &c)) << i;
+    EXPECT_EQ(static_cast<int>(c), i);
+  }
+  Correction c;
+  EXPECT_FALSE(correction_parse("seq_mis", &c));
 }
 
 TEST(Losses, GspoTokenFormEqualsSequenceLevelObjective) {

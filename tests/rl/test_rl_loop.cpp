@@ -8,6 +8,7 @@
 #include "models/h5io.h"
 #include "rl_fixture.h"
 #include "sim/model_io.h"
+#include "sim/rl/precursors.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"
 #include "sim/run.h"
@@ -60,6 +61,81 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
   }
 }
 
+// Under the FP8 rollout every diagnostic and flag is written, every step, with plausible values.
+TEST(RlLoop, Fp8RolloutWritesEveryCorrectionDiagnostic) {
+  const std::string dir = tmp_dir("diag");
+  const Scenario s = test::tiny_scenario({"rl.steps=3"});
+  ASSERT_EQ(s.profile(s.engines.rollout).name, "fp8-rollout");
+  const std::string out = dir + "/run.h5";
+  run(s, out, dir);
+  const double tokens = 16.0 * 4;  // prompts_per_step × group_size sequences × 4 response tokens
+  for (const char* m : {"rc_ess_token", "rc_ess_seq"})
+    for (double x : test::run_metric(out, m)) {
+      EXPECT_GT(x, 0.0) << m;
+      EXPECT_LE(x, 1.0) << m;
+    }
+  EXPECT_LT(test::run_metric(out, "rc_ess_seq")[0], 1.0);  // the mismatch makes the weights unequal
+  for (const char* m : {"rc_chi2_token", "rc_chi2_seq", "rc_k3", "rc_seq_log_ratio_abs_mean"})
+    for (double x : test::run_metric(out, m)) EXPECT_GE(x, 0.0) << m;
+  for (double x : test::run_metric(out, "rc_k3")) EXPECT_GT(x, 0.0);
+  const auto k3 = test::run_metric(out, "rc_k3"), k3_audit = test::run_metric(out, "kl_rollout_train");
+  for (size_t i = 0; i < k3.size(); ++i) EXPECT_NEAR(k3[i], k3_audit[i], 1e-3 * k3_audit[i]);  // two paths, one quantity
+  for (double x : test::run_metric(out, "rc_k1")) EXPECT_TRUE(std::isfinite(x));
+  for (const char* m : {"rc_tis_truncated_frac", "rc_mis_masked_frac", "rc_icepop_masked_frac",
+                        "rc_seq_tis_truncated_frac", "rc_seq_tis_geo_truncated_frac", "rc_seq_mis_masked_frac",
+                        "rc_seq_max_k3_masked_frac"}) {
+    const auto v = test::run_metric(out, m);
+    ASSERT_EQ(v.size(), 3u) << m;
+    for (double x : v) {
+      EXPECT_GE(x, 0.0) << m;
+      EXPECT_LE(x, 1.0) << m;
+    }
+  }
+  const H5File f = H5File::open(out);
+  EXPECT_EQ(f.shape("metrics/rc_bucket_tokens"), (std::vector<int64_t>{3, 5}));
+  const auto counts = test::run_metric(out, "rc_bucket_tokens"), gt2 = test::run_metric(out, "rc_bucket_ratio_gt2_frac"),
+             absd = test::run_metric(out, "rc_bucket_abs_log_ratio");
+  for (int st = 0; st < 3; ++st) {
+    double sum = 0;
+    for (int b = 0; b < 5; ++b) {
+      const double n = counts[st * 5 + b];
+      sum += n;
+      if (n > 0) {
+        EXPECT_GE(gt2[st * 5 + b], 0.0);
+        EXPECT_LE(gt2[st * 5 + b], 1.0);
+        EXPECT_GE(absd[st * 5 + b], 0.0);
+      } else {
+        EXPECT_TRUE(std::isnan(absd[st * 5 + b]));
+      }
+    }
+    EXPECT_EQ(sum, tokens) << "step " << st;
+  }
+  for (double x : test::run_metric(out, "response_length_mean")) EXPECT_EQ(x, 4.0);  // fixed-length answers
+  for (const PrecursorFlag& p : precursor_flags())
+    for (double x : test::run_metric(out, p.name)) EXPECT_TRUE(x == 0.0 || x == 1.0) << p.name;
+}
+
+// Every correction is off by default and, switched on, changes the run (the loss it trains on).
+TEST(RlLoop, EverySequenceCorrectionIsOffByDefaultAndChangesARun) {
+  const std::string dir = tmp_dir("corr");
+  // partial credit: a random policy gets nonzero advantages, so the loss is not identically 0
+  const Scenario base = test::tiny_scenario({"rl.steps=2", "task.partial_credit=true"});
+  EXPECT_EQ(base.rl.loss.correction, Correction::none);
+  run(base, dir + "/none.h5", dir);
+  const auto loss0 = test::run_metric(dir + "/none.h5", "loss");
+  for (const char* c : {"seq-tis", "seq-tis-geo", "seq-mis", "tis+seq-mis", "seq-max-k3"}) {
+    for (const char* algo : {"grpo", "gspo", "rspo"}) {
+      const Scenario s = test::tiny_scenario({"rl.steps=2", "task.partial_credit=true", std::string("rl.correction=") + c,
+                                              std::string("rl.algorithm=") + algo});
+      const std::string out = dir + "/" + algo + ".h5";
+      const RunSummary sum = run(s, out, dir);
+      EXPECT_EQ(sum.status, "complete") << c << " " << algo;
+      for (double x : test::run_metric(out, "loss")) EXPECT_TRUE(std::isfinite(x)) << c << " " << algo;
+      if (std::string(algo) == "grpo") EXPECT_NE(test::run_metric(out, "loss"), loss0) << c;
+    }
+  }
+}
+
 TEST(RlLoop, IdenticalExactEnginesAreTrulyOnPolicy) {
   const std::string dir = tmp_dir("onpolicy");
   for (const char* temp : {"1.0", "0.7"}) {
@@ -106,6 +182,25 @@ TEST(RlLoop, ResumeIsBitIdentical) {
   const auto ma = model_load_checkpoint(run_checkpoint_path(dir + "/straight.h5"));
   const auto mb = model_load_checkpoint(run_checkpoint_path(dir + "/split.h5"));
   EXPECT_EQ(ma->params().data(), mb->params().data());
+}
+
+// The flags are recomputed from the series, so a resumed run fires them at the same steps.
+TEST(RlLoop, PrecursorFlagsResumeAlike) {
+  const std::string dir = tmp_dir("precursors");
+  const Scenario s = test::tiny_scenario({"rl.steps=5", "task.partial_credit=true", "precursors.window=1",
+                                          "precursors.k3_rise=1.01", "precursors.entropy_spike=1.001",
+                                          "precursors.ess_drop=0.999"});
+  run(s, dir + "/straight.h5", dir);
+  run(s, dir + "/split.h5", dir, false, 3);
+  run(s, dir + "/split.h5", dir, true);
+  double fired = 0;
+  for (const PrecursorFlag& p : precursor_flags()) {
+    const auto a = test::run_metric(dir + "/straight.h5", p.name);
+    EXPECT_EQ(a, test::run_metric(dir + "/split.h5", p.name)) << p.name;
+    EXPECT_EQ(a[0], 0.0) << p.name;  // no history at the first step
+    for (double x : a) fired += x;
+  }
+  EXPECT_GT(fired, 0);  // the low thresholds make some flag fire: the comparison is not of zeros
 }
 
 TEST(RlLoop, StaleRolloutsSeparateStalenessFromNumericsAndResumeBitIdentically) {
