@@ -366,6 +366,9 @@ void RlTrainer::step(int64_t step, RunResults* res) {
                                                                                     : nullptr;
   const bool rspo = std::string(algo_->name()) == "rspo";
   double loss_sum = 0.0, gnorm_sum = 0.0, aux_sum = 0.0, clipped = 0.0, masked = 0.0, tokens = 0.0;
+  // the burstiest mini-batch: its gradient norm, and the largest ratio a negative-advantage token
+  // carried into the loss (PPO's unclipped branch for A < 0 and r > 1+ε unless the dual clip caps it)
+  double gnorm_max = 0.0, ratio_max_neg = 0.0;
   double gamma_sum = 0.0, gamma_min = 1.0, gamma_n = 0.0;
   double surgery_fired = 0.0, surgery_checked = 0.0;
   bool finite = true;
@@ -499,6 +502,12 @@ void RlTrainer::step(int64_t step, RunResults* res) {
     }
     finite = finite && std::isfinite(lo.loss) && std::isfinite(gnorm);
     loss_sum += lo.loss; gnorm_sum += gnorm; aux_sum += nw.aux_loss;
+    gnorm_max = std::max(gnorm_max, gnorm);
+    for (int i = 0; i < Smb; ++i)
+      if (a[i] < 0.0f)
+        for (int r = 0; r < R; ++r)
+          if (mask[static_cast<size_t>(i) * R + r] != 0.0f)
+            ratio_max_neg = std::max(ratio_max_neg, static_cast<double>(lo.ratio[static_cast<size_t>(i) * R + r]));
     clipped += lo.clipped_tokens; masked += lo.masked_tokens; tokens += lo.tokens;
     if (m == 0 && s_.dump_tensors) {
       const std::vector<int64_t> shape{Smb, R};
@@ -530,6 +539,8 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   res->set("entropy", ent / rb.entropy.size());
   res->set("loss", loss_sum / M);
   res->set("grad_norm", gnorm_sum / M);
+  res->set("grad_norm_max", gnorm_max);
+  res->set("ratio_max_neg_adv", ratio_max_neg);
   res->set("aux_loss", aux_sum / M);
   res->set("clip_frac", tokens > 0 ? clipped / tokens : 0.0);
   res->set("icepop_masked_frac", s_.rl.loss.algorithm == "icepop" && tokens > 0 ? masked / tokens : 0.0);
