@@ -159,6 +159,8 @@ def phase_plot(rs, path, dial, reference="control"):
         if x["variant"] != reference:
             by_v.setdefault(x["variant"], []).append(x)
     for v, xs in by_v.items():
+        if len(xs) < 2:  # a variant outside the dial (one point) has no curve to draw
+            continue
         xs = sorted(xs, key=lambda x: x["flip"][0])
         fx = [x["flip"][0] for x in xs]
         rate = np.array([x["rate"] for x in xs])
