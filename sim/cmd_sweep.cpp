@@ -16,7 +16,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   std::string grid_path;
   SweepOptions opt;
   std::vector<std::string> sets;
-  std::string seeds;
+  std::string seeds, variants;
   bool dry_run = false, quiet = false;
   po::options_description desc("moerl sweep options");
   desc.add_options()
@@ -26,6 +26,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
       ("resume", po::bool_switch(&opt.resume), "continue the sweep in --out: skip finished runs, resume partial ones")
       ("cache", po::value(&opt.cache_dir), "directory of cached base checkpoints (default <out>/cache)")
       ("seeds", po::value(&seeds), "run the grid on these seeds instead of its own: 0,1,2 or 100-109")
+      ("variants", po::value(&variants), "run only these of the grid's variants: grpo,control (same run ids)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors in every run")
       ("dry-run", po::bool_switch(&dry_run), "validate the grid and list its runs; run nothing")
       ("quiet", po::bool_switch(&quiet), "print only the final table");
@@ -33,11 +34,13 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("grid", 1);
   po::variables_map vm;
-  if (!cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--seeds LIST] [--ranks-per-run N] [--resume] [--set section.key=value]...",
+  if (!cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--seeds LIST] [--variants LIST] [--ranks-per-run N] [--resume] [--set section.key=value]...",
                  desc, pos, args, &vm))
     return 0;
-  const SweepGrid grid =
-      sweep_grid_load(grid_path, sets, seeds.empty() ? std::vector<std::string>{} : sweep_seed_list("--seeds", seeds));
+  SweepSelection select;
+  if (!seeds.empty()) select.seeds = sweep_seed_list("--seeds", seeds);
+  if (!variants.empty()) select.variants = sweep_name_list("--variants", variants);
+  const SweepGrid grid = sweep_grid_load(grid_path, sets, select);
   if (opt.out.empty()) opt.out = "results/" + std::filesystem::path(grid_path).stem().string();
   opt.progress = !quiet;
   if (dry_run) {

@@ -100,6 +100,15 @@ std::string sweep_scenario_body(const std::string& effective_text) {
   return out;
 }
 
+std::vector<std::string> sweep_name_list(const std::string& key, const std::string& text) {
+  std::vector<std::string> out = split(text, ',');
+  for (const std::string& x : out)
+    if (x.empty())
+      throw std::invalid_argument(key + " = " + text + ": expected a comma-separated list of names (an item is empty)");
+  if (out.empty()) throw std::invalid_argument(key + ": no names given");
+  return out;
+}
+
 std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text) {
   std::vector<std::string> out;
   const auto bad = [&](const std::string& why) {
@@ -128,7 +137,7 @@ std::vector<std::string> sweep_seed_list(const std::string& key, const std::stri
 }
 
 SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
-                           const std::vector<std::string>& overrides, const std::vector<std::string>& seed_override) {
+                           const std::vector<std::string>& overrides, const SweepSelection& select) {
   SweepGrid g;
   g.text = text;
   // 1. Split the grid into [sweep] directives, swept lists, variants and the grid's own scenario keys.
@@ -165,7 +174,7 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
       throw std::invalid_argument(source + ": [sweep] run.seed: list the seeds as 'seeds = 0, 1, 2'");
     else lists.push_back({sk, value_list(source, sk, v)});
   }
-  if (!seed_override.empty()) seeds = seed_override;
+  if (!select.seeds.empty()) seeds = select.seeds;
   // variants: every section listed, names that make file names, no key both varied and swept
   for (const auto& [name, kv] : variant_keys)
     if (std::find(variants.begin(), variants.end(), name) == variants.end())
@@ -198,6 +207,19 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
                                       key + " (edit its [variant." + name + "] section instead)");
     if (key == "run.seed" && !seeds.empty())
       throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps the seeds");
+  }
+  if (!select.variants.empty()) {
+    for (const std::string& v : select.variants)
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) {
+        std::string known;
+        for (const std::string& k : variants) known += (known.empty() ? "" : ", ") + k;
+        throw std::invalid_argument("--variants: '" + v + "' is not a variant of " + source +
+                                    (known.empty() ? " (it has none)" : " (its variants: " + known + ")"));
+      }
+    std::vector<std::string> kept;
+    for (const std::string& v : variants)
+      if (std::find(select.variants.begin(), select.variants.end(), v) != select.variants.end()) kept.push_back(v);
+    variants = kept;
   }
   // the variants are the first axis: a key of its own, "variant", whose values are the names
   if (!variants.empty()) lists.insert(lists.begin(), {"variant", variants});
@@ -363,13 +385,13 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
 }
 
 SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides,
-                          const std::vector<std::string>& seeds) {
+                          const SweepSelection& select) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(path + ": cannot read grid file");
   std::stringstream ss;
   ss << in.rdbuf();
   SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides,
-                                 seeds);
+                                 select);
   g.path = path;
   return g;
 }

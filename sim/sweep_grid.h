@@ -51,14 +51,22 @@ struct SweepGrid {
   std::vector<SweepRun> runs;
 };
 
-// Parses grid text; `dir` resolves a relative `base`; overrides are --set "section.key=value";
-// `seeds`, when not empty, replaces the grid's seed list (moerl sweep --seeds: the same grid on
-// other seeds). Throws std::invalid_argument naming the grid, the combination, the key and the value.
+// What of a grid to run (moerl sweep --seeds / --variants): the same grid on other seeds, or a
+// subset of its variants, with the run ids the whole grid gives them. Empty = the grid's own.
+struct SweepSelection {
+  std::vector<std::string> seeds;     // replaces the grid's seed list
+  std::vector<std::string> variants;  // names from the grid's variants, run in the grid's order
+};
+
+// Parses grid text; `dir` resolves a relative `base`; overrides are --set "section.key=value".
+// Throws std::invalid_argument naming the grid, the combination, the key and the value.
 SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
-                           const std::vector<std::string>& overrides = {},
-                           const std::vector<std::string>& seeds = {});
+                           const std::vector<std::string>& overrides = {}, const SweepSelection& select = {});
 SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides = {},
-                          const std::vector<std::string>& seeds = {});
+                          const SweepSelection& select = {});
+
+// A comma-separated list of names as given to --variants; throws naming `key` on an empty item.
+std::vector<std::string> sweep_name_list(const std::string& key, const std::string& text);
 
 // A seed list as given to --seeds: "0,1,2", "100-109", or both ("0-4, 10"); throws naming `key`.
 std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text);

@@ -126,11 +126,21 @@ TEST(SweepGrid, VariantsAreTheFirstAxisEachWithItsOwnKeys) {
   // --seeds replaces the grid's seeds: the same variants on seeds its author never saw
   const SweepGrid h = sweep_grid_parse(std::string(kTinyScenario) + "[sweep]\nseeds = 0\nvariants = a, b\n"
                                            "[variant.b]\nrl.algorithm = gspo\n",
-                                       "grid.ini", ".", {}, sweep_seed_list("--seeds", "100-102, 7"));
+                                       "grid.ini", ".", {}, {sweep_seed_list("--seeds", "100-102, 7"), {}});
   ASSERT_EQ(h.runs.size(), 8u);
   EXPECT_EQ(h.runs[0].scenario.run.seed, 100u);
   EXPECT_EQ(h.runs[7].id, "b-seed7");
   EXPECT_EQ(h.runs[7].scenario.rl.loss.algorithm, "gspo");
+  // --variants keeps a subset, in the grid's order, with the ids the whole grid gives them
+  const std::string three = std::string(kTinyScenario) + "[sweep]\nseeds = 0\nvariants = a, b, c\n"
+                            "[variant.c]\nrl.algorithm = r3\n";
+  const SweepGrid k = sweep_grid_parse(three, "grid.ini", ".", {}, {{}, {"c", "a"}});
+  ASSERT_EQ(k.runs.size(), 2u);
+  EXPECT_EQ(k.runs[0].id, "a-seed0");
+  EXPECT_EQ(k.runs[1].id, "c-seed0");
+  EXPECT_EQ(k.runs[1].scenario.rl.routing_replay, RoutingReplay::rollout);
+  expect_throw_with<std::invalid_argument>([&] { sweep_grid_parse(three, "grid.ini", ".", {}, {{}, {"d"}}); },
+                                           {"--variants", "'d' is not a variant", "a, b, c"});
 }
 
 TEST(SweepGrid, BadVariantsAndSeedListsAreRejectedWithTheirNames) {
