@@ -23,6 +23,8 @@ struct Headline {
          extreme = NAN, clip = NAN, step_time = NAN;
   // rollout-correction diagnostics (means over all steps) and the first precursor firing
   double ess_token = NAN, ess_seq = NAN, chi2_seq = NAN, seq_mis = NAN, seq_k3 = NAN;
+  // gradient bursts: the largest mini-batch norm and the largest negative-advantage ratio of the run
+  double burst_norm = NAN, burst_ratio = NAN;
   std::string first_flag = "-";
 };
 
@@ -55,6 +57,13 @@ double tail_mean(const std::vector<double>& v, size_t n) {
   for (size_t i = (n && v.size() > n) ? v.size() - n : 0; i < v.size(); ++i)
     if (std::isfinite(v[i])) { s += v[i]; ++k; }
   return k ? s / k : NAN;
+}
+
+double max_finite(const std::vector<double>& v) {
+  double m = NAN;
+  for (double x : v)
+    if (std::isfinite(x) && !(x <= m)) m = x;
+  return m;
 }
 
 double last_finite(const std::vector<double>& v) {
@@ -92,6 +101,8 @@ Headline read(const std::string& path, std::string* scenario) {
   h.chi2_seq = tail_mean(series(f, "rc_chi2_seq"), 0);
   h.seq_mis = tail_mean(series(f, "rc_seq_mis_masked_frac"), 0);
   h.seq_k3 = tail_mean(series(f, "rc_seq_max_k3_masked_frac"), 0);
+  h.burst_norm = max_finite(series(f, "grad_norm_max"));
+  h.burst_ratio = max_finite(series(f, "ratio_max_neg_adv"));
   int64_t first = -1;
   for (const char* flag : {"pre_k3_rise", "pre_grad_norm_spike", "pre_grad_norm_drop", "pre_entropy_spike",
                            "pre_clip_burst", "pre_ess_drop", "pre_length_surge"}) {
@@ -154,15 +165,18 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
   }
   std::printf("reward0/reward: mean over the first/last 10 steps; eval: last greedy held-out accuracy; "
               "KL, flip%%, extreme, clip: means over all steps\n\n");
-  std::printf("%-28s %-12s %8s %8s %9s %8s %8s  %s\n", "run", "correction", "ESS_tok", "ESS_seq", "chi2_seq",
-              "seqmis%", "seqk3%", "first precursor");
+  std::printf("%-28s %-12s %8s %8s %9s %8s %8s %9s %9s  %s\n", "run", "correction", "ESS_tok", "ESS_seq", "chi2_seq",
+              "seqmis%", "seqk3%", "burst|g|", "burst_r", "first precursor");
   for (const Headline& h : rows) {
     std::string name = h.file.size() > 28 ? "…" + h.file.substr(h.file.size() - 27) : h.file;
-    std::printf("%-28s %-12s %8.4f %8.4f %9.2e %8.2f %8.2f  %s\n", name.c_str(), h.correction.c_str(), h.ess_token,
-                h.ess_seq, h.chi2_seq, 100.0 * h.seq_mis, 100.0 * h.seq_k3, h.first_flag.c_str());
+    std::printf("%-28s %-12s %8.4f %8.4f %9.2e %8.2f %8.2f %9.1f %9.1f  %s\n", name.c_str(), h.correction.c_str(),
+                h.ess_token, h.ess_seq, h.chi2_seq, 100.0 * h.seq_mis, 100.0 * h.seq_k3, h.burst_norm, h.burst_ratio,
+                h.first_flag.c_str());
   }
   std::printf("ESS, chi2 (token / sequence IS weights pi_old/mu), seqmis%%, seqk3%% (sequences seq-mis / seq-max-k3 "
-              "would drop, active or not): means over all steps; first precursor: flag@step (docs/metrics.md)\n");
+              "would drop, active or not): means over all steps; burst|g|, burst_r: the run's largest mini-batch gradient "
+              "norm and negative-advantage ratio (grad_norm_max, ratio_max_neg_adv); first precursor: flag@step "
+              "(docs/metrics.md)\n");
   return 0;
 }
 
