@@ -179,7 +179,9 @@ def phase_plot(rs, path, dial, reference="control"):
     a.set_ylim(-0.05, 1.05)
     b.set_xlabel("measured routing flips per (token, layer), %")
     b.set_ylabel(f"final held-out accuracy − {reference} (paired by seed)")
-    a.set_title(f"collapse over the mismatch dial ({dial})", fontsize=9)
+    n = sorted({x["runs"] for x in rs if x["variant"] != reference})
+    seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
+    a.set_title(f"collapse over the mismatch dial ({dial}; {seeds} seeds per point)", fontsize=9)
     b.set_title("final accuracy against the no-mismatch control", fontsize=9)
     for ax in (a, b):
         ax.grid(alpha=0.3)
