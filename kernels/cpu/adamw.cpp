@@ -2,21 +2,30 @@
 // element-wise with the reference's operations in its order (FP32 moments, the step in double), so
 // bit-identical to it. The scalar loop did not vectorise (sqrt may set errno) and took ~5% of an RL
 // step of the reference workload (6.5M parameters).
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_ADAMW_CPP_ONCE_
+#define MOERL_KERNELS_CPU_ADAMW_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <cmath>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-// GCC 12 reports the intrinsics' own _mm512_undefined_* pass-through operands as "maybe
-// uninitialized" once they are inlined into the TBB body; they are never read.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "kernels/cpu/ops.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_ADAMW_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/adamw.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 // w[n], m[n], v[n] updated; g[n]
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
@@ -24,7 +33,7 @@ void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float
   const float a1 = 1.0f - beta1, a2 = 1.0f - beta2;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 16384), [&](const tbb::blocked_range<int64_t>& br) {
     int64_t j = br.begin();
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
     const __m512 vclip = _mm512_set1_ps(clip), vb1 = _mm512_set1_ps(beta1), vb2 = _mm512_set1_ps(beta2),
                  va1 = _mm512_set1_ps(a1), va2 = _mm512_set1_ps(a2), vdecay = _mm512_set1_ps(decay);
     const __m512d vbc1 = _mm512_set1_pd(bc1), vbc2 = _mm512_set1_pd(bc2),
@@ -63,4 +72,17 @@ void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(adamw_update);
+
+void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1, float beta2, double bc1, double bc2, float lr, float decay, float eps) {
+  HWY_DYNAMIC_DISPATCH(adamw_update)(w, m, v, g, n, clip, beta1, beta2, bc1, bc2, lr, decay, eps);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

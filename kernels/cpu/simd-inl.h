@@ -5,6 +5,9 @@
 // AVX2/AVX3/NEON(A64)/SVE but is mul-then-add on EMU128 and SSE4; the kernels' chains are
 // defined with fused steps (std::fma in the references), so elsewhere each lane takes std::fma.
 // MOERL_SIMD_SCALAR: true on the portable targets, whose kernels run the plain scalar loops.
+// MOERL_SIMD_AVX512: true on AVX3, where the kernels not yet written over Highway's operations
+// (attention, SwiGLU, AdamW, expf, the format rounding) run their AVX-512 intrinsics; elsewhere
+// they run their scalar loops, which carry out the same operations in the same order.
 #if defined(MOERL_KERNELS_CPU_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MOERL_KERNELS_CPU_SIMD_INL_H_
 #undef MOERL_KERNELS_CPU_SIMD_INL_H_
@@ -21,6 +24,15 @@
 #define MOERL_SIMD_SCALAR 1
 #else
 #define MOERL_SIMD_SCALAR 0
+#endif
+
+// The kernels that keep hand-written AVX-512 intrinsics for this target (the rest of their code is
+// the plain loops, compiled for every target).
+#undef MOERL_SIMD_AVX512
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define MOERL_SIMD_AVX512 1
+#else
+#define MOERL_SIMD_AVX512 0
 #endif
 
 #undef MOERL_SIMD_FUSED

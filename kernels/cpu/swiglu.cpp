@@ -2,14 +2,30 @@
 // with '='; backward accumulates dgate and dup with '+='. Element-wise with the formulas and the
 // operation order of ref/swiglu.cpp, and exp_f32 (kernels/expf.h) on 16 lanes with the scalar
 // function's bits, so bit-identical to the reference.
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_SWIGLU_CPP_ONCE_
+#define MOERL_KERNELS_CPU_SWIGLU_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "kernels/cpu/expf_avx512.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/expf.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_SWIGLU_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/swiglu.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+#include "kernels/cpu/expf_avx512-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 constexpr int64_t kGrain = 8192;  // elements per task
@@ -17,7 +33,7 @@ constexpr int64_t kGrain = 8192;  // elements per task
 // σ(g) = 1 / (1 + e^(−g))
 inline float sigmoid(float g) { return 1.0f / (1.0f + exp_f32(-g)); }
 
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
 inline __m512 sigmoid_v16(__m512 g) {
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 neg = _mm512_castsi512_ps(
@@ -33,7 +49,7 @@ void swiglu_forward(float* out, const float* gate, const float* up, int N, int F
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_el, kGrain),
                     [&](const tbb::blocked_range<int64_t>& br) {
     int64_t i = br.begin();
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
     for (; i + 16 <= br.end(); i += 16) {
       const __m512 g = _mm512_loadu_ps(gate + i);
       const __m512 sig = sigmoid_v16(g);
@@ -54,7 +70,7 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, n_el, kGrain),
                     [&](const tbb::blocked_range<int64_t>& br) {
     int64_t i = br.begin();
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
     const __m512 one = _mm512_set1_ps(1.0f);
     for (; i + 16 <= br.end(); i += 16) {
       const __m512 g = _mm512_loadu_ps(gate + i), d = _mm512_loadu_ps(dout + i);
@@ -77,4 +93,22 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(swiglu_forward);
+HWY_EXPORT(swiglu_backward);
+
+void swiglu_forward(float* out, const float* gate, const float* up, int N, int F) {
+  HWY_DYNAMIC_DISPATCH(swiglu_forward)(out, gate, up, N, F);
+}
+
+void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up, int N, int F) {
+  HWY_DYNAMIC_DISPATCH(swiglu_backward)(dgate, dup, dout, gate, up, N, F);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

@@ -1,4 +1,5 @@
-// exp_f32 (kernels/expf.h) and its 16-lane twin: the vector gives the scalar's bits on a sweep of
+// exp_f32 (kernels/expf.h) and its vector twin: under every SIMD target the vector kernel gives the
+// scalar's bits on a sweep of
 // every 61st float pattern plus the edges of each special range; the scalar equals the platform's
 // std::exp(float) where that is glibc's expf (the transcribed algorithm) — checked on the same
 // sweep, and skipped elsewhere. (An exhaustive run over all 2^32 patterns, done once, found no
@@ -9,8 +10,9 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/expf_avx512.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/expf.h"
+#include "kernels/simd.h"
 
 #ifdef __GLIBC__
 #include <gnu/libc-version.h>
@@ -55,14 +57,17 @@ TEST(ExpF32, SpecialValues) {
 TEST(ExpF32, VectorEqualsScalarAndScalarEqualsGlibc) {
   const std::vector<float> xs = sweep();
   size_t vec_diff = 0, libm_diff = 0;
-#ifdef __AVX512F__
-  alignas(64) float y[16];
-  for (size_t i = 0; i + 16 <= xs.size(); i += 16) {
-    _mm512_store_ps(y, cpu::exp_f32_v16(_mm512_loadu_ps(&xs[i])));
-    for (int l = 0; l < 16; ++l) vec_diff += !same(y[l], exp_f32(xs[i + l]));
+  const std::string saved = simd_target();
+  std::vector<float> y(xs.size());
+  for (const std::string& t : simd_targets_available()) {  // every target's vector kernel
+    simd_select(t);
+    cpu::exp_f32_array(y.data(), xs.data(), static_cast<int64_t>(xs.size()));
+    size_t d = 0;
+    for (size_t i = 0; i < xs.size(); ++i) d += !same(y[i], exp_f32(xs[i]));
+    EXPECT_EQ(d, 0u) << "target " << t;
+    vec_diff += d;
   }
-#endif
-  EXPECT_EQ(vec_diff, 0u);
+  simd_select(saved);
 #if defined(__GLIBC__) && defined(__x86_64__) && defined(__FMA__)
   for (float x : xs) libm_diff += !same(exp_f32(x), std::exp(x));
   EXPECT_EQ(libm_diff, 0u) << "glibc " << gnu_get_libc_version();
