@@ -1,4 +1,5 @@
-// cpu/adamw.cpp — one AdamW update (ref/adamw.cpp), 16 parameters at a time and TBB over blocks;
+// cpu/adamw.cpp — one AdamW update (ref/adamw.cpp), 16 parameters at a time (AVX-512 intrinsics; on
+// the other vector targets Highway's vectors, as many as doubles fit) and TBB over blocks;
 // element-wise with the reference's operations in its order (FP32 moments, the step in double), so
 // bit-identical to it. The scalar loop did not vectorise (sqrt may set errno) and took ~5% of an RL
 // step of the reference workload (6.5M parameters).
@@ -59,6 +60,27 @@ void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float
       const __m512 upd = _mm512_castpd_ps(_mm512_insertf64x4(
           _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
       _mm512_storeu_ps(w + j, _mm512_sub_ps(wj, upd));
+    }
+#elif !MOERL_SIMD_SCALAR
+    // The same operations over Highway's vectors, as many floats per step as doubles fit.
+    const hn::CappedTag<double, 8> dd;
+    const hn::Rebind<float, decltype(dd)> dh;
+    const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
+    const auto vclip = hn::Set(dh, clip), vb1 = hn::Set(dh, beta1), vb2 = hn::Set(dh, beta2),
+               va1 = hn::Set(dh, a1), va2 = hn::Set(dh, a2), vdecay = hn::Set(dh, decay);
+    const auto vbc1 = hn::Set(dd, bc1), vbc2 = hn::Set(dd, bc2), vlr = hn::Set(dd, static_cast<double>(lr)),
+               veps = hn::Set(dd, static_cast<double>(eps));
+    for (; j + L <= br.end(); j += L) {
+      const auto gj = hn::Mul(hn::LoadU(dh, g + j), vclip);
+      const auto mj = hn::Add(hn::Mul(vb1, hn::LoadU(dh, m + j)), hn::Mul(va1, gj));
+      const auto vj = hn::Add(hn::Mul(vb2, hn::LoadU(dh, v + j)), hn::Mul(hn::Mul(va2, gj), gj));
+      hn::StoreU(mj, dh, m + j);
+      hn::StoreU(vj, dh, v + j);
+      auto wj = hn::LoadU(dh, w + j);
+      wj = hn::Sub(wj, hn::Mul(vdecay, wj));
+      const auto mhat = hn::Div(hn::PromoteTo(dd, mj), vbc1), vhat = hn::Div(hn::PromoteTo(dd, vj), vbc2);
+      const auto upd = hn::DemoteTo(dh, hn::Div(hn::Mul(vlr, mhat), hn::Add(hn::Sqrt(vhat), veps)));
+      hn::StoreU(hn::Sub(wj, upd), dh, w + j);
     }
 #endif
     for (; j < br.end(); ++j) {

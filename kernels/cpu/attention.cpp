@@ -43,6 +43,7 @@
 
 #include "kernels/cpu/simd-inl.h"
 #include "kernels/cpu/expf_avx512-inl.h"
+#include "kernels/cpu/expf-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moerl::cpu::HWY_NAMESPACE {
@@ -188,8 +189,11 @@ void exp_shifted(float* p, int L, float m) {
   const __m512 mv = _mm512_set1_ps(m);
   for (; j + 16 <= L; j += 16)
     _mm512_storeu_ps(p + j, exp_f32_v16(_mm512_sub_ps(_mm512_loadu_ps(p + j), mv)));
-#endif
   for (; j < L; ++j) p[j] = exp_f32(p[j] - m);
+#else
+  for (; j < L; ++j) p[j] = p[j] - m;
+  exp_f32_inplace(p, L);
+#endif
 }
 
 // p[L]: scores in, probabilities out (steps 2–4 above).

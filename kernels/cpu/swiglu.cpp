@@ -10,6 +10,8 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
+
 #include "kernels/cpu/ops.h"
 #include "kernels/expf.h"
 
@@ -22,6 +24,7 @@
 
 #include "kernels/cpu/simd-inl.h"
 #include "kernels/cpu/expf_avx512-inl.h"
+#include "kernels/cpu/expf-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace moerl::cpu::HWY_NAMESPACE {
@@ -32,6 +35,7 @@ constexpr int64_t kGrain = 8192;  // elements per task
 
 // σ(g) = 1 / (1 + e^(−g))
 inline float sigmoid(float g) { return 1.0f / (1.0f + exp_f32(-g)); }
+[[maybe_unused]] constexpr int kExpBlock = 256;  // elements per vector-exp pass (not on AVX3)
 
 #if MOERL_SIMD_AVX512
 inline __m512 sigmoid_v16(__m512 g) {
@@ -54,6 +58,17 @@ void swiglu_forward(float* out, const float* gate, const float* up, int N, int F
       const __m512 g = _mm512_loadu_ps(gate + i);
       const __m512 sig = sigmoid_v16(g);
       _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sig), _mm512_loadu_ps(up + i)));
+    }
+#else  // e^(−g) of a block by the vector exp, then the same formula
+    float e[kExpBlock];
+    for (; i < br.end(); i += kExpBlock) {
+      const int nb = static_cast<int>(std::min<int64_t>(kExpBlock, br.end() - i));
+      for (int j = 0; j < nb; ++j) e[j] = -gate[i + j];
+      exp_f32_inplace(e, nb);
+      for (int j = 0; j < nb; ++j) {
+        const float g = gate[i + j];
+        out[i + j] = (g * (1.0f / (1.0f + e[j]))) * up[i + j];
+      }
     }
 #endif
     for (; i < br.end(); ++i) {
@@ -82,6 +97,20 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
       _mm512_storeu_ps(dgate + i, _mm512_add_ps(_mm512_loadu_ps(dgate + i), dg));
       const __m512 du = _mm512_mul_ps(d, _mm512_mul_ps(g, sig));
       _mm512_storeu_ps(dup + i, _mm512_add_ps(_mm512_loadu_ps(dup + i), du));
+    }
+#else  // e^(−g) of a block by the vector exp, then the same formulas
+    float e[kExpBlock];
+    for (; i < br.end(); i += kExpBlock) {
+      const int nb = static_cast<int>(std::min<int64_t>(kExpBlock, br.end() - i));
+      for (int j = 0; j < nb; ++j) e[j] = -gate[i + j];
+      exp_f32_inplace(e, nb);
+      for (int j = 0; j < nb; ++j) {
+        const int64_t k = i + j;
+        const float g = gate[k];
+        const float sig = 1.0f / (1.0f + e[j]);
+        dgate[k] += (dout[k] * up[k]) * (sig * (1.0f + g * (1.0f - sig)));
+        dup[k] += dout[k] * (g * sig);
+      }
     }
 #endif
     for (; i < br.end(); ++i) {
