@@ -1,4 +1,4 @@
-// expf.cpp — the scalar exp_f32 of expf.h (the vectorised twin is kernels/cpu/expf_avx512.h).
+// expf.cpp — the scalar exp_f32 of expf.h (the vectorised twins: kernels/cpu/expf_avx512-inl.h on AVX-512, kernels/cpu/expf-inl.h on the other vector targets).
 #include "kernels/expf.h"
 
 #include <cmath>

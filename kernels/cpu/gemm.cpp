@@ -9,7 +9,7 @@
 // blocking only decide which chains run side by side, never how a chain is summed — so results do
 // not depend on the target, on M, on the tiling or on the number of threads (no reduction crosses
 // a lane or a task). The limited-precision accumulator has two kernels with the same bits:
-// Veltkamp's splitting on kRowsV-row × one-vector tiles (tile_veltkamp, used when the operands'
+// Veltkamp's splitting on 12-row × one-vector tiles (tile_veltkamp, used when the operands'
 // exponent ranges exclude subnormal and overflowing intermediates) and the integer rounding on
 // the tiles above (micro). The portable target ("scalar", EMU128) runs the same chains as plain
 // std::fma loops.
@@ -37,7 +37,7 @@ namespace moerl::cpu {
 namespace gemm_detail {
 
 constexpr int kRows = 6;        // rows per register tile of micro
-constexpr int kRowsVMax = 12;   // rows per tile of tile_veltkamp (fewer with 16 registers)
+constexpr int kRowsVMax = 12;   // rows per tile of tile_veltkamp
 constexpr int kMaxSplit = 256;  // split_k:64 (the parse limit) × 4 (batch variance)
 
 struct Limited {
@@ -291,13 +291,10 @@ const MicroTable& micro_table() {
 // Vectors per sub-tile of a panel W columns wide: two, unless the panel is one vector wide.
 int micro_vectors(int W) { return W >= 2 * static_cast<int>(hn::Lanes(DF())) ? 2 : 1; }
 
-// tile_veltkamp's rows: 12 chains (24 registers with their runs) where there are 32 vector
-// registers, 6 on AVX2's 16.
-#if HWY_TARGET == HWY_AVX2
-constexpr int kRowsV = 6;
-#else
+// tile_veltkamp's rows: 12 independent chains, enough to hide the four dependent operations of
+// each step. On AVX2's 16 registers the chains' FP32 sums (touched once per run) spill, the runs
+// stay in registers: 6 rows there took 40% more time (latency-bound).
 constexpr int kRowsV = kRowsVMax;
-#endif
 
 // out + c·cstride + r·rstride receives chunk c's partial of tile row r (cols lanes of one vector
 // at wp's columns; the rest untouched). bounds[0..split] are the chunk bounds over k.
