@@ -6,8 +6,8 @@
 // build can still be restricted to AVX2 or scalar), except the ones that add compile time and
 // nothing else: SSSE3/SSE4 (no FMA: no faster than scalar for the fused chains the kernels need)
 // and AVX3_DL (AVX-512 plus instructions the kernels do not use). What remains:
-//   x86-64: AVX3 (AVX-512 F/BW/DQ/VL), AVX2 (+FMA), EMU128 (portable C++, "scalar");
-//   Arm:    SVE2, SVE, NEON, EMU128 (SVE_256 / SVE2_128 where the compiler offers them).
+//   x86-64: AVX3 (AVX-512 F/BW/DQ/VL), AVX2 (+FMA), SCALAR (portable C++, "scalar");
+//   Arm:    SVE2, SVE, NEON, SCALAR (SVE_256 / SVE2_128 where the compiler offers them).
 // At run time the best target the CPU supports runs (HWY_DYNAMIC_DISPATCH); kernels/simd.h
 // restricts that choice.
 #pragma once

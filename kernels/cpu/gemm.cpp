@@ -11,7 +11,7 @@
 // a lane or a task). The limited-precision accumulator has two kernels with the same bits:
 // Veltkamp's splitting on 12-row × one-vector tiles (tile_veltkamp, used when the operands'
 // exponent ranges exclude subnormal and overflowing intermediates) and the integer rounding on
-// the tiles above (micro). The portable target ("scalar", EMU128) runs the same chains as plain
+// the tiles above (micro). The portable target ("scalar", Highway's SCALAR or EMU128) runs the same chains as plain
 // std::fma loops.
 #include "kernels/simd_config.h"
 

@@ -2,7 +2,7 @@
 // each kernel file's foreach_target pass, hence the toggling include guard). Private to kernels/.
 //
 // MulAddExact: fused multiply-add, one rounding, on every target. Highway's MulAdd is fused on
-// AVX2/AVX3/NEON(A64)/SVE but is mul-then-add on EMU128 and SSE4; the kernels' chains are
+// AVX2/AVX3/NEON(A64)/SVE but is mul-then-add on SCALAR, EMU128 and SSE4; the kernels' chains are
 // defined with fused steps (std::fma in the references), so elsewhere each lane takes std::fma.
 // MOERL_SIMD_SCALAR: true on the portable targets, whose kernels run the plain scalar loops.
 // MOERL_SIMD_AVX512: true on AVX3, where the kernels not yet written over Highway's operations
