@@ -20,6 +20,7 @@
 #include "kernels/precision.h"
 #include "kernels/ref/ops.h"
 #include "kernels/simd.h"
+#include "kernels/vec.h"
 #include "test_ops_util.h"
 
 namespace moerl {
@@ -298,6 +299,21 @@ TEST(SimdTargets, PointwiseAndRowKernelsEqualReference) {
       });
     }
   }
+}
+
+TEST(SimdTargets, FusedVectorHelpersEqualScalarLoops) {
+  const auto x = normals(203, 30, 0), y0 = normals(203, 31, 0);
+  std::vector<float> ref = y0;
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = std::fma(0.37f, x[i], ref[i]);
+  float dot = 0.5f;
+  for (size_t i = 0; i < x.size(); ++i) dot = std::fma(x[i], y0[i], dot);
+  ref.push_back(dot);
+  for_each_target(ref, "vec_fma_axpy / vec_fma_dot", [&] {
+    std::vector<float> y = y0;
+    vec_fma_axpy(y.data(), 0.37f, x.data(), static_cast<int64_t>(y.size()));
+    y.push_back(vec_fma_dot(x.data(), y0.data(), static_cast<int64_t>(x.size()), 0.5f));
+    return y;
+  });
 }
 
 TEST(SimdTargets, AttentionAndRopeEqualReference) {
