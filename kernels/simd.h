@@ -1,8 +1,8 @@
 // simd.h — the instruction set the CPU kernels run on (run-time dispatch over the targets of
 // kernels/simd_config.h), and restricting it.
 //
-// Names: "avx512" (Highway's AVX3: AVX-512 F/BW/DQ/VL), "avx2" (AVX2 + FMA), "neon", "sve",
-// "sve2", "scalar" (Highway's SCALAR or EMU128: portable C++ without intrinsics), and "best" (no
+// Names: "avx512" (Highway's AVX3: AVX-512 F/BW/DQ/VL), "avx2" (AVX2 + FMA), "neon" (and "sve",
+// "sve2" once kernels/simd_config.h compiles them), "scalar" (Highway's SCALAR or EMU128: portable C++ without intrinsics), and "best" (no
 // restriction: the best target this CPU supports). A kernel's output bits do not depend on the
 // target (each output's operation order is fixed by the kernel, not by the vector width), so a
 // restriction changes the speed, never a result; the tests run every kernel under every target.

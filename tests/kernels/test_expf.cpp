@@ -56,7 +56,7 @@ TEST(ExpF32, SpecialValues) {
 
 TEST(ExpF32, VectorEqualsScalarAndScalarEqualsGlibc) {
   const std::vector<float> xs = sweep();
-  size_t vec_diff = 0, libm_diff = 0;
+  size_t libm_diff = 0;
   const std::string saved = simd_target();
   std::vector<float> y(xs.size());
   for (const std::string& t : simd_targets_available()) {  // every target's vector kernel
@@ -65,10 +65,12 @@ TEST(ExpF32, VectorEqualsScalarAndScalarEqualsGlibc) {
     size_t d = 0;
     for (size_t i = 0; i < xs.size(); ++i) d += !same(y[i], exp_f32(xs[i]));
     EXPECT_EQ(d, 0u) << "target " << t;
-    vec_diff += d;
   }
   simd_select(saved);
-#if defined(__GLIBC__) && defined(__x86_64__) && defined(__FMA__)
+#if defined(__GLIBC__) && defined(__x86_64__)
+  // glibc picks its FMA expf at run time on CPUs with FMA and AVX2, whatever this file's flags
+  if (!__builtin_cpu_supports("fma") || !__builtin_cpu_supports("avx2"))
+    GTEST_SKIP() << "glibc runs its non-FMA expf on this CPU; exp_f32 keeps its own bits";
   for (float x : xs) libm_diff += !same(exp_f32(x), std::exp(x));
   EXPECT_EQ(libm_diff, 0u) << "glibc " << gnu_get_libc_version();
 #else
