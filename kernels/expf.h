@@ -13,13 +13,19 @@
 // for |x| < 88 (bits(x) >> 20 & 0x7ff < 0x42b); beyond that: −inf → 0, ±inf / NaN → x + x,
 // x > 0x1.62e42ep6 → +inf, x < −0x1.9fe368p6 → 0, x < −0x1.9d1d9ep6 → 2^−149 (glibc's
 // "may underflow" value), otherwise the main path.
+//
+// Defined here (static inline: each translation unit keeps its own copy, compiled for the code it
+// is inlined into), so that every kernel compiled for an instruction set with FMA (each Highway
+// target of kernels/cpu/) turns its std::fma into the instruction instead of a call into libm —
+// the same bits either way (an FMA has one rounding wherever it runs). Not `inline` with external
+// linkage: the linker could then keep a copy compiled for AVX-512 for every caller.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace moerl {
-
-float exp_f32(float x);
 
 namespace expf_detail {
 inline constexpr uint64_t kInvLn2N = 0x40471547652b82feull;  // N/ln2 = 32/ln 2
@@ -39,6 +45,48 @@ inline constexpr uint64_t kTable[32] = {
     0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
 };
 inline constexpr uint32_t kMainTop = 0x42b;  // (bits >> 20) & 0x7ff below this: main path
+
+static inline double as_double(uint64_t u) {
+  double d;
+  std::memcpy(&d, &u, 8);
+  return d;
+}
+static inline uint64_t as_u64(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, 8);
+  return u;
+}
+static inline float as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 }  // namespace expf_detail
+
+static inline float exp_f32(float x) {
+  using namespace expf_detail;
+  uint32_t ux;
+  std::memcpy(&ux, &x, 4);
+  if (((ux >> 20) & 0x7ff) >= kMainTop) {
+    if (ux == 0xff800000u) return 0.0f;                 // −inf
+    if (((ux >> 20) & 0x7ff) >= 0x7f8) return x + x;    // +inf, NaN
+    if (x > as_float(0x42b17217u)) return INFINITY;     // overflow
+    if (x < as_float(0xc2cff1b4u)) return 0.0f;         // underflow
+    if (x < as_float(0xc2ce8ecfu)) return as_float(1);  // "may underflow": 2^-149
+  }
+  const double xd = static_cast<double>(x);
+  const double inv = as_double(kInvLn2N), shift = as_double(kShift);
+  const double z = std::fma(inv, xd, shift);
+  const uint64_t ki = as_u64(z);
+  const double kd = z - shift;
+  const double r = std::fma(inv, xd, -kd);
+  const double s = as_double(kTable[ki & 31] + (ki << 47));
+  const double z2 = std::fma(r, as_double(kC0), as_double(kC1));
+  const double r2 = r * r;
+  double y = std::fma(r, as_double(kC2), 1.0);
+  y = std::fma(z2, r2, y);
+  y = y * s;
+  return static_cast<float>(y);
+}
 
 }  // namespace moerl

@@ -3,7 +3,7 @@
 // with weights (attention projections, router, experts, dense MLP, LM head).
 //
 // Forward paths, chosen from LinearNumerics:
-//  * exact FP32, fixed order, batch-invariant → the blocked AVX-512 kernel in kernels/cpu/gemm.cpp:
+//  * exact FP32, fixed order, batch-invariant → the blocked SIMD kernel in kernels/cpu/gemm.cpp:
 //    every output is one sequential FMA chain over k = 0..K-1, so it is bit-identical to
 //    ref::matmul_forward and independent of M (batch-invariant by construction);
 //  * reversed / split_k / batch-variant orders → the same kernel over K-chunks, with the chunks'

@@ -13,14 +13,16 @@
 //  * overflow: fp8_e4m3 saturates to ±448 (inf included); bf16/fp16/fp8_e5m2 give ±inf when the
 //    rounded magnitude exceeds the largest finite value (IEEE round-to-nearest overflow);
 //  * NaN stays NaN (quieted, sign kept).
-// round_to_format runs these steps on one value; round_array and the scaled quantisation run an
-// AVX-512 transcription of the very same integer steps, 16 values at a time (the compiler does not
-// reliably if-convert the scalar form), and fall back to the scalar form without AVX-512.
-#include "kernels/precision.h"
+// round_to_format runs these steps on one value; round_array and the scaled quantisation run a
+// transcription of the very same integer steps over Google Highway's vectors (the compiler does not
+// reliably if-convert the scalar form), compiled for every target of kernels/simd_config.h and
+// dispatched at run time; the portable target ("scalar") runs the scalar form.
+#include "kernels/simd_config.h"
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#ifndef MOERL_KERNELS_PRECISION_ONCE_
+#define MOERL_KERNELS_PRECISION_ONCE_
+
+#include "kernels/precision.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,9 +31,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-namespace moerl {
-
-namespace {
+namespace moerl::precision_detail {
 
 inline uint32_t bits_of(float x) {
   uint32_t u;
@@ -93,152 +93,6 @@ inline float round_one(float x) {
   return float_of(round_bits<F>(bits_of(x)));
 }
 
-#ifdef __AVX512F__
-// round_bits<F> on 16 values. (maskz forms with a full mask avoid GCC's "undefined" idiom.)
-template <class F>
-inline __m512i round_bits_v(__m512i u) {
-  constexpr int s = 23 - F::kM;
-  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i a = _mm512_and_si512(u, abs_mask);
-  const __m512i sign = _mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u)));
-  const __mmask16 odd = _mm512_test_epi32_mask(a, _mm512_set1_epi32(1 << s));
-  __m512i r = _mm512_add_epi32(a, _mm512_set1_epi32((1 << (s - 1)) - 1));
-  r = _mm512_mask_add_epi32(r, odd, r, one);
-  r = _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(~((1u << s) - 1u))));
-  if constexpr (F::kEminB > 1) {
-    const __m512i e = _mm512_maskz_srli_epi32(0xFFFF, a, 23);
-    const __mmask16 normal = _mm512_test_epi32_mask(a, _mm512_set1_epi32(0x7F800000));
-    const __m512i frac = _mm512_and_si512(a, _mm512_set1_epi32(0x7FFFFF));
-    const __m512i mant = _mm512_mask_or_epi32(frac, normal, frac, _mm512_set1_epi32(0x800000));
-    __m512i sh = _mm512_sub_epi32(_mm512_set1_epi32(s + F::kEminB), _mm512_maskz_max_epi32(0xFFFF, e, one));
-    sh = _mm512_maskz_min_epi32(0xFFFF, _mm512_maskz_max_epi32(0xFFFF, sh, one), _mm512_set1_epi32(31));
-    const __m512i half_m1 = _mm512_sub_epi32(
-        _mm512_maskz_sllv_epi32(0xFFFF, one, _mm512_sub_epi32(sh, one)), one);
-    const __m512i lsb = _mm512_and_si512(_mm512_maskz_srlv_epi32(0xFFFF, mant, sh), one);
-    const __m512i q = _mm512_maskz_srlv_epi32(
-        0xFFFF, _mm512_add_epi32(_mm512_add_epi32(mant, half_m1), lsb), sh);
-    constexpr float quantum =
-        static_cast<float>(1.0 / static_cast<double>(1ull << (127 - F::kEminB + F::kM)));
-    const __m512i sub = _mm512_castps_si512(
-        _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, q), _mm512_set1_ps(quantum)));
-    const __mmask16 is_sub = _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(F::kEminB << 23));
-    r = _mm512_mask_mov_epi32(r, is_sub, sub);
-  }
-  const __mmask16 over = _mm512_cmpgt_epu32_mask(r, _mm512_set1_epi32(static_cast<int>(F::kMaxBits)));
-  r = _mm512_mask_mov_epi32(
-      r, over, _mm512_set1_epi32(static_cast<int>(F::kSaturate ? F::kMaxBits : 0x7F800000u)));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
-  r = _mm512_mask_or_epi32(r, nan, a, _mm512_set1_epi32(0x00400000));
-  return _mm512_or_si512(r, sign);
-}
-
-// round_bits_v<E4m3> by FP arithmetic, the same bits in a third of the operations (the FP8
-// operands of every fp8-rollout GEMM call go through it): saturate first (anything beyond ±448
-// rounds to ±448 in the reference too; the operand order of min/max passes NaN through), then
-// add and subtract σ = 1.5·2^(max(e, −6) + 20), e = y's exponent: σ's ulp 2^(max(e, −6) − 3) is
-// E4M3's spacing at y (4 significant bits in the normal range, the fixed quantum 2^−9 below it),
-// y + σ stays in σ's binade, so the adder rounds y to that spacing, to nearest even (σ is an even
-// multiple of its ulp), and subtracting σ is exact (Sterbenz). NaN passes both adds quieted with
-// its payload (x86 returns the NaN operand), as the reference quiets it. The sign is ORed back:
-// what rounds to zero is −0 when y is negative, as in the reference.
-inline __m512 round_e4m3_fp_v(__m512 y) {
-  const __m512 lim = _mm512_set1_ps(448.0f);
-  y = _mm512_min_ps(lim, _mm512_max_ps(_mm512_set1_ps(-448.0f), y));
-  const __m512i u = _mm512_castps_si512(y);
-  const __m512i e = _mm512_max_epu32(_mm512_and_si512(u, _mm512_set1_epi32(0x7F800000)),
-                                     _mm512_set1_epi32(E4m3::kEminB << 23));
-  const __m512 sigma = _mm512_castsi512_ps(_mm512_add_epi32(e, _mm512_set1_epi32((20 << 23) | 0x400000)));
-  const __m512 r = _mm512_sub_ps(_mm512_add_ps(y, sigma), sigma);
-  // r | (u & sign): ternary-logic table of (a | (b & c)) for a = r, b = u, c = the sign mask
-  return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(
-      _mm512_castps_si512(r), u, _mm512_set1_epi32(static_cast<int>(0x80000000u)), 0xF8));
-}
-
-// round_bits_v<Bf16> in fewer steps: bf16 has FP32's exponent range, so there is no subnormal
-// case and the sign needs no masking off (the rounding carry of a non-NaN magnitude ends at
-// 0x7F800000 at most, inf: the IEEE overflow). Only NaN takes the other branch (quiet, payload
-// kept).
-inline __m512 round_bf16_v(__m512 y) {
-  const __m512i u = _mm512_castps_si512(y);
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
-  r = _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-  const __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
-  return _mm512_castsi512_ps(_mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000)));
-}
-
-template <class F>
-inline __m512 round_v(__m512 y) {
-  if constexpr (std::is_same_v<F, E4m3>) {
-    return round_e4m3_fp_v(y);
-  } else if constexpr (std::is_same_v<F, Bf16>) {
-    return round_bf16_v(y);
-  } else {
-    return _mm512_castsi512_ps(round_bits_v<F>(_mm512_castps_si512(y)));
-  }
-}
-#endif
-
-template <class F>
-void round_loop(float* x, int64_t n) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, round_v<F>(_mm512_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i) x[i] = round_one<F>(x[i]);
-}
-
-// Quantises x[0..n) with one scale: out = round(x / scale) * scale (out may alias x).
-template <class F>
-void scale_round_loop(float* out, const float* x, int64_t n, float scale) {
-  int64_t i = 0;
-#ifdef __AVX512F__
-  const __m512 sv = _mm512_set1_ps(scale);
-  for (; i + 16 <= n; i += 16) {
-    const __m512 r = round_v<F>(_mm512_div_ps(_mm512_loadu_ps(x + i), sv));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(r, sv));
-  }
-#endif
-  for (; i < n; ++i) out[i] = round_one<F>(x[i] / scale) * scale;
-}
-
-// max |x[i]| over n values, NaN ignored. Max is exact in any order, so lanes may be combined
-// freely (the compiler will not vectorise the scalar form: NaN makes it order-sensitive).
-float amax_abs(const float* x, int n, float m) {
-  int i = 0;
-#ifdef __AVX512F__
-  if (n >= 16) {
-    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
-    __m512 mv = _mm512_set1_ps(m);
-    for (; i + 16 <= n; i += 16) {
-      const __m512 v = _mm512_castsi512_ps(
-          _mm512_and_si512(_mm512_loadu_si512(x + i), abs_mask));
-      mv = _mm512_maskz_max_ps(0xFFFF, v, mv);  // returns the second operand (mv) where v is NaN
-    }
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, mv);
-    for (float v : lanes) m = v > m ? v : m;
-  }
-#endif
-  for (; i < n; ++i) {
-    const float v = std::fabs(x[i]);
-    m = v > m ? v : m;
-  }
-  return m;
-}
-
-void scale_round(float* out, const float* x, int64_t n, float scale, Format f) {
-  switch (f) {
-    case Format::fp32:
-      if (out != x) std::memcpy(out, x, sizeof(float) * n);
-      return;
-    case Format::bf16: return scale_round_loop<Bf16>(out, x, n, scale);
-    case Format::fp16: return scale_round_loop<Fp16>(out, x, n, scale);
-    case Format::fp8_e4m3: return scale_round_loop<E4m3>(out, x, n, scale);
-    case Format::fp8_e5m2: return scale_round_loop<E5m2>(out, x, n, scale);
-  }
-}
 
 struct Layout {
   int E, M, bias;
@@ -270,7 +124,246 @@ bool group_dims(int rows, int cols, Scaling s, int block_rows, int block_cols, i
   return true;
 }
 
+}  // namespace moerl::precision_detail
+
+#endif  // MOERL_KERNELS_PRECISION_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/precision.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::HWY_NAMESPACE {
+
+using namespace precision_detail;
+
+namespace {
+
+#if !MOERL_SIMD_SCALAR
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::CappedTag<float, 16>;
+using VF = hn::Vec<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+
+// round_bits<F> lane by lane, the same integer steps. Every compared quantity is below 2^31 (a
+// magnitude's bits), so signed compares stand in for unsigned ones.
+template <class F>
+HWY_INLINE VF round_bits_v(VF y) {
+  constexpr int s = 23 - F::kM;
+  const DF df;
+  const DU du;
+  const DI di;
+  const auto u = hn::BitCast(du, y);
+  const auto one = hn::Set(du, 1u);
+  const auto a = hn::And(u, hn::Set(du, 0x7FFFFFFFu));
+  const auto sign = hn::And(u, hn::Set(du, 0x80000000u));
+  auto r = hn::And(hn::Add(hn::Add(a, hn::Set(du, (1u << (s - 1)) - 1u)), hn::And(hn::ShiftRight<s>(a), one)),
+                   hn::Set(du, ~((1u << s) - 1u)));
+  if constexpr (F::kEminB > 1) {
+    const auto e = hn::ShiftRight<23>(a);
+    const auto frac = hn::And(a, hn::Set(du, 0x7FFFFFu));
+    const auto mant = hn::Or(frac, hn::IfThenElseZero(hn::Ne(e, hn::Zero(du)), hn::Set(du, 0x800000u)));
+    const auto ei = hn::Max(hn::BitCast(di, e), hn::Set(di, 1));
+    const auto shi = hn::Min(hn::Max(hn::Sub(hn::Set(di, s + F::kEminB), ei), hn::Set(di, 1)), hn::Set(di, 31));
+    const auto sh = hn::BitCast(du, shi);
+    const auto half_m1 = hn::Sub(hn::Shl(one, hn::Sub(sh, one)), one);
+    const auto lsb = hn::And(hn::Shr(mant, sh), one);
+    const auto q = hn::Shr(hn::Add(hn::Add(mant, half_m1), lsb), sh);
+    constexpr float quantum =
+        static_cast<float>(1.0 / static_cast<double>(1ull << (127 - F::kEminB + F::kM)));
+    const auto sub = hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, q)), hn::Set(df, quantum)));
+    const auto is_sub = hn::Lt(hn::BitCast(di, a), hn::Set(di, F::kEminB << 23));
+    r = hn::IfThenElse(hn::RebindMask(du, is_sub), sub, r);
+  }
+  const auto over = hn::Gt(hn::BitCast(di, r), hn::Set(di, static_cast<int32_t>(F::kMaxBits)));
+  r = hn::IfThenElse(hn::RebindMask(du, over), hn::Set(du, F::kSaturate ? F::kMaxBits : 0x7F800000u), r);
+  const auto nan = hn::Gt(hn::BitCast(di, a), hn::Set(di, 0x7F800000));
+  r = hn::IfThenElse(hn::RebindMask(du, nan), hn::Or(a, hn::Set(du, 0x00400000u)), r);
+  return hn::BitCast(df, hn::Or(r, sign));
+}
+
+#if HWY_ARCH_X86
+// round_bits_v<E4m3> by FP arithmetic, the same bits in a third of the operations (the FP8
+// operands of every fp8-rollout GEMM call go through it): saturate first (anything beyond ±448
+// rounds to ±448 in the reference too; the operand order of min/max passes NaN through: x86's
+// min/max return the second operand when one is NaN), then add and subtract
+// σ = 1.5·2^(max(e, −6) + 20), e = y's exponent: σ's ulp 2^(max(e, −6) − 3) is E4M3's spacing at
+// y (4 significant bits in the normal range, the fixed quantum 2^−9 below it), y + σ stays in σ's
+// binade, so the adder rounds y to that spacing, to nearest even (σ is an even multiple of its
+// ulp), and subtracting σ is exact (Sterbenz). NaN passes both adds quieted with its payload (x86
+// returns the NaN operand), as the reference quiets it. The sign is ORed back: what rounds to zero
+// is −0 when y is negative, as in the reference. x86 only: the NaN rules are x86's.
+HWY_INLINE VF round_e4m3_fp_v(VF y) {
+  const DF df;
+  const DU du;
+  y = hn::Min(hn::Set(df, 448.0f), hn::Max(hn::Set(df, -448.0f), y));
+  const auto u = hn::BitCast(du, y);
+  const auto e = hn::Max(hn::And(u, hn::Set(du, 0x7F800000u)), hn::Set(du, static_cast<uint32_t>(E4m3::kEminB) << 23));
+  const VF sigma = hn::BitCast(df, hn::Add(e, hn::Set(du, (20u << 23) | 0x400000u)));
+  const VF r = hn::Sub(hn::Add(y, sigma), sigma);
+  return hn::BitCast(df, hn::Or(hn::BitCast(du, r), hn::And(u, hn::Set(du, 0x80000000u))));
+}
+#endif
+
+// round_bits_v<Bf16> in fewer steps: bf16 has FP32's exponent range, so there is no subnormal
+// case and the sign needs no masking off (the rounding carry of a non-NaN magnitude ends at
+// 0x7F800000 at most, inf: the IEEE overflow). Only NaN takes the other branch (quiet, payload
+// kept).
+HWY_INLINE VF round_bf16_v(VF y) {
+  const DF df;
+  const DU du;
+  const auto u = hn::BitCast(du, y);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
+  auto r = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7FFFu)), lsb), hn::Set(du, 0xFFFF0000u));
+  r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(y)), hn::Or(u, hn::Set(du, 0x00400000u)), r);
+  return hn::BitCast(df, r);
+}
+
+template <class F>
+HWY_INLINE VF round_v(VF y) {
+#if HWY_ARCH_X86
+  if constexpr (std::is_same_v<F, E4m3>) return round_e4m3_fp_v(y);
+#endif
+  if constexpr (std::is_same_v<F, Bf16>) {
+    return round_bf16_v(y);
+  } else {
+    return round_bits_v<F>(y);
+  }
+}
+#endif  // !MOERL_SIMD_SCALAR
+
+template <class F>
+void round_loop(float* x, int64_t n) {
+  int64_t i = 0;
+#if !MOERL_SIMD_SCALAR
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  for (; i + L <= n; i += L) hn::StoreU(round_v<F>(hn::LoadU(d, x + i)), d, x + i);
+#endif
+  for (; i < n; ++i) x[i] = round_one<F>(x[i]);
+}
+
+// Quantises x[0..n) with one scale: out = round(x / scale) * scale (out may alias x).
+template <class F>
+void scale_round_loop(float* out, const float* x, int64_t n, float scale) {
+  int64_t i = 0;
+#if !MOERL_SIMD_SCALAR
+  const DF d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const VF sv = hn::Set(d, scale);
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(round_v<F>(hn::Div(hn::LoadU(d, x + i), sv)), sv), d, out + i);
+#endif
+  for (; i < n; ++i) out[i] = round_one<F>(x[i] / scale) * scale;
+}
+
+// max |x[i]| over n values, NaN ignored. Max is exact in any order, so lanes may be combined
+// freely (the compiler will not vectorise the scalar form: NaN makes it order-sensitive).
+float amax_abs(const float* x, int n, float m) {
+  int i = 0;
+#if !MOERL_SIMD_SCALAR
+  const DF d;
+  const int L = static_cast<int>(hn::Lanes(d));
+  if (n >= L) {
+    VF mv = hn::Set(d, m);
+    for (; i + L <= n; i += L) {
+      const VF v = hn::Abs(hn::LoadU(d, x + i));
+      mv = hn::IfThenElse(hn::IsNaN(v), mv, hn::Max(mv, v));
+    }
+    m = hn::GetLane(hn::MaxOfLanes(d, mv));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float v = std::fabs(x[i]);
+    m = v > m ? v : m;
+  }
+  return m;
+}
+
+void scale_round(float* out, const float* x, int64_t n, float scale, Format f) {
+  switch (f) {
+    case Format::fp32:
+      if (out != x) std::memcpy(out, x, sizeof(float) * n);
+      return;
+    case Format::bf16: return scale_round_loop<Bf16>(out, x, n, scale);
+    case Format::fp16: return scale_round_loop<Fp16>(out, x, n, scale);
+    case Format::fp8_e4m3: return scale_round_loop<E4m3>(out, x, n, scale);
+    case Format::fp8_e5m2: return scale_round_loop<E5m2>(out, x, n, scale);
+  }
+}
+
 }  // namespace
+
+void RoundArray(float* x, int64_t n, Format f) {
+  switch (f) {
+    case Format::fp32: return;
+    case Format::bf16: return round_loop<Bf16>(x, n);
+    case Format::fp16: return round_loop<Fp16>(x, n);
+    case Format::fp8_e4m3: return round_loop<E4m3>(x, n);
+    case Format::fp8_e5m2: return round_loop<E5m2>(x, n);
+  }
+}
+
+int QuantizeMatrix(float* out, float* scales, const float* x, int rows, int cols, Format f,
+                    Scaling s, int block_rows, int block_cols) {
+  int br = 0, bc = 0;
+  if (!group_dims(rows, cols, s, block_rows, block_cols, &br, &bc)) {
+    // Scaling::none: plain rounding, no groups.
+    const int64_t n = rows > 0 && cols > 0 ? static_cast<int64_t>(rows) * cols : 0;
+    if (out != x && n > 0) std::memcpy(out, x, sizeof(float) * n);
+    RoundArray(out, n, f);
+    return 0;
+  }
+  const int gr = (rows + br - 1) / br, gc = (cols + bc - 1) / bc;
+  const float fmax = format_max(f);
+  for (int bi = 0; bi < gr; ++bi) {
+    const int i0 = bi * br, i1 = std::min(rows, i0 + br);
+    float amax[1024];
+    float* am = amax;
+    std::unique_ptr<float[]> big;
+    if (gc > 1024) {
+      big.reset(new float[gc]);
+      am = big.get();
+    }
+    std::fill(am, am + gc, 0.0f);
+    for (int i = i0; i < i1; ++i) {
+      const float* xr = x + static_cast<int64_t>(i) * cols;
+      for (int bj = 0; bj < gc; ++bj) {
+        const int j0 = bj * bc, j1 = std::min(cols, j0 + bc);
+        am[bj] = amax_abs(xr + j0, j1 - j0, am[bj]);
+      }
+    }
+    for (int bj = 0; bj < gc; ++bj) {
+      // fp32 keeps its values unscaled (scale 1); a zero, infinite or underflowing amax gives 1.
+      float scale = f == Format::fp32 ? 1.0f : am[bj] / fmax;
+      if (!(scale > 0.0f) || !std::isfinite(scale)) scale = 1.0f;
+      am[bj] = scale;
+      if (scales) scales[static_cast<int64_t>(bi) * gc + bj] = scale;
+    }
+    for (int i = i0; i < i1; ++i) {
+      const int64_t off = static_cast<int64_t>(i) * cols;
+      for (int bj = 0; bj < gc; ++bj) {
+        const int j0 = bj * bc, j1 = std::min(cols, j0 + bc);
+        scale_round(out + off + j0, x + off + j0, j1 - j0, am[bj], f);
+      }
+    }
+  }
+  return gr * gc;
+}
+
+}  // namespace moerl::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl {
+
+using namespace precision_detail;
+
+HWY_EXPORT(RoundArray);
+HWY_EXPORT(QuantizeMatrix);
 
 float round_to_format(float x, Format f) {
   switch (f) {
@@ -283,15 +376,7 @@ float round_to_format(float x, Format f) {
   return x;
 }
 
-void round_array(float* x, int64_t n, Format f) {
-  switch (f) {
-    case Format::fp32: return;
-    case Format::bf16: return round_loop<Bf16>(x, n);
-    case Format::fp16: return round_loop<Fp16>(x, n);
-    case Format::fp8_e4m3: return round_loop<E4m3>(x, n);
-    case Format::fp8_e5m2: return round_loop<E5m2>(x, n);
-  }
-}
+void round_array(float* x, int64_t n, Format f) { HWY_DYNAMIC_DISPATCH(RoundArray)(x, n, f); }
 
 uint32_t format_encode(float x, Format f) {
   const uint32_t r = bits_of(round_to_format(x, f));
@@ -344,49 +429,7 @@ int quantize_group_count(int rows, int cols, Scaling s, int block_rows, int bloc
 
 int quantize_matrix(float* out, float* scales, const float* x, int rows, int cols, Format f,
                     Scaling s, int block_rows, int block_cols) {
-  int br = 0, bc = 0;
-  if (!group_dims(rows, cols, s, block_rows, block_cols, &br, &bc)) {
-    // Scaling::none: plain rounding, no groups.
-    const int64_t n = rows > 0 && cols > 0 ? static_cast<int64_t>(rows) * cols : 0;
-    if (out != x && n > 0) std::memcpy(out, x, sizeof(float) * n);
-    round_array(out, n, f);
-    return 0;
-  }
-  const int gr = (rows + br - 1) / br, gc = (cols + bc - 1) / bc;
-  const float fmax = format_max(f);
-  for (int bi = 0; bi < gr; ++bi) {
-    const int i0 = bi * br, i1 = std::min(rows, i0 + br);
-    float amax[1024];
-    float* am = amax;
-    std::unique_ptr<float[]> big;
-    if (gc > 1024) {
-      big.reset(new float[gc]);
-      am = big.get();
-    }
-    std::fill(am, am + gc, 0.0f);
-    for (int i = i0; i < i1; ++i) {
-      const float* xr = x + static_cast<int64_t>(i) * cols;
-      for (int bj = 0; bj < gc; ++bj) {
-        const int j0 = bj * bc, j1 = std::min(cols, j0 + bc);
-        am[bj] = amax_abs(xr + j0, j1 - j0, am[bj]);
-      }
-    }
-    for (int bj = 0; bj < gc; ++bj) {
-      // fp32 keeps its values unscaled (scale 1); a zero, infinite or underflowing amax gives 1.
-      float scale = f == Format::fp32 ? 1.0f : am[bj] / fmax;
-      if (!(scale > 0.0f) || !std::isfinite(scale)) scale = 1.0f;
-      am[bj] = scale;
-      if (scales) scales[static_cast<int64_t>(bi) * gc + bj] = scale;
-    }
-    for (int i = i0; i < i1; ++i) {
-      const int64_t off = static_cast<int64_t>(i) * cols;
-      for (int bj = 0; bj < gc; ++bj) {
-        const int j0 = bj * bc, j1 = std::min(cols, j0 + bc);
-        scale_round(out + off + j0, x + off + j0, j1 - j0, am[bj], f);
-      }
-    }
-  }
-  return gr * gc;
+  return HWY_DYNAMIC_DISPATCH(QuantizeMatrix)(out, scales, x, rows, cols, f, s, block_rows, block_cols);
 }
 
 float round_to_bits(float x, int fraction_bits) {
@@ -398,3 +441,4 @@ float round_to_bits(float x, int fraction_bits) {
 }
 
 }  // namespace moerl
+#endif  // HWY_ONCE

@@ -8,6 +8,7 @@
 #include <tbb/parallel_for.h>
 
 #include "kernels/rng.h"
+#include "kernels/vec.h"
 
 namespace moerl {
 
@@ -123,7 +124,7 @@ void Dispatcher::combine(float* y, const float* ye, const float* gate, const flo
       const int k = order[j];
       const float g = gate[static_cast<size_t>(n) * K + k];
       const float* src = ye + static_cast<size_t>(p.slot_row[static_cast<size_t>(n) * K + k]) * D;
-      for (int d = 0; d < D; ++d) yn[d] = std::fma(g, src[d], yn[d]);
+      vec_fma_axpy(yn, g, src, D);  // yn[d] = fma(g, src[d], yn[d])
     }
     if (y_extra) {
       const float* ex = y_extra + static_cast<size_t>(n) * D;
@@ -143,12 +144,8 @@ void Dispatcher::combine_backward(float* dye, float* dgate, const float* dy, con
       const float g = gate[slot];
       const float* src = ye + row * D;
       float* dst = dye + row * D;
-      float dot = 0.0f;
-      for (int d = 0; d < D; ++d) {
-        dst[d] = g * dyn[d];
-        dot = std::fma(dyn[d], src[d], dot);
-      }
-      dgate[slot] = dot;
+      for (int d = 0; d < D; ++d) dst[d] = g * dyn[d];
+      dgate[slot] = vec_fma_dot(dyn, src, D, 0.0f);  // fma chain over d = 0..D-1 from 0
     }
   });
 }

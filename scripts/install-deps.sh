@@ -9,6 +9,7 @@ pkgs=(build-essential cmake pkg-config
       libtbb-dev
       libgtest-dev googletest
       libopenblas-dev
+      libhwy-dev                          # Google Highway: the CPU kernels' SIMD, run-time dispatch
       python3 python3-numpy python3-h5py
       python3-matplotlib python3-pytest)   # analysis/ and its tests (ctest runs them)
 if [[ "${1:-}" == "--with-python" ]]; then

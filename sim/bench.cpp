@@ -20,8 +20,10 @@
 #endif
 #include "kernels/linear.h"
 #include "kernels/rng.h"
+#include "kernels/simd.h"
 #include "models/model.h"
 #include "sim/backend_select.h"
+#include "sim/cli.h"
 #include "sim/flops.h"
 #include "sim/optimizer.h"
 #include "sim/rl/rollout.h"
@@ -32,6 +34,18 @@ namespace moerl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// "model name" of /proc/cpuinfo (Linux), else "unknown CPU".
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  return "unknown CPU";
+}
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -148,6 +162,8 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
       static_cast<size_t>(tbb::this_task_arena::max_concurrency())));
   rep.ranks = ranks;
   rep.blas = blas_kernel_name();
+  rep.simd = simd_target();
+  rep.cpu = cpu_model_name();
   read_loadavg(rep.load_begin);
   rep.peer_rollout_s = o.peer_rollout_s;
   rep.peer_train_s = o.peer_train_s;
@@ -319,6 +335,8 @@ std::string bench_format_table(const BenchReport& r) {
   char line[256];
   o << "moerl bench: " << r.workload << "\n";
   o << "model: " << r.model << "\n";
+  o << "cpu: " << r.cpu << "; SIMD target " << r.simd << " (available: "
+    << cli_join(simd_targets_available(), ", ") << ")\n";
   o << "RL step: rollout of " << r.B << " sequences (prefill " << r.P << " + " << r.R
     << " sampled tokens, KV cache), then forward + backward + AdamW over the " << r.B << " x " << r.T
     << " tokens\n";
@@ -406,7 +424,7 @@ std::string bench_format_json(const BenchReport& r) {
   o << "  \"sequences\": " << r.B << ", \"seq_len\": " << r.T << ", \"prompt_len\": " << r.P
     << ", \"decode_steps\": " << r.R << ",\n";
   o << "  \"threads\": " << r.threads << ", \"ranks\": " << r.ranks << ", \"blas\": \"" << json_escape(r.blas)
-    << "\",\n";
+    << "\", \"simd\": \"" << json_escape(r.simd) << "\", \"cpu\": \"" << json_escape(r.cpu) << "\",\n";
   o << "  \"load_begin\": [" << num(r.load_begin[0]) << ", " << num(r.load_begin[1]) << ", "
     << num(r.load_begin[2]) << "], \"load_end\": [" << num(r.load_end[0]) << ", " << num(r.load_end[1])
     << ", " << num(r.load_end[2]) << "],\n";

@@ -62,6 +62,8 @@ struct BenchReport {
   int B = 0, T = 0, P = 0, R = 0;  // sequences, train length, prompt, generated tokens
   int threads = 0, ranks = 1;
   std::string blas;
+  std::string simd;  // the CPU kernels' instruction set (kernels/simd.h)
+  std::string cpu;   // the CPU model (/proc/cpuinfo)
   double load_begin[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // /proc/loadavg
   double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine
   double flops_rollout = 0, flops_train = 0;                   // analytic, whole batch

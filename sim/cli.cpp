@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "kernels/linear.h"
+#include "kernels/simd.h"
+
 namespace po = boost::program_options;
 
 namespace moerl {
@@ -24,10 +27,23 @@ const std::vector<Command>& cli_commands() {
   return commands;
 }
 
+std::string cli_join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+std::string cli_version_line() {
+  return std::string("moerl ") + MOERL_VERSION + ": SIMD target " + simd_target() + " (available: " +
+         cli_join(simd_targets_available(), ", ") + "), BLAS " + blas_kernel_name();
+}
+
 namespace {
 void print_main_help() {
-  std::printf("usage: moerl <command> [options]    (moerl <command> --help for its options)\n\n"
-              "commands:\n");
+  std::printf("usage: moerl <command> [options]    (moerl <command> --help for its options)\n"
+              "       moerl --version               (version, SIMD target and BLAS of this machine)\n"
+              "environment: MOERL_SIMD=%s restricts the CPU kernels' instruction set\n\n"
+              "commands:\n", cli_join(simd_target_names(), "|").c_str());
   for (const Command& c : cli_commands()) std::printf("  %-8s %s\n", c.name, c.summary);
 }
 }  // namespace
@@ -40,6 +56,10 @@ int cli_main(const Comms& comms, int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     if (comms.is_root) print_main_help();
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    if (comms.is_root) std::printf("%s\n", cli_version_line().c_str());
     return 0;
   }
   const std::vector<std::string> args(argv + 2, argv + argc);

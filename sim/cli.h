@@ -44,6 +44,11 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
                const boost::program_options::positional_options_description& positional,
                const std::vector<std::string>& args, boost::program_options::variables_map* vm);
 
+// "moerl 0.1: SIMD target avx512 (available: avx512, avx2, scalar), BLAS OpenBLAS SkylakeX" —
+// what `moerl --version` prints, and the first line of `moerl bench`.
+std::string cli_version_line();
+std::string cli_join(const std::vector<std::string>& v, const std::string& sep);
+
 // The repeatable `--set section.key=value` option every scenario-driven command takes.
 void cli_add_set_option(boost::program_options::options_description* desc,
                         std::vector<std::string>* overrides);

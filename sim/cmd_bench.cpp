@@ -3,6 +3,7 @@
 // in the same run, and checks the performance targets (sim/bench.h, docs/performance.md).
 //   moerl bench [--scenario scenarios/bench.ini] [--rounds 5] [--json out.json]
 //               [--peer-json peer.json] [--profiles fp32-ref,bf16-train,fp8-rollout] [--threads N]
+//               [--simd avx512|avx2|scalar|...]
 // Under mpirun the model runs expert- and data-parallel over all ranks (as `moerl run`); rank 0
 // prints. The exit status is 0 whether or not a target is missed (analysis/bench/compare.py
 // reports them); --require-targets makes a miss exit with 1.
@@ -13,6 +14,7 @@
 
 #include <tbb/global_control.h>
 
+#include "kernels/simd.h"
 #include "sim/bench.h"
 #include "sim/cli.h"
 #include "sim/scenario.h"
@@ -52,7 +54,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }  // namespace
 
 int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
-  std::string scenario_path, json_out, peer_json, profiles, phase;
+  std::string scenario_path, json_out, peer_json, profiles, phase, simd;
   int rounds = 5, gemm_n = 1024, threads = 0;
   double gemm_seconds = 0.25;
   bool recipe = true, require = false, progress = false;
@@ -71,7 +73,9 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
       ("peer-json", po::value(&peer_json), "the peer's JSON (analysis/bench/torch_peer.py): adds the speed-up target")
       ("require-targets", po::bool_switch(&require), "exit with 1 when a target is missed")
       ("phase", po::value(&phase)->default_value("step"), "step | rollout | train: time only one phase (for profiling)")
-      ("progress", po::bool_switch(&progress), "a line per round on stderr");
+      ("progress", po::bool_switch(&progress), "a line per round on stderr")
+      ("simd", po::value(&simd), ("restrict the CPU kernels to one instruction set: " +
+                                  cli_join(simd_target_names(), " | ") + " (as MOERL_SIMD)").c_str());
   cli_add_set_option(&desc, &sets);
   po::variables_map vm;
   if (!cli_parse(comms, "bench", "[--scenario scenarios/bench.ini] [--rounds N] [--json out.json]", desc,
@@ -80,6 +84,14 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   if (rounds < 1) throw usage_error("bench: --rounds " + std::to_string(rounds) + ": must be >= 1");
   if (gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(gemm_n) + ": must be >= 16");
   if (threads < 0) throw usage_error("bench: --threads " + std::to_string(threads) + ": must be >= 0");
+
+  if (!simd.empty()) {
+    try {
+      simd_select(simd, "bench: --simd");
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+  }
 
   BenchOptions o;
   o.rounds = rounds;

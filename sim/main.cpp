@@ -1,4 +1,5 @@
-// main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, run one command.
+// main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, apply MOERL_SIMD
+// (kernels/simd.h), run one command.
 #include <malloc.h>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "kernels/linear.h"
+#include "kernels/simd.h"
 #include "sim/cli.h"
 #include "sim/comms.h"
 
@@ -52,7 +54,10 @@ int main(int argc, char** argv) {
   reexec_with_openblas_coretype(argv);
   keep_freed_memory();
   moerl::Comms comms = moerl::comms_init(&argc, &argv);
-  int code = moerl::comms_run_guarded(comms, [&] { return moerl::cli_main(comms, argc, argv); });
+  int code = moerl::comms_run_guarded(comms, [&] {
+    moerl::simd_select_from_env();  // MOERL_SIMD: every command, before any kernel runs
+    return moerl::cli_main(comms, argc, argv);
+  });
   code = moerl::comms_agree_exit(comms, code);  // idle ranks too exit with the job's status
   moerl::comms_finalize(&comms);
   return code;

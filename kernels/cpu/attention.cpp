@@ -19,18 +19,35 @@
 //
 // The backward repeats ref/attention.cpp's operation sequence (vectorised over keys for dp, over d
 // elsewhere) and equals it bit for bit; every (b, h) task owns disjoint slices of dq, dk, dv.
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_ATTENTION_CPP_ONCE_
+#define MOERL_KERNELS_CPU_ATTENTION_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/expf_avx512.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/row_order.h"
 #include "kernels/expf.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_ATTENTION_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/attention.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+#include "kernels/cpu/expf_avx512-inl.h"
+#include "kernels/cpu/expf-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 
@@ -38,7 +55,7 @@ namespace {
 constexpr int kKeyBlock = 64;
 int padded_keys(int L) { return (L + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
 
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
 // r[0..16) ← the 16×16 block's transpose (r[i] lane j = old r[j] lane i).
 inline void transpose16(__m512 r[16]) {
   __m512 t[16];
@@ -75,7 +92,7 @@ inline void transpose16(__m512 r[16]) {
 // and transposed 16 × 16 in registers.
 void transpose_block(float* kT, int ldk, const float* k, int64_t ld, int L, int Dh) {
   int d0 = 0;
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
   for (; d0 + 16 <= Dh; d0 += 16)
     for (int j0 = 0; j0 < L; j0 += 16) {
       __m512 r[16];
@@ -168,12 +185,15 @@ void pv_chunk(float* acc, const float* p, const float* v, int64_t ld, int lo, in
 // p[j] = e^(p[j] − m), j < L: exp_f32 (kernels/expf.h), 16 lanes at a time.
 void exp_shifted(float* p, int L, float m) {
   int j = 0;
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
   const __m512 mv = _mm512_set1_ps(m);
   for (; j + 16 <= L; j += 16)
     _mm512_storeu_ps(p + j, exp_f32_v16(_mm512_sub_ps(_mm512_loadu_ps(p + j), mv)));
-#endif
   for (; j < L; ++j) p[j] = exp_f32(p[j] - m);
+#else
+  for (; j < L; ++j) p[j] = p[j] - m;
+  exp_f32_inplace(p, L);
+#endif
 }
 
 // p[L]: scores in, probabilities out (steps 2–4 above).
@@ -271,7 +291,7 @@ namespace {
 // j, so sequence b's cache block streams through once instead of once per head.
 void pv_all_heads(float* out, const float* p, int ldp, const float* v, int64_t ld, int L, int H,
                   int Dh) {
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
   const int HD = H * Dh;
   if (Dh % 16 == 0 && HD <= 256) {  // up to 16 registers of accumulators, 16 lanes per head block
     const int nv = HD / 16, per_head = Dh / 16;
@@ -387,4 +407,27 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(attention_forward);
+HWY_EXPORT(attention_backward);
+HWY_EXPORT(attention_decode);
+
+void attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B, int T, int H, int Dh, const ReduceCtx& ctx) {
+  HWY_DYNAMIC_DISPATCH(attention_forward)(out, att, q, k, v, B, T, H, Dh, ctx);
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att, const float* q, const float* k, const float* v, int B, int T, int H, int Dh) {
+  HWY_DYNAMIC_DISPATCH(attention_backward)(dq, dk, dv, dout, att, q, k, v, B, T, H, Dh);
+}
+
+void attention_decode(float* out, const float* q, const float* kcache, const float* vcache, const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& ctx) {
+  HWY_DYNAMIC_DISPATCH(attention_decode)(out, q, kcache, vcache, len, B, Tmax, H, Dh, ctx);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

@@ -2,6 +2,11 @@
 // accumulates dtable with '+='. The backward runs over column blocks, each adding the rows in order
 // n = 0..N-1: repeated tokens are summed in the reference's order (bit-identical, thread-count
 // independent, no atomics).
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_EMBEDDING_CPP_ONCE_
+#define MOERL_KERNELS_CPU_EMBEDDING_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -10,7 +15,18 @@
 
 #include "kernels/cpu/ops.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_EMBEDDING_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/embedding.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 // out[N,D], tokens[N], table[V,D]
 void embedding_forward(float* out, const int32_t* tokens, const float* table, int N, int D) {
@@ -37,4 +53,22 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(embedding_forward);
+HWY_EXPORT(embedding_backward);
+
+void embedding_forward(float* out, const int32_t* tokens, const float* table, int N, int D) {
+  HWY_DYNAMIC_DISPATCH(embedding_forward)(out, tokens, table, N, D);
+}
+
+void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N, int D) {
+  HWY_DYNAMIC_DISPATCH(embedding_backward)(dtable, dout, tokens, N, D);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

@@ -1,4 +1,4 @@
-// cpu/ops.h — fast CPU kernels (TBB threads, AVX-512 where the compiler vectorises), same
+// cpu/ops.h — fast CPU kernels (TBB threads; SIMD per target, kernels/simd.h), same
 // semantics and argument order as kernels/ref/ops.h. Kernels whose reduction order the profile
 // controls take a ReduceCtx: with ReduceCtx{} (fixed, batch-invariant) they give the same bits
 // as the reference; with other orders they agree with it within abs + |ref|·K·eps(fp32).
@@ -50,6 +50,9 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
 void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V);
 void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
                       const int32_t* targets, int N, int V);
+
+// y[n] = exp_f32(x[n]) element-wise by the target's vector kernel (kernels/expf.h's bits).
+void exp_f32_array(float* y, const float* x, int64_t n);
 
 // One AdamW update of n parameters, in place, element-wise: with g' = g·clip,
 //   m = β1·m + (1 − β1)·g';  v = β2·v + ((1 − β2)·g')·g'     (FP32)

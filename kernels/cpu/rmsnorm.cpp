@@ -7,6 +7,11 @@
 // orders follow row_order.h with the row stream rng_derive(key with call = key.call + row,
 // Stream::norm_order). The backward has no order control and equals ref bit for bit: dinp per row,
 // dweight per column block with rows summed in order n = 0..N-1 (no cross-thread reduction).
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_RMSNORM_CPP_ONCE_
+#define MOERL_KERNELS_CPU_RMSNORM_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -17,7 +22,18 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/row_order.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_RMSNORM_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/rmsnorm.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 constexpr int kRows = 8;  // rows whose reductions run interleaved
@@ -131,4 +147,22 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
   }
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(rmsnorm_forward);
+HWY_EXPORT(rmsnorm_backward);
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int D, float eps, const ReduceCtx& ctx) {
+  HWY_DYNAMIC_DISPATCH(rmsnorm_forward)(out, rstd, inp, weight, N, D, eps, ctx);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, const float* rstd, int N, int D) {
+  HWY_DYNAMIC_DISPATCH(rmsnorm_backward)(dinp, dweight, dout, inp, weight, rstd, N, D);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

@@ -2,6 +2,11 @@
 // ref/rope.cpp (angles in double, rounded once to float cos/sin), hence bit-identical to it.
 // When the positions of the call span at most N distinct values (the usual case: a batch of
 // sequences), the cos/sin table is built once per position instead of once per row.
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_ROPE_CPP_ONCE_
+#define MOERL_KERNELS_CPU_ROPE_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -11,7 +16,18 @@
 
 #include "kernels/cpu/ops.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_ROPE_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/rope.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 // cs[2·half]: cos then sin of the angles of position `pos`.
@@ -77,4 +93,22 @@ void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float th
   rope_rotate(dx, pos, N, H, Dh, theta, -1.0f);
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(rope_forward);
+HWY_EXPORT(rope_backward);
+
+void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh, float theta) {
+  HWY_DYNAMIC_DISPATCH(rope_forward)(x, pos, N, H, Dh, theta);
+}
+
+void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float theta) {
+  HWY_DYNAMIC_DISPATCH(rope_backward)(dx, pos, N, H, Dh, theta);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

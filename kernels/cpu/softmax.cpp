@@ -2,6 +2,11 @@
 // writes with '='; backward accumulates with '+='. Each row repeats ref/softmax.cpp's sequence
 // (sequential max and exp-sum, std::exp), so every kernel here equals the reference bit for bit
 // and no result depends on the thread count; the element-wise passes vectorise.
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_SOFTMAX_CPP_ONCE_
+#define MOERL_KERNELS_CPU_SOFTMAX_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
@@ -11,7 +16,18 @@
 
 #include "kernels/cpu/ops.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_SOFTMAX_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/softmax.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 constexpr int kGrain = 16;  // rows per task
@@ -107,4 +123,37 @@ void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(softmax_forward);
+HWY_EXPORT(log_softmax_forward);
+HWY_EXPORT(softmax_backward);
+HWY_EXPORT(logprob_forward);
+HWY_EXPORT(logprob_backward);
+
+void softmax_forward(float* out, const float* x, int N, int C) {
+  HWY_DYNAMIC_DISPATCH(softmax_forward)(out, x, N, C);
+}
+
+void log_softmax_forward(float* out, const float* x, int N, int C) {
+  HWY_DYNAMIC_DISPATCH(log_softmax_forward)(out, x, N, C);
+}
+
+void softmax_backward(float* dx, const float* dy, const float* y, int N, int C) {
+  HWY_DYNAMIC_DISPATCH(softmax_backward)(dx, dy, y, N, C);
+}
+
+void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) {
+  HWY_DYNAMIC_DISPATCH(logprob_forward)(logp, logits, targets, N, V);
+}
+
+void logprob_backward(float* dlogits, const float* dlogp, const float* logits, const int32_t* targets, int N, int V) {
+  HWY_DYNAMIC_DISPATCH(logprob_backward)(dlogits, dlogp, logits, targets, N, V);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

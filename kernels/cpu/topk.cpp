@@ -4,6 +4,11 @@
 // repeated arg-max for small K and std::partial_sort otherwise. The order is total, so the result is the reference's
 // bit for bit. The random permutation is drawn only for rows that contain an exact tie (the rank
 // matters for nothing else).
+#include "kernels/simd_config.h"
+
+#ifndef MOERL_KERNELS_CPU_TOPK_CPP_ONCE_
+#define MOERL_KERNELS_CPU_TOPK_CPP_ONCE_
+
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
@@ -15,7 +20,18 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/rng.h"
 
-namespace moerl::cpu {
+#endif  // MOERL_KERNELS_CPU_TOPK_CPP_ONCE_
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/topk.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
+
 
 namespace {
 constexpr int kSelectMax = 8;  // up to this K, selection by repeated arg-max; beyond, partial_sort
@@ -66,4 +82,17 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
   });
 }
 
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace moerl::cpu {
+
+HWY_EXPORT(topk_forward);
+
+void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K, TieBreak tie, const NoiseKey& key) {
+  HWY_DYNAMIC_DISPATCH(topk_forward)(ids, vals, scores, N, E, K, tie, key);
+}
+
 }  // namespace moerl::cpu
+#endif  // HWY_ONCE

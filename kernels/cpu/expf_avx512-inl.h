@@ -1,14 +1,22 @@
-// cpu/expf_avx512.h — exp_f32 (kernels/expf.h) on 16 lanes: the same double-precision operations
-// per lane, so each lane gives exactly exp_f32's bits. Lanes outside the main path (|x| ≥ 88,
-// inf, NaN) are finished by the scalar function. Private to kernels/cpu.
-#pragma once
+// cpu/expf_avx512-inl.h — exp_f32 (kernels/expf.h) on 16 lanes: the same double-precision
+// operations per lane, so each lane gives exactly exp_f32's bits. Lanes outside the main path
+// (|x| ≥ 88, inf, NaN) are finished by the scalar function. Defined for Highway's AVX3 target
+// (MOERL_SIMD_AVX512) inside each including kernel's foreach_target pass. Private to kernels/cpu.
+#if defined(MOERL_KERNELS_CPU_EXPF_AVX512_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MOERL_KERNELS_CPU_EXPF_AVX512_INL_H_
+#undef MOERL_KERNELS_CPU_EXPF_AVX512_INL_H_
+#else
+#define MOERL_KERNELS_CPU_EXPF_AVX512_INL_H_
+#endif
 
+#include "kernels/cpu/simd-inl.h"
 #include "kernels/expf.h"
 
-#ifdef __AVX512F__
+#if MOERL_SIMD_AVX512
 #include <immintrin.h>
 
-namespace moerl::cpu {
+HWY_BEFORE_NAMESPACE();
+namespace moerl::cpu::HWY_NAMESPACE {
 
 namespace expf_avx512_detail {
 
@@ -64,6 +72,8 @@ inline __m512 exp_f32_v16(__m512 x) {
   return y;
 }
 
-}  // namespace moerl::cpu
+}  // namespace moerl::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
 
-#endif
+#endif  // MOERL_SIMD_AVX512
+#endif  // include guard
