@@ -48,8 +48,9 @@ def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, **k
     return line
 
 
-def _finish(fig, axes, path, title):
-    for ax in axes:
+def _finish(fig, axes, path, title, step_axes=None):
+    """Labels the axes over RL steps (step_axes, default all), legend, title, and saves."""
+    for ax in axes if step_axes is None else step_axes:
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
@@ -295,15 +296,5 @@ def plot_correction_diagnostics(groups, path, w=1, title=""):
     axes[1].set_title("sequences dropped by seq-mis (solid) / seq-max-k3 (dashed)", fontsize=10)
     axes[2].set_title("mean |log μ − log π_old| by π_old(token)", fontsize=10)
     axes[2].set_xticks(range(5), edges, fontsize=8)
-    for ax in axes[:2]:
-        ax.set_xlabel("RL step")
-        ax.grid(alpha=0.3)
     axes[2].grid(alpha=0.3, axis="y")
-    handles, _ = axes[0].get_legend_handles_labels()
-    if handles:
-        axes[0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    _finish(fig, axes, path, title, step_axes=axes[:2])
