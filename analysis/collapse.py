@@ -22,6 +22,7 @@ Per group:
 """
 import argparse
 import csv
+import html
 import io
 import os
 from collections import OrderedDict
@@ -121,19 +122,39 @@ def rows(groups, reference="control"):
     return out
 
 
-def table_md(rs, dial=None, reference="control"):
+def _cells(rs, dial=None, reference="control"):
+    """The table's head and rows as strings, shared by the Markdown and HTML forms."""
     head = ["variant"] + ([dial] if dial else []) + ["runs", "collapsed (95% CI)", "base eval", "final eval",
                                                       "final − base", f"final − {reference} (paired)", "flip %",
                                                       "k3 last/first"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    body = []
     for x in rs:
-        cells = [x["variant"]] + ([x["dial"]] if dial else []) + [
+        body.append([x["variant"]] + ([x["dial"]] if dial else []) + [
             str(x["runs"]), f"{x['collapsed']}/{x['runs']} = {x['rate']:.2f} [{x['rate_lo']:.2f}, {x['rate_hi']:.2f}]",
             fmt(*x["base"]), fmt(*x["final"]), fmt(*x["gain"]),
             (fmt(*x["vs_ref"]) + f" (n={x['pairs']})") if x["pairs"] else "–",
-            fmt(*x["flip"], digits=2), fmt(*x["k3_growth"], digits=2)]
-        lines.append("| " + " | ".join(cells) + " |")
+            fmt(*x["flip"], digits=2), fmt(*x["k3_growth"], digits=2)])
+    return head, body
+
+
+def table_md(rs, dial=None, reference="control"):
+    head, body = _cells(rs, dial, reference)
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     return "\n".join(lines) + "\n"
+
+
+def table_html(rs, dial=None, reference="control"):
+    e = html.escape
+    head, body = _cells(rs, dial, reference)
+    out = ["<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in body]
+    return "".join(out) + "</table>"
+
+
+def has_variants(runs, reference="control"):
+    """True when the runs come from a grid with [variant.NAME] sections that include the reference."""
+    return any(r.keys.get("variant") == reference for r in runs)
 
 
 def table_csv(rs):

@@ -7,6 +7,7 @@ import os
 import re
 
 from . import plots
+from . import collapse
 from . import precursors
 from .runs import default_group_keys, group_runs, load_sweep, resolve_keys
 from .summary import COLUMNS, group_rows, markdown, to_csv
@@ -102,6 +103,21 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
         figures.append(("Collapse precursors", "precursors.png", "Lead time of each precursor flag over the collapsed "
                         "runs (dots: runs, bar: median) and its false-alarm rate over the others."))
 
+    with_metrics = [r for r in runs if r.metrics]
+    if collapse.has_variants(with_metrics):
+        crs = collapse.rows(collapse.group(with_metrics))
+        with open(os.path.join(out, "collapse.md"), "w") as f:
+            f.write(collapse.table_md(crs))
+        with open(os.path.join(out, "collapse.csv"), "w") as f:
+            f.write(collapse.table_csv(crs))
+        files += ["collapse.md", "collapse.csv"]
+        tables.insert(0, ("Collapse and accuracy against the control", collapse.table_html(crs),
+                          "Collapse rate with its 95% Wilson interval; final − base per run and final − control "
+                          "paired by seed (runs of one seed share their base policy), mean ± 95% Student-t "
+                          "interval; k3 growth = mean k3 of the last tenth of the steps over the first tenth. "
+                          "More (several sweep directories pooled, a mismatch dial's phase diagram): "
+                          "python3 -m analysis.collapse."))
+
     with open(os.path.join(out, "index.html"), "w") as f:
         f.write(_html(title, info, keys, rows, figures, runs, tables))
     files.append("index.html")
@@ -139,6 +155,10 @@ def _html(title, info, keys, rows, figures, runs, tables=()):
     parts.append("</table><p class='note'>Mean ± 95% Student-t half-width over the runs (seeds) of each group; "
                  "definitions in <code>analysis/summary.py</code> and <code>docs/metrics.md</code>.</p>")
     table_of = {sec: (t, note) for sec, t, note in tables}
+    figure_sections = {sec for sec, _, _ in figures}
+    for sec, t, note in tables:  # a table without a figure of its own follows the summary
+        if sec not in figure_sections:
+            parts.append(f"<h2>{e(sec)}</h2>" + t + f"<p class='note'>{e(note)}</p>")
     section = None
     for sec, name, caption in figures:
         if sec != section:

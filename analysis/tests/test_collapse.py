@@ -89,3 +89,13 @@ def test_cli_writes_table_csv_and_phase_diagram(tmp_path):
     assert (out / "phase.png").read_bytes()[:8] == PNG
     with pytest.raises(SystemExit):
         collapse.main([str(tmp_path / "empty")])
+
+
+def test_report_has_the_collapse_table_for_a_grid_with_a_control(tmp_path):
+    from analysis import report
+    d = tmp_path / "grid"
+    write_sweep(d, [run(v, s, 0.0, final=0.6 if v == "control" else 0.5) for v in ("control", "grpo") for s in (0, 1)])
+    res = report.build(str(d), verbose=False)
+    assert "collapse.md" in res["files"] and "collapse.csv" in res["files"]
+    page = (d / "report" / "index.html").read_text()
+    assert "Collapse and accuracy against the control" in page and "-0.100" in page
