@@ -1,5 +1,5 @@
 // collectives.h — the communication a model needs, as an interface: the model code below sim/
-// never sees MPI. sim/mpi_collectives.cpp implements it over an MPI communicator; the
+// never sees MPI. sim/comm/mpi_collectives.cpp implements it over an MPI communicator; the
 // single-process implementation here is a group of one, where every collective is a copy.
 //
 // All calls are collective over the group: every rank calls them in the same order with matching

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "models/h5io.h"
+#include "store/h5io.h"
 
 namespace moerl {
 

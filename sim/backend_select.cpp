@@ -4,13 +4,13 @@
 #include <stdexcept>
 #include <string>
 
-#include "sim/comms.h"
+#include "sim/comm/comms.h"
 #if MOERL_HAVE_CUDA
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/device.h"
 #endif
 #if MOERL_HAVE_NCCL
-#include "sim/nccl_collectives.h"
+#include "sim/comm/nccl_collectives.h"
 #endif
 
 namespace moerl {

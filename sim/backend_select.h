@@ -1,6 +1,6 @@
 // backend_select.h — run.backend: the Backend a command's model runs on, bound to this rank's GPU,
 // and the checks that a scenario asks nothing of it that it cannot do. Errors name run.backend (or
-// the profile key) with the value and what is allowed; call inside a checked phase (sim/comms.h)
+// the profile key) with the value and what is allowed; call inside a checked phase (sim/comm/comms.h)
 // so every rank fails together.
 #pragma once
 

@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <sstream>
 
-#include "models/checkpoint.h"
-#include "models/h5io.h"
+#include "store/checkpoint.h"
+#include "store/h5io.h"
 #include "sim/backend_select.h"
-#include "sim/comms.h"
-#include "sim/gather.h"
-#include "sim/model_io.h"
+#include "sim/comm/comms.h"
+#include "sim/comm/gather.h"
+#include "sim/io/model_io.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
 

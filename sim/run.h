@@ -25,7 +25,7 @@ struct RunOptions {
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
   std::function<void()> on_step;  // called after every step is written (a sweep's rank 0 serves other groups here)
-  // The ranks of this run (sim/comms.h): experts over its EP group, sequences over its DP group;
+  // The ranks of this run (sim/comm/comms.h): experts over its EP group, sequences over its DP group;
   // only its root prints and writes. Null: one process.
   const RankGrid* grid = nullptr;
   int local_rank = 0;  // this rank's index on its node: its GPU with run.backend = cuda

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <limits>
 
-#include "sim/results.h"
+#include "sim/io/results.h"
 #include "sim/rl/ppo_terms.h"
 #include "sim/rl/seq_corrections.h"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "sim/results.h"
+#include "sim/io/results.h"
 
 namespace moerl {
 

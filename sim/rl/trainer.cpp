@@ -14,7 +14,7 @@
 
 #include "kernels/rng.h"
 #include "sim/audit.h"
-#include "sim/gather.h"
+#include "sim/comm/gather.h"
 #include "sim/rl/diagnostics.h"
 #include "sim/rl/loss.h"
 #include "sim/rl/precursors.h"

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "kernels/numerics.h"
-#include "models/checkpoint.h"
+#include "store/checkpoint.h"
 #include "models/model.h"
 #include "sim/optimizer.h"
-#include "sim/results.h"
+#include "sim/io/results.h"
 #include "sim/rl/rl_config.h"
 #include "sim/tasks/task.h"
 

@@ -30,7 +30,7 @@
 #include "kernels/rng.h"
 
 #if MOERL_HAVE_NCCL
-#include "sim/nccl_collectives.h"
+#include "sim/comm/nccl_collectives.h"
 #endif
 
 namespace moerl {

@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "models/checkpoint.h"
-#include "models/h5io.h"
+#include "store/checkpoint.h"
+#include "store/h5io.h"
 #include "models/model.h"
 
 namespace moerl {

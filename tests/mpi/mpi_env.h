@@ -6,7 +6,7 @@
 // collective call, so a failing rank does not leave the others waiting.
 #pragma once
 
-#include "sim/comms.h"
+#include "sim/comm/comms.h"
 
 namespace moerl::test {
 

@@ -9,7 +9,7 @@
 #include "ep_fixture.h"
 #include "models/dispatcher.h"
 #include "mpi_env.h"
-#include "sim/gather.h"
+#include "sim/comm/gather.h"
 #include "sim/optimizer.h"
 
 namespace moerl {

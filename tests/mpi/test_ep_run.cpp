@@ -8,8 +8,8 @@
 
 #include "../rl/rl_fixture.h"
 #include "ep_fixture.h"
-#include "models/checkpoint.h"
-#include "models/h5io.h"
+#include "store/checkpoint.h"
+#include "store/h5io.h"
 #include "mpi_env.h"
 #include "sim/run.h"
 

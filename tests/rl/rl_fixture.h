@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "models/h5io.h"
+#include "store/h5io.h"
 #include "sim/scenario.h"
 
 namespace moerl::test {

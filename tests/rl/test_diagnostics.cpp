@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/rng.h"
-#include "sim/results.h"
+#include "sim/io/results.h"
 #include "sim/rl/diagnostics.h"
 #include "sim/rl/precursors.h"
 #include "sim/rl/trainer.h"

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/h5io.h"
+#include "store/h5io.h"
 #include "rl_fixture.h"
-#include "sim/model_io.h"
+#include "sim/io/model_io.h"
 #include "sim/rl/precursors.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "kernels/simd.h"
-#include "models/h5io.h"
+#include "store/h5io.h"
 #include "rl_fixture.h"
-#include "sim/model_io.h"
+#include "sim/io/model_io.h"
 #include "sim/run.h"
 
 namespace moerl {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "models/h5io.h"
+#include "store/h5io.h"
 #include "rl_fixture.h"
 #include "sim/rl/router_stabilisers.h"
 #include "sim/run.h"

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "models/h5io.h"
+#include "store/h5io.h"
 #include "sim/audit.h"
 #include "sim_test_util.h"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/flops.h"
+#include "sim/bench/flops.h"
 #include "sim/sampling.h"
 
 namespace moerl {

@@ -1,0 +1,95 @@
+// cli.cpp — the command table and shared option parsing of `moerl`.
+#include "sim/cli/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "kernels/linear.h"
+#include "kernels/simd.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+const std::vector<Command>& cli_commands() {
+  static const std::vector<Command> commands = {
+      {"run", "one RL run of a scenario: rollout and train engines, the algorithm, metrics to HDF5", cmd_run},
+      {"sweep", "every run of a grid (scenario x value lists x seeds) over MPI, with an index", cmd_sweep},
+      {"sft", "the base policy: initialise, then supervised warm-up on the scenario's task",
+       cmd_sft},
+      {"score", "per-token log-probs and per-layer routing of given sequences under a profile",
+       cmd_score},
+      {"audit", "routing flips and train-inference KL between two numerics profiles", cmd_audit},
+      {"bench", "time training, generation and the GEMM ceiling on the reference workload",
+       cmd_bench},
+      {"inspect", "a run's scenario, status and headline numbers; several runs side by side", cmd_inspect},
+  };
+  return commands;
+}
+
+std::string cli_join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const std::string& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+std::string cli_version_line() {
+  return std::string("moerl ") + MOERL_VERSION + ": SIMD target " + simd_target() + " (available: " +
+         cli_join(simd_targets_available(), ", ") + "), BLAS " + blas_kernel_name();
+}
+
+namespace {
+void print_main_help() {
+  std::printf("usage: moerl <command> [options]    (moerl <command> --help for its options)\n"
+              "       moerl --version               (version, SIMD target and BLAS of this machine)\n"
+              "environment: MOERL_SIMD=%s restricts the CPU kernels' instruction set\n\n"
+              "commands:\n", cli_join(simd_target_names(), "|").c_str());
+  for (const Command& c : cli_commands()) std::printf("  %-8s %s\n", c.name, c.summary);
+}
+}  // namespace
+
+int cli_main(const Comms& comms, int argc, char** argv) {
+  if (argc < 2) {
+    if (comms.is_root) print_main_help();
+    throw usage_error("no command given");
+  }
+  const std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    if (comms.is_root) print_main_help();
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    if (comms.is_root) std::printf("%s\n", cli_version_line().c_str());
+    return 0;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const Command& c : cli_commands())
+    if (name == c.name) return c.run(comms, args);
+  std::string names;
+  for (const Command& c : cli_commands()) names += (names.empty() ? "" : ", ") + std::string(c.name);
+  throw usage_error("unknown command '" + name + "' (commands: " + names + ")");
+}
+
+bool cli_parse(const Comms& comms, const std::string& command, const std::string& usage,
+               po::options_description desc, const po::positional_options_description& positional,
+               const std::vector<std::string>& args, po::variables_map* vm) {
+  desc.add_options()("help,h", "print this help");
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
+    if (vm->count("help")) {
+      if (comms.is_root) std::cout << "usage: moerl " << command << " " << usage << "\n\n" << desc;
+      return false;
+    }
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
+  }
+  return true;
+}
+
+void cli_add_set_option(po::options_description* desc, std::vector<std::string>* overrides) {
+  desc->add_options()("set", po::value<std::vector<std::string>>(overrides)->composing(),
+                      "override a scenario key: --set section.key=value (repeatable)");
+}
+
+}  // namespace moerl

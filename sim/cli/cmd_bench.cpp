@@ -1,0 +1,140 @@
+// cmd_bench.cpp — `moerl bench`: times the reference workload's RL step (scenarios/bench.ini; the
+// built-in defaults are the same workload) on this machine, beside the FP32 GEMM ceiling measured
+// in the same run, and checks the performance targets (sim/bench/bench.h, docs/performance.md).
+//   moerl bench [--scenario scenarios/bench.ini] [--rounds 5] [--json out.json]
+//               [--peer-json peer.json] [--profiles fp32-ref,bf16-train,fp8-rollout] [--threads N]
+//               [--simd avx512|avx2|scalar|...]
+// Under mpirun the model runs expert- and data-parallel over all ranks (as `moerl run`); rank 0
+// prints. The exit status is 0 whether or not a target is missed (analysis/bench/compare.py
+// reports them); --require-targets makes a miss exit with 1.
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <tbb/global_control.h>
+
+#include "kernels/simd.h"
+#include "sim/bench/bench.h"
+#include "sim/cli/cli.h"
+#include "sim/scenario.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+
+// The number after "key": in a flat JSON object (the peer's output), or 0 when absent.
+double json_number(const std::string& text, const std::string& key) {
+  const size_t k = text.find("\"" + key + "\"");
+  if (k == std::string::npos) return 0.0;
+  const size_t colon = text.find(':', k);
+  if (colon == std::string::npos) return 0.0;
+  return std::strtod(text.c_str() + colon + 1, nullptr);
+}
+
+std::string json_string(const std::string& text, const std::string& key) {
+  const size_t k = text.find("\"" + key + "\"");
+  if (k == std::string::npos) return "";
+  const size_t q0 = text.find('"', text.find(':', k) + 1);
+  const size_t q1 = text.find('"', q0 + 1);
+  return q0 == std::string::npos || q1 == std::string::npos ? "" : text.substr(q0 + 1, q1 - q0 - 1);
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
+  std::string scenario_path, json_out, peer_json, profiles, phase, simd;
+  int rounds = 5, gemm_n = 1024, threads = 0;
+  double gemm_seconds = 0.25;
+  bool recipe = true, require = false, progress = false;
+  std::vector<std::string> sets;
+  po::options_description desc("moerl bench options");
+  desc.add_options()
+      ("scenario", po::value(&scenario_path), "scenario (default: built-in defaults = scenarios/bench.ini's workload)")
+      ("rounds", po::value(&rounds)->default_value(5), "timed rounds; every number is the best of them")
+      ("profiles", po::value(&profiles)->default_value("fp32-ref,bf16-train,fp8-rollout"),
+       "profiles whose RL step is timed (comma-separated; fp32-ref is the baseline of the ratios)")
+      ("recipe", po::value(&recipe)->default_value(true), "also time the [engines] recipe step (rollout + train profile)")
+      ("threads", po::value(&threads)->default_value(0), "threads per rank (0 = all the machine offers)")
+      ("gemm-n", po::value(&gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
+      ("gemm-seconds", po::value(&gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
+      ("json", po::value(&json_out), "also write the numbers to this JSON file")
+      ("peer-json", po::value(&peer_json), "the peer's JSON (analysis/bench/torch_peer.py): adds the speed-up target")
+      ("require-targets", po::bool_switch(&require), "exit with 1 when a target is missed")
+      ("phase", po::value(&phase)->default_value("step"), "step | rollout | train: time only one phase (for profiling)")
+      ("progress", po::bool_switch(&progress), "a line per round on stderr")
+      ("simd", po::value(&simd), ("restrict the CPU kernels to one instruction set: " +
+                                  cli_join(simd_target_names(), " | ") + " (as MOERL_SIMD)").c_str());
+  cli_add_set_option(&desc, &sets);
+  po::variables_map vm;
+  if (!cli_parse(comms, "bench", "[--scenario scenarios/bench.ini] [--rounds N] [--json out.json]", desc,
+                 po::positional_options_description(), args, &vm))
+    return 0;
+  if (rounds < 1) throw usage_error("bench: --rounds " + std::to_string(rounds) + ": must be >= 1");
+  if (gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(gemm_n) + ": must be >= 16");
+  if (threads < 0) throw usage_error("bench: --threads " + std::to_string(threads) + ": must be >= 0");
+
+  if (!simd.empty()) {
+    try {
+      simd_select(simd, "bench: --simd");
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(e.what());
+    }
+  }
+
+  BenchOptions o;
+  o.rounds = rounds;
+  o.gemm_n = gemm_n;
+  o.gemm_seconds = gemm_seconds;
+  o.profiles = split_commas(profiles);
+  o.recipe = recipe;
+  o.progress = progress;
+  o.phase = phase;
+  if (!peer_json.empty()) {
+    std::ifstream f(peer_json);
+    if (!f) throw usage_error("bench: --peer-json " + peer_json + ": cannot open");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    o.peer_rollout_s = json_number(ss.str(), "rollout_s");
+    o.peer_train_s = json_number(ss.str(), "train_s");
+    o.peer_name = json_string(ss.str(), "peer");
+    if (!(o.peer_rollout_s > 0 && o.peer_train_s > 0))
+      throw usage_error("bench: --peer-json " + peer_json + ": needs positive \"rollout_s\" and \"train_s\"");
+  }
+
+  std::unique_ptr<tbb::global_control> limit;
+  if (threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
+                                                  static_cast<size_t>(threads));
+  const Scenario s = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
+  for (const std::string& p : o.profiles) (void)s.profile(p);  // unknown names fail before timing
+  o.local_rank = comms.local_rank;
+  const RankGrid grid(comms, 0);
+  const BenchReport r =
+      bench_run(s, scenario_path.empty() ? "built-in reference workload" : scenario_path, o,
+                grid.size() > 1 ? grid.model_parallel(0) : ModelParallel{});
+  if (!grid.is_root()) return 0;
+  std::fputs(bench_format_table(r).c_str(), stdout);
+  std::fflush(stdout);
+  if (!json_out.empty()) {
+    std::ofstream f(json_out);
+    if (!(f << bench_format_json(r))) throw std::runtime_error("bench: cannot write " + json_out);
+  }
+  if (require)
+    for (const BenchTarget& t : r.targets)
+      if (!t.pass) return 1;
+  return 0;
+}
+
+}  // namespace moerl

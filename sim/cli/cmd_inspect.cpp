@@ -1,0 +1,183 @@
+// cmd_inspect.cpp — `moerl inspect FILE.h5 [FILE.h5]...`: a run's scenario, status and headline
+// numbers without Python; with several files, one comparison table (one row per run). A sweep
+// directory prints its index, then its runs side by side.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "store/h5io.h"
+#include "sim/cli/cli.h"
+#include "sim/sweep/sweep_index.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+struct Headline {
+  std::string file, algorithm, replay, status, rollout, train, correction;
+  int64_t steps = 0, collapse_step = -1;
+  double reward_first = NAN, reward_last = NAN, eval_last = NAN, kl = NAN, flip = NAN,
+         extreme = NAN, clip = NAN, step_time = NAN;
+  // rollout-correction diagnostics (means over all steps) and the first precursor firing
+  double ess_token = NAN, ess_seq = NAN, chi2_seq = NAN, seq_mis = NAN, seq_k3 = NAN;
+  // gradient bursts: the largest mini-batch norm and the largest negative-advantage ratio of the run
+  double burst_norm = NAN, burst_ratio = NAN;
+  std::string first_flag = "-";
+};
+
+// The value of `key` in an effective scenario text ("key = value" lines), or "?".
+std::string scenario_value(const std::string& text, const std::string& key) {
+  const std::string head = key + " = ";
+  for (size_t p = 0; p < text.size();) {
+    const size_t e = text.find('\n', p);
+    const std::string line = text.substr(p, e == std::string::npos ? std::string::npos : e - p);
+    if (line.rfind(head, 0) == 0) return line.substr(head.size());
+    if (e == std::string::npos) break;
+    p = e + 1;
+  }
+  return "?";
+}
+
+std::vector<double> series(const H5File& f, const std::string& name) {
+  if (!f.is_dataset("metrics/" + name)) return {};
+  const auto shape = f.shape("metrics/" + name);
+  if (shape.size() != 1) return {};
+  std::vector<double> v(static_cast<size_t>(shape[0]));
+  f.read("metrics/" + name, shape, v.data());
+  return v;
+}
+
+// Mean of the finite values among the last n (n = 0: all).
+double tail_mean(const std::vector<double>& v, size_t n) {
+  double s = 0.0;
+  int k = 0;
+  for (size_t i = (n && v.size() > n) ? v.size() - n : 0; i < v.size(); ++i)
+    if (std::isfinite(v[i])) { s += v[i]; ++k; }
+  return k ? s / k : NAN;
+}
+
+double max_finite(const std::vector<double>& v) {
+  double m = NAN;
+  for (double x : v)
+    if (std::isfinite(x) && !(x <= m)) m = x;
+  return m;
+}
+
+double last_finite(const std::vector<double>& v) {
+  for (size_t i = v.size(); i-- > 0;)
+    if (std::isfinite(v[i])) return v[i];
+  return NAN;
+}
+
+Headline read(const std::string& path, std::string* scenario) {
+  const H5File f = H5File::open(path);
+  Headline h;
+  h.file = path;
+  auto str = [&](const char* k) { return f.has_attr("/", k) ? f.attr_string("/", k) : std::string("?"); };
+  h.algorithm = str("algorithm");
+  h.replay = str("routing_replay");
+  h.status = str("status");
+  h.rollout = str("profile_rollout");
+  h.train = str("profile_train");
+  const std::string text = str("scenario");
+  if (scenario) *scenario = text;
+  h.correction = h.algorithm == "icepop" ? "icepop" : scenario_value(text, "rl.correction");
+  h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
+  h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+  const auto reward = series(f, "reward_mean");
+  h.reward_first = tail_mean(std::vector<double>(reward.begin(), reward.begin() + std::min<size_t>(reward.size(), 10)), 0);
+  h.reward_last = tail_mean(reward, 10);
+  h.eval_last = last_finite(series(f, "eval_accuracy"));
+  h.kl = tail_mean(series(f, "kl_rollout_train"), 0);
+  h.flip = tail_mean(series(f, "flip_rate_mean"), 0);
+  h.extreme = tail_mean(series(f, "extreme_token_frac"), 0);
+  h.clip = tail_mean(series(f, "clip_frac"), 0);
+  h.step_time = tail_mean(series(f, "time_step"), 0);
+  h.ess_token = tail_mean(series(f, "rc_ess_token"), 0);
+  h.ess_seq = tail_mean(series(f, "rc_ess_seq"), 0);
+  h.chi2_seq = tail_mean(series(f, "rc_chi2_seq"), 0);
+  h.seq_mis = tail_mean(series(f, "rc_seq_mis_masked_frac"), 0);
+  h.seq_k3 = tail_mean(series(f, "rc_seq_max_k3_masked_frac"), 0);
+  h.burst_norm = max_finite(series(f, "grad_norm_max"));
+  h.burst_ratio = max_finite(series(f, "ratio_max_neg_adv"));
+  int64_t first = -1;
+  for (const char* flag : {"pre_k3_rise", "pre_grad_norm_spike", "pre_grad_norm_drop", "pre_entropy_spike",
+                           "pre_clip_burst", "pre_ess_drop", "pre_length_surge"}) {
+    const auto v = series(f, flag);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] > 0.5) {
+        if (first < 0 || static_cast<int64_t>(i) < first) {
+          first = static_cast<int64_t>(i);
+          h.first_flag = std::string(flag + 4) + "@" + std::to_string(i);
+        }
+        break;
+      }
+  }
+  return h;
+}
+}  // namespace
+
+int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  bool show_scenario = false;
+  po::options_description desc("moerl inspect options");
+  desc.add_options()
+      ("files", po::value(&files)->multitoken()->required(), "results files or sweep directories (positional)")
+      ("scenario", po::bool_switch(&show_scenario), "also print the effective scenario of each run");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
+  if (!comms.is_root) return 0;
+  // A sweep directory: its index (sim/sweep/sweep_index.h), then its runs' files in the table below.
+  std::vector<std::string> run_files;
+  for (const std::string& path : files) {
+    if (!std::filesystem::is_directory(path)) {
+      run_files.push_back(path);
+      continue;
+    }
+    const SweepIndex index = sweep_index_read(path);
+    std::printf("== sweep %s ==\n%s\n", path.c_str(), sweep_index_table(index).c_str());
+    for (const SweepIndexRow& r : index.rows)
+      if (std::filesystem::exists(std::filesystem::path(path) / r.file))
+        run_files.push_back((std::filesystem::path(path) / r.file).string());
+  }
+  files = run_files;
+  if (files.empty()) return 0;
+  std::vector<Headline> rows;
+  for (const std::string& path : files) {
+    std::string scenario;
+    rows.push_back(read(path, &scenario));
+    if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
+  }
+  std::printf("%-28s %-7s %-7s %-10s %6s %9s %9s %7s %9s %7s %8s %7s %7s\n", "run", "algo", "replay",
+              "status", "steps", "reward0", "reward", "eval", "KL(k3)", "flip%", "extreme", "clip", "s/step");
+  for (const Headline& h : rows) {
+    std::string name = h.file.size() > 28 ? "…" + h.file.substr(h.file.size() - 27) : h.file;
+    std::printf("%-28s %-7s %-7s %-10s %6lld %9.3f %9.3f %7.3f %9.2e %7.2f %8.1e %7.4f %7.2f\n",
+                name.c_str(), h.algorithm.c_str(), h.replay.c_str(),
+                (h.status + (h.collapse_step >= 0 ? "@" + std::to_string(h.collapse_step) : "")).c_str(),
+                static_cast<long long>(h.steps), h.reward_first, h.reward_last, h.eval_last, h.kl,
+                100.0 * h.flip, h.extreme, h.clip, h.step_time);
+  }
+  std::printf("reward0/reward: mean over the first/last 10 steps; eval: last greedy held-out accuracy; "
+              "KL, flip%%, extreme, clip: means over all steps\n\n");
+  std::printf("%-28s %-12s %8s %8s %9s %8s %8s %9s %9s  %s\n", "run", "correction", "ESS_tok", "ESS_seq", "chi2_seq",
+              "seqmis%", "seqk3%", "burst|g|", "burst_r", "first precursor");
+  for (const Headline& h : rows) {
+    std::string name = h.file.size() > 28 ? "…" + h.file.substr(h.file.size() - 27) : h.file;
+    std::printf("%-28s %-12s %8.4f %8.4f %9.2e %8.2f %8.2f %9.1f %9.1f  %s\n", name.c_str(), h.correction.c_str(),
+                h.ess_token, h.ess_seq, h.chi2_seq, 100.0 * h.seq_mis, 100.0 * h.seq_k3, h.burst_norm, h.burst_ratio,
+                h.first_flag.c_str());
+  }
+  std::printf("ESS, chi2 (token / sequence IS weights pi_old/mu), seqmis%%, seqk3%% (sequences seq-mis / seq-max-k3 "
+              "would drop, active or not): means over all steps; burst|g|, burst_r: the run's largest mini-batch gradient "
+              "norm and negative-advantage ratio (grad_norm_max, ratio_max_neg_adv); first precursor: flag@step "
+              "(docs/metrics.md)\n");
+  return 0;
+}
+
+}  // namespace moerl

@@ -1,0 +1,74 @@
+// cmd_run.cpp — `moerl run SCENARIO [--set k=v]... [--out PATH]`: one RL run.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "sim/cli/cli.h"
+#include "sim/run.h"
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+// Shown under the usage line of --help: the choices that interact (docs/algorithms.md).
+const char* kRunNotes =
+    "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n"
+    "  none | tis | mis | seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3, with\n"
+    "  rl.correction_cap, rl.correction_cap_low, rl.seq_mask_low, rl.seq_mask_high, rl.seq_k3_max.\n"
+    "  They compose with rl.algorithm = grpo, r3, rspo and gspo (under gspo a token-level weight\n"
+    "  weights each token of the GSPO-token form). They make no sense with rl.algorithm = icepop,\n"
+    "  which forces its own band mask (rl.correction is ignored), nor with rl.old_logprobs = rollout\n"
+    "  (bypass: pi_old = mu, so rho = 1 and every correction is the identity). Every run records\n"
+    "  what each correction would do (rc_* metrics) and the collapse precursor flags (pre_*,\n"
+    "  thresholds in [precursors]); docs/metrics.md.";
+}  // namespace
+
+int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
+  std::string scenario_path;
+  RunOptions opt;
+  std::vector<std::string> sets;
+  int ranks_per_run = 0;
+  po::options_description desc("moerl run options");
+  desc.add_options()
+      ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
+      ("out", po::value(&opt.out), "results file (default results/<scenario name>.h5)")
+      ("base", po::value(&opt.base), "start from this checkpoint instead of the scenario's cached SFT base")
+      ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
+      ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5)")
+      ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")
+      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation")
+      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
+  cli_add_set_option(&desc, &sets);
+  po::positional_options_description pos;
+  pos.add("scenario", 1);
+  po::variables_map vm;
+  bool go = true;
+  Scenario s;
+  comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
+    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume]") + kRunNotes,
+                   desc, pos, args, &vm);
+    if (go) s = Scenario::load(scenario_path, sets);
+  });
+  if (!go) return 0;
+  const RankGrid grid(comms, ranks_per_run);
+  if (!grid.active()) return 0;
+  if (opt.out.empty())
+    opt.out = "results/" + std::filesystem::path(scenario_path).stem().string() + ".h5";
+  grid.checked([&] {
+    if (grid.is_root() && std::filesystem::path(opt.out).has_parent_path())
+      std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
+  });
+  opt.progress = grid.is_root();
+  opt.grid = &grid;
+  opt.local_rank = comms.local_rank;
+  const RunSummary sum = run_rl(s, opt);
+  if (grid.is_root())
+    std::printf("moerl run: %s after %lld steps%s: final reward %.3f, eval accuracy %.3f → %s\n",
+                sum.status.c_str(), static_cast<long long>(sum.steps),
+                sum.collapse_step >= 0 ? (" (collapse at step " + std::to_string(sum.collapse_step) + ")").c_str() : "",
+                sum.final_reward, sum.final_eval, opt.out.c_str());
+  return 0;
+}
+
+}  // namespace moerl

@@ -1,0 +1,64 @@
+// main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, apply MOERL_SIMD
+// (kernels/simd.h), run one command.
+#include <malloc.h>
+
+#include <cstdlib>
+#include <string>
+
+#include <unistd.h>
+
+#include "kernels/linear.h"
+#include "kernels/simd.h"
+#include "sim/cli/cli.h"
+#include "sim/comm/comms.h"
+
+namespace {
+
+// OpenBLAS chooses its kernel family once, when the library is loaded — before main() runs. 0.3.21
+// does not recognise some AVX-512 CPUs and falls back to SSE3 "Prescott" kernels. So when the CPU
+// has AVX-512F, the user did not choose a core type, and the loaded library did not pick an
+// AVX-512 family by itself (SkylakeX, Cooperlake, SapphireRapids), set OPENBLAS_CORETYPE and
+// re-execute this same binary with the same arguments (same process, so this also works under
+// mpirun). MOERL_REEXEC guards against a loop if the exec'd image still lacks the variable.
+bool blas_has_avx512_kernels() {
+  const std::string name = moerl::blas_kernel_name();
+  for (const char* core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (name.find(core) != std::string::npos) return true;
+  return false;
+}
+
+void reexec_with_openblas_coretype(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("MOERL_REEXEC")) return;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || blas_has_avx512_kernels()) return;
+  setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+  setenv("MOERL_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv);
+  // exec failed (no /proc?): carry on with the kernels OpenBLAS picked.
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+// The model allocates its large temporaries (activation gradients, expert buffers: up to tens of
+// MB each) per call. glibc serves blocks that large with mmap and unmaps them on free, so every
+// call paid page faults and the kernel's zeroing again — 15% of a training step in a profile of
+// `moerl bench`. Served from the heap, and with the heap never trimmed, freed blocks keep their
+// pages for the next call; the resident size stays at the peak the run needs anyway.
+void keep_freed_memory() {
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reexec_with_openblas_coretype(argv);
+  keep_freed_memory();
+  moerl::Comms comms = moerl::comms_init(&argc, &argv);
+  int code = moerl::comms_run_guarded(comms, [&] {
+    moerl::simd_select_from_env();  // MOERL_SIMD: every command, before any kernel runs
+    return moerl::cli_main(comms, argc, argv);
+  });
+  code = moerl::comms_agree_exit(comms, code);  // idle ranks too exit with the job's status
+  moerl::comms_finalize(&comms);
+  return code;
+}

@@ -1,0 +1,422 @@
+// sweep.cpp — see sweep.h. Messages between group leaders and rank 0 (on comms.world):
+//   leader → 0, kTagReport: the report of the leader's last run as text ("" before its first);
+//   0 → leader, kTagAssign: one int, the next run index, or -1 (stop).
+// Inside a group the leader broadcasts each index to its members.
+#include "sim/io/text_io.h"
+#include "sim/sweep/sweep.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "store/h5io.h"
+#include "sim/run.h"
+#include "sim/sweep/sweep_index.h"
+
+namespace fs = std::filesystem;
+
+namespace moerl {
+
+namespace {
+
+constexpr int kTagReport = 7101;
+constexpr int kTagAssign = 7102;
+
+void mpi_check(int rc, const char* what) {
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    throw std::runtime_error(std::string("sweep: ") + what + ": " + std::string(msg, static_cast<size_t>(len)));
+  }
+}
+
+// Waits for a request without spinning: ranks that wait (for a base policy another group trains,
+// for the last runs of others) must not take cores from the ranks that compute.
+void wait_sleeping(MPI_Request* req, const char* what) {
+  for (int done = 0;;) {
+    mpi_check(MPI_Test(req, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// What a group leader tells rank 0 about a finished run.
+struct Report {
+  int index = -1;
+  int rank = -1;
+  std::string status;
+  int64_t steps = 0, collapse_step = -1;
+  double final_reward = kSweepNaN, final_eval = kSweepNaN, seconds = kSweepNaN;
+  std::string error;
+};
+
+constexpr char kSep = '\x1f';  // ASCII unit separator: cannot occur in the fields but the error text
+
+std::string report_encode(const Report& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%d%c%d%c%s%c%lld%c%lld%c%.17g%c%.17g%c%.17g%c", r.index, kSep, r.rank, kSep,
+                r.status.c_str(), kSep, static_cast<long long>(r.steps), kSep, static_cast<long long>(r.collapse_step),
+                kSep, r.final_reward, kSep, r.final_eval, kSep, r.seconds, kSep);
+  return buf + r.error;
+}
+
+Report report_decode(const std::string& s) {
+  std::vector<std::string> f;
+  size_t p = 0;
+  for (int i = 0; i < 8; ++i) {
+    const size_t q = s.find(kSep, p);
+    if (q == std::string::npos) throw std::runtime_error("sweep: malformed run report");
+    f.push_back(s.substr(p, q - p));
+    p = q + 1;
+  }
+  Report r;
+  r.index = std::stoi(f[0]);
+  r.rank = std::stoi(f[1]);
+  r.status = f[2];
+  r.steps = std::stoll(f[3]);
+  r.collapse_step = std::stoll(f[4]);
+  r.final_reward = std::strtod(f[5].c_str(), nullptr);
+  r.final_eval = std::strtod(f[6].c_str(), nullptr);
+  r.seconds = std::strtod(f[7].c_str(), nullptr);
+  r.error = s.substr(p);
+  return r;
+}
+
+double last_finite(const H5File& f, const std::string& name) {
+  if (!f.is_dataset(name)) return kSweepNaN;
+  const auto shape = f.shape(name);
+  if (shape.size() != 1) return kSweepNaN;
+  std::vector<double> v(static_cast<size_t>(shape[0]));
+  f.read(name, shape, v.data());
+  for (size_t i = v.size(); i-- > 0;)
+    if (std::isfinite(v[i])) return v[i];
+  return kSweepNaN;
+}
+
+// The state of a run's results file before this invocation: fills row and returns true when the
+// run is finished (or must not be touched), false when it is to be run.
+bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* row) {
+  if (!fs::exists(path)) return false;
+  try {
+    const H5File f = H5File::open(path);
+    const std::string scenario = f.has_attr("/", "scenario") ? f.attr_string("/", "scenario") : "";
+    if (sweep_scenario_body(scenario) != sweep_scenario_body(run.scenario.effective_text())) {
+      row->status = "failed";
+      row->error = path + " holds a run of a different scenario (the grid changed?); move it away to redo this run";
+      return true;
+    }
+    const std::string status = f.attr_string("/", "status");
+    row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
+    row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+    row->final_reward = last_finite(f, "metrics/reward_mean");
+    row->final_eval = last_finite(f, "metrics/eval_accuracy");
+    if (status == "complete" || status == "collapsed") {
+      row->status = status;
+      return true;
+    }
+  } catch (const H5Error&) {
+    // unreadable (e.g. a foreign file): run it again; run_rl overwrites it
+  }
+  return false;
+}
+
+class Sweep {
+ public:
+  Sweep(const Comms& comms, const SweepGrid& grid, const SweepOptions& opt) : c_(comms), g_(grid), o_(opt) {
+    cache_ = o_.cache_dir.empty() ? (fs::path(o_.out) / "cache").string() : o_.cache_dir;
+  }
+  SweepSummary execute();
+
+ private:
+  std::vector<int> prepare_index();  // rank 0: the runs to do
+  void prepare_bases(const std::vector<int>& todo);
+  Report run_one(int index, bool serve);
+  void record(const Report& r);
+  int assign_next(int rank);
+  void serve(bool block);
+  void bcast_index(int* index) const;
+  void bcast_ints(std::vector<int>* v) const;
+  void wait_world() const;
+
+  const Comms& c_;
+  const SweepGrid& g_;
+  SweepOptions o_;
+  std::string cache_;
+  bool mpi_ = false;
+  std::unique_ptr<RankGrid> grid_;  // sweep groups of ranks_per_run ranks (sim/comm/comms.h)
+  int n_groups_ = 1, group_ = 0;
+  bool leader_ = true;
+
+  // rank 0 only
+  SweepIndex index_;
+  std::vector<int> todo_;
+  size_t next_ = 0;
+  int waiting_leaders_ = 0;  // other leaders not yet told to stop
+  int done_ = 0, skipped_ = 0;
+};
+
+void Sweep::bcast_index(int* index) const {
+  if (grid_->size() > 1) *index = std::stoi(grid_->broadcast(std::to_string(*index)));
+}
+
+void Sweep::wait_world() const {
+  if (!mpi_ || c_.size == 1) return;
+  MPI_Request req;
+  mpi_check(MPI_Ibarrier(c_.world, &req), "MPI_Ibarrier");
+  wait_sleeping(&req, "MPI_Ibarrier");
+}
+
+void Sweep::bcast_ints(std::vector<int>* v) const {
+  if (!mpi_ || c_.size == 1) return;
+  int n = static_cast<int>(v->size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_INT, 0, c_.world), "MPI_Bcast");
+  v->resize(static_cast<size_t>(n));
+  if (n) mpi_check(MPI_Bcast(v->data(), n, MPI_INT, 0, c_.world), "MPI_Bcast");
+}
+
+std::vector<int> Sweep::prepare_index() {
+  fs::create_directories(o_.out);
+  const bool has_index = fs::exists(fs::path(o_.out) / "index.csv");
+  index_.grid = g_.path;
+  index_.base = g_.base;
+  index_.swept_keys = g_.swept_keys;
+  std::map<std::string, SweepIndexRow> before;  // the previous invocation's rows, for their timings
+  if (o_.resume && has_index) {
+    try {
+      for (const SweepIndexRow& r : sweep_index_read(o_.out).rows) before[r.id] = r;
+    } catch (const std::exception&) {
+      // an unreadable index is rebuilt from the results files
+    }
+  }
+  std::vector<int> todo;
+  for (const SweepRun& r : g_.runs) {
+    SweepIndexRow row;
+    row.index = r.index;
+    row.id = r.id;
+    row.file = r.id + ".h5";
+    row.keys = r.keys;
+    row.status = "pending";
+    const std::string path = (fs::path(o_.out) / row.file).string();
+    if (!o_.resume && (has_index || fs::exists(path)))
+      throw usage_error("sweep: " + o_.out + " already holds a sweep (" + (has_index ? "index.csv" : row.file) +
+                        "); --resume continues it, or choose another --out");
+    if (o_.resume && read_previous(path, r, &row)) {
+      if (row.status != "failed") ++skipped_;
+      if (before.count(r.id) && before[r.id].status == row.status) {
+        row.seconds = before[r.id].seconds;
+        row.rank = before[r.id].rank;
+      }
+      ++done_;
+    } else {
+      todo.push_back(r.index);
+    }
+    index_.rows.push_back(row);
+  }
+  text_write_atomic((fs::path(o_.out) / "grid.ini").string(), g_.text);
+  sweep_index_write(o_.out, index_);
+  return todo;
+}
+
+void Sweep::prepare_bases(const std::vector<int>& todo) {
+  std::vector<int> firsts;  // one run per distinct base
+  std::map<std::string, int> seen;
+  for (int i : todo)
+    if (seen.emplace(run_base_path(g_.runs[static_cast<size_t>(i)].scenario, cache_), i).second) firsts.push_back(i);
+  int missing = 0;
+  for (const auto& [path, i] : seen) missing += fs::exists(path) ? 0 : 1;
+  if (c_.is_root && o_.progress && missing)
+    std::printf("sweep: training %d base polic%s into %s\n", missing, missing == 1 ? "y" : "ies", cache_.c_str());
+  std::fflush(stdout);
+  for (size_t j = 0; j < firsts.size(); ++j) {
+    if (static_cast<int>(j % static_cast<size_t>(n_groups_)) != group_ || !leader_) continue;
+    const Scenario& s = g_.runs[static_cast<size_t>(firsts[j])].scenario;
+    try {
+      run_base_checkpoint(s, cache_, c_.is_root && n_groups_ == 1 && o_.progress);
+    } catch (const std::exception&) {
+      // the runs that need this base fail with the same error, and are recorded as failed
+    }
+  }
+  wait_world();
+}
+
+Report Sweep::run_one(int index, bool serve_others) {
+  const SweepRun& r = g_.runs[static_cast<size_t>(index)];
+  Report rep;
+  rep.index = index;
+  rep.rank = c_.rank;
+  RunOptions ro;
+  ro.out = (fs::path(o_.out) / (r.id + ".h5")).string();
+  ro.cache_dir = cache_;
+  ro.resume = o_.resume;
+  ro.dump_tensors = o_.dump_tensors;
+  ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
+  ro.grid = grid_.get();
+  ro.local_rank = c_.local_rank;
+  if (serve_others) ro.on_step = [this] { serve(false); };
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    const RunSummary sum = run_rl(r.scenario, ro);
+    rep.status = sum.status;
+    rep.steps = sum.steps;
+    rep.collapse_step = sum.collapse_step;
+    rep.final_reward = sum.final_reward;
+    rep.final_eval = sum.final_eval;
+  } catch (const std::exception& e) {
+    rep.status = "failed";
+    rep.error = e.what();
+  }
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+void Sweep::record(const Report& r) {
+  SweepIndexRow& row = index_.rows[static_cast<size_t>(r.index)];
+  row.status = r.status;
+  row.steps = r.steps;
+  row.collapse_step = r.collapse_step;
+  row.final_reward = r.final_reward;
+  row.final_eval = r.final_eval;
+  row.seconds = r.seconds;
+  row.rank = r.rank;
+  row.error = r.error;
+  ++done_;
+  sweep_index_write(o_.out, index_);
+  if (!o_.progress) return;
+  if (r.status == "failed") {
+    std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s\n", done_, index_.rows.size(), row.id.c_str(),
+                r.rank, r.seconds, r.error.c_str());
+  } else {
+    std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s\n", done_,
+                index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
+                r.collapse_step >= 0 ? (" at step " + std::to_string(r.collapse_step)).c_str() : "",
+                static_cast<long long>(r.steps), r.final_reward, r.final_eval, r.seconds);
+  }
+  std::fflush(stdout);
+}
+
+int Sweep::assign_next(int rank) {
+  if (next_ >= todo_.size()) return -1;
+  const int i = todo_[next_++];
+  index_.rows[static_cast<size_t>(i)].status = "running";
+  index_.rows[static_cast<size_t>(i)].rank = rank;
+  index_.rows[static_cast<size_t>(i)].error.clear();
+  sweep_index_write(o_.out, index_);
+  return i;
+}
+
+// Rank 0: answers the leaders whose reports have arrived (block: waits for at least one).
+void Sweep::serve(bool block) {
+  while (waiting_leaders_ > 0) {
+    MPI_Status st;
+    int flag = 0;
+    mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, kTagReport, c_.world, &flag, &st), "MPI_Iprobe");
+    if (!flag && !block) return;
+    if (!flag) {  // waiting for the others' last runs: sleep, do not spin
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
+    }
+    int n = 0;
+    MPI_Get_count(&st, MPI_CHAR, &n);
+    std::string text(static_cast<size_t>(n), '\0');
+    mpi_check(MPI_Recv(text.data(), n, MPI_CHAR, st.MPI_SOURCE, kTagReport, c_.world, MPI_STATUS_IGNORE),
+              "MPI_Recv (report)");
+    if (!text.empty()) record(report_decode(text));
+    int next = assign_next(st.MPI_SOURCE);
+    mpi_check(MPI_Send(&next, 1, MPI_INT, st.MPI_SOURCE, kTagAssign, c_.world), "MPI_Send (assign)");
+    if (next < 0) --waiting_leaders_;
+    block = false;  // answered one: now only what is already there
+  }
+}
+
+SweepSummary Sweep::execute() {
+  mpi_ = c_.world != MPI_COMM_NULL;
+  grid_ = std::make_unique<RankGrid>(c_, o_.ranks_per_run);  // throws on every rank if it does not divide
+  n_groups_ = grid_->groups();
+  group_ = grid_->group();
+  leader_ = grid_->is_root();
+  waiting_leaders_ = n_groups_ - 1;
+  std::vector<int> todo;
+  comms_checked(c_, [&] {  // a refused directory fails every rank alike, no abort
+    if (c_.is_root) todo = prepare_index();
+  });
+  bcast_ints(&todo);
+  if (c_.is_root && o_.progress) {
+    std::printf("sweep: %zu runs (%zu to run) from %s → %s; %d group%s of %d rank%s\n", g_.runs.size(), todo.size(),
+                g_.path.c_str(), o_.out.c_str(), n_groups_, n_groups_ == 1 ? "" : "s", grid_->size(),
+                grid_->size() == 1 ? "" : "s");
+    std::fflush(stdout);
+  }
+  prepare_bases(todo);
+
+  if (c_.is_root) {
+    todo_ = todo;
+    for (;;) {
+      if (mpi_) serve(false);
+      int i = assign_next(0);
+      bcast_index(&i);
+      if (i < 0) break;
+      record(run_one(i, mpi_ && n_groups_ > 1));
+    }
+    while (waiting_leaders_ > 0) serve(true);
+  } else if (leader_) {
+    std::string report;
+    for (;;) {
+      mpi_check(MPI_Send(report.data(), static_cast<int>(report.size()), MPI_CHAR, 0, kTagReport, c_.world),
+                "MPI_Send (report)");
+      int i = -1;
+      MPI_Request req;
+      mpi_check(MPI_Irecv(&i, 1, MPI_INT, 0, kTagAssign, c_.world, &req), "MPI_Irecv (assign)");
+      wait_sleeping(&req, "MPI_Irecv (assign)");
+      bcast_index(&i);
+      if (i < 0) break;
+      report = report_encode(run_one(i, false));
+    }
+  } else {
+    // A member of a group of several ranks: joins each run its leader was given (run_rl splits
+    // experts and sequences over the group; only the leader writes).
+    for (;;) {
+      int i = -1;
+      bcast_index(&i);
+      if (i < 0) break;
+      run_one(i, false);
+    }
+  }
+
+  wait_world();  // ranks done early sleep here until the last run ends
+  std::vector<int> tally(5, 0);
+  if (c_.is_root) {
+    tally[0] = static_cast<int>(index_.rows.size());
+    for (const SweepIndexRow& r : index_.rows) {
+      tally[1] += r.status == "complete";
+      tally[2] += r.status == "collapsed";
+      tally[3] += r.status == "failed";
+    }
+    tally[4] = skipped_;
+    sweep_index_write(o_.out, index_);
+  }
+  bcast_ints(&tally);
+  SweepSummary sum;
+  sum.runs = tally[0];
+  sum.complete = tally[1];
+  sum.collapsed = tally[2];
+  sum.failed = tally[3];
+  sum.skipped = tally[4];
+  return sum;
+}
+
+}  // namespace
+
+SweepSummary sweep_execute(const Comms& comms, const SweepGrid& grid, const SweepOptions& opt) {
+  Sweep sweep(comms, grid, opt);
+  return sweep.execute();
+}
+
+}  // namespace moerl

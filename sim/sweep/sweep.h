@@ -1,0 +1,41 @@
+// sweep.h — runs every run of a sweep grid (sweep_grid.h) over the MPI world and keeps the sweep
+// directory's index (sweep_index.h) up to date.
+//
+// The world splits into groups of `ranks_per_run` consecutive ranks (RankGrid, sim/comm/comms.h); each
+// group does one run at a time, the run's experts and sequences spread over the group's ranks. Work is handed out dynamically by world rank 0: a group leader sends the
+// report of its last run and gets the next run index back (-1: nothing left), so a slow run never
+// idles the others. Rank 0 leads group 0 and runs too; it answers other leaders between two of its
+// own steps (RunOptions::on_step) and between runs. With one rank everything happens in order.
+//
+// Before any run: rank 0 reads the directory (with `resume`, finished runs are skipped and partial
+// ones resume from their checkpoints; without it, a directory that already holds results is an
+// error), then every distinct base policy the remaining runs need is trained once — base j by group
+// j mod G — into the cache, so no two groups ever train the same base. A run that throws is
+// recorded as failed with its message; the others go on.
+#pragma once
+
+#include <string>
+
+#include "sim/comm/comms.h"
+#include "sim/sweep/sweep_grid.h"
+
+namespace moerl {
+
+struct SweepOptions {
+  std::string out;           // the sweep directory (created)
+  std::string cache_dir;     // cached base checkpoints ("" = <out>/cache)
+  int ranks_per_run = 1;     // ranks per group (one run); must divide the world size
+  bool resume = false;       // continue a sweep directory: skip finished runs, resume partial ones
+  bool dump_tensors = false; // --dump-tensors for every run
+  bool progress = true;      // rank 0 prints one line per finished run (and the live step line when alone)
+};
+
+struct SweepSummary {
+  int runs = 0, complete = 0, collapsed = 0, failed = 0;
+  int skipped = 0;  // already finished before this invocation (resume)
+};
+
+// Collective over comms.world; every rank returns the same summary.
+SweepSummary sweep_execute(const Comms& comms, const SweepGrid& grid, const SweepOptions& opt);
+
+}  // namespace moerl

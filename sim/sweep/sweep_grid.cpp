@@ -1,0 +1,399 @@
+// sweep_grid.cpp — see sweep_grid.h. Boost.Program_options tokenises the INI text (as for
+// scenarios); the [sweep] section is taken apart here, every other key is handed to
+// Scenario::parse together with the run's swept values.
+#include "sim/sweep/sweep_grid.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <boost/program_options.hpp>
+
+namespace po = boost::program_options;
+
+namespace moerl {
+
+namespace {
+
+using Entries = std::vector<std::pair<std::string, std::string>>;
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r\n") - b + 1);
+}
+
+// "section.key" → value, in file order.
+Entries ini_entries(const std::string& text, const std::string& source) {
+  Entries out;
+  try {
+    std::istringstream in(text);
+    const po::parsed_options parsed = po::parse_config_file(in, po::options_description(), true);
+    for (const po::option& o : parsed.options)
+      out.push_back({o.string_key, o.value.empty() ? "" : trim(o.value.front())});
+  } catch (const po::error& e) {
+    throw std::invalid_argument(source + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) out.push_back(trim(cur));
+  if (!s.empty() && s.back() == sep) out.push_back("");
+  return out;
+}
+
+// A [sweep] list: comma-separated, no empty values (repeats are checked per axis, below).
+std::vector<std::string> value_list(const std::string& source, const std::string& key, const std::string& v) {
+  const std::vector<std::string> items = split(v, ',');
+  for (const std::string& x : items)
+    if (x.empty())
+      throw std::invalid_argument(source + ": [sweep] " + key + " = " + v +
+                                  ": expected a comma-separated list of values (an item is empty)");
+  if (items.empty()) throw std::invalid_argument(source + ": [sweep] " + key + ": has no values");
+  return items;
+}
+
+// Letters, digits and . + - _ are kept; anything else becomes '-'.
+std::string file_safe(const std::string& v) {
+  std::string out = v;
+  for (char& c : out)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-' || c == '_')) c = '-';
+  return out;
+}
+
+// A run id's part for one value: the value itself when it reads as a name (grpo, fp8-rollout), the
+// key's last part and the value when it is a number or a boolean (n_experts-8, expert_bias-true).
+std::string id_part(const std::string& key, const std::string& v) {
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  const bool number = !v.empty() && end == v.c_str() + v.size();
+  const bool boolean = v == "true" || v == "false" || v == "on" || v == "off" || v == "yes" || v == "no";
+  if (!number && !boolean) return file_safe(v);
+  return file_safe(key.substr(key.rfind('.') + 1)) + "-" + file_safe(v);
+}
+
+// One axis of the product: a single key, or a zip group whose keys vary together.
+struct Axis {
+  std::vector<std::string> keys;
+  std::vector<std::vector<std::string>> values;  // values[i][j]: key j at position i
+};
+
+}  // namespace
+
+std::string sweep_scenario_body(const std::string& effective_text) {
+  std::istringstream in(effective_text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  return out;
+}
+
+std::vector<std::string> sweep_name_list(const std::string& key, const std::string& text) {
+  std::vector<std::string> out = split(text, ',');
+  for (const std::string& x : out)
+    if (x.empty())
+      throw std::invalid_argument(key + " = " + text + ": expected a comma-separated list of names (an item is empty)");
+  if (out.empty()) throw std::invalid_argument(key + ": no names given");
+  return out;
+}
+
+std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text) {
+  std::vector<std::string> out;
+  const auto bad = [&](const std::string& why) {
+    return std::invalid_argument(key + " = " + text + ": " + why +
+                                 " (allowed: seeds >= 0 as a list and/or ranges, e.g. 0,1,2 or 100-109)");
+  };
+  const auto number = [&](const std::string& x) {
+    if (x.empty() || x.find_first_not_of("0123456789") != std::string::npos || x.size() > 18)
+      throw bad("'" + x + "' is not a seed");
+    return std::stoull(x);
+  };
+  for (const std::string& item : split(text, ',')) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(std::to_string(number(item)));
+      continue;
+    }
+    const uint64_t lo = number(trim(item.substr(0, dash))), hi = number(trim(item.substr(dash + 1)));
+    if (hi < lo) throw bad("the range " + item + " is empty");
+    if (hi - lo >= 100000) throw bad("the range " + item + " has more than 100000 seeds");
+    for (uint64_t s = lo; s <= hi; ++s) out.push_back(std::to_string(s));
+  }
+  if (out.empty()) throw bad("no seeds");
+  if (std::set<std::string>(out.begin(), out.end()).size() != out.size()) throw bad("a seed is listed twice");
+  return out;
+}
+
+SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
+                           const std::vector<std::string>& overrides, const SweepSelection& select) {
+  SweepGrid g;
+  g.text = text;
+  // 1. Split the grid into [sweep] directives, swept lists, variants and the grid's own scenario keys.
+  Entries body;
+  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // grid order
+  std::vector<std::string> seeds, variants;
+  std::map<std::string, Entries> variant_keys;  // [variant.NAME] → its overrides
+  std::string zip;
+  std::set<std::string> seen;
+  for (const auto& [k, v] : ini_entries(text, source)) {
+    if (!seen.insert(k).second) throw std::invalid_argument(source + ": key '" + k + "' is given more than once");
+    if (k.rfind("variant.", 0) == 0) {
+      const std::string rest = k.substr(8);
+      const size_t dot = rest.find('.');
+      if (dot == std::string::npos || dot == 0 || rest.find('.', dot + 1) == std::string::npos)
+        throw std::invalid_argument(source + ": key '" + k +
+                                    "': a variant section is [variant.NAME] holding section.key = value lines");
+      variant_keys[rest.substr(0, dot)].push_back({rest.substr(dot + 1), v});
+      continue;
+    }
+    if (k.rfind("sweep.", 0) != 0) {
+      body.push_back({k, v});
+      continue;
+    }
+    const std::string sk = k.substr(6);
+    if (sk == "base") g.base = v;
+    else if (sk == "seeds") seeds = value_list(source, sk, v);
+    else if (sk == "zip") zip = v;
+    else if (sk == "variants") variants = value_list(source, sk, v);
+    else if (sk.find('.') == std::string::npos)
+      throw std::invalid_argument(source + ": unknown [sweep] key '" + sk +
+                                  "' (allowed: base, seeds, zip, variants, or section.key = value, value, ...)");
+    else if (sk == "run.seed")
+      throw std::invalid_argument(source + ": [sweep] run.seed: list the seeds as 'seeds = 0, 1, 2'");
+    else lists.push_back({sk, value_list(source, sk, v)});
+  }
+  if (!select.seeds.empty()) seeds = select.seeds;
+  // variants: every section listed, names that make file names, no key both varied and swept
+  for (const auto& [name, kv] : variant_keys)
+    if (std::find(variants.begin(), variants.end(), name) == variants.end())
+      throw std::invalid_argument(source + ": [variant." + name + "] is not listed in [sweep] variants" +
+                                  (variants.empty() ? std::string(" (there is no such list)") : ""));
+  for (const std::string& name : variants) {
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+") !=
+        std::string::npos)
+      throw std::invalid_argument(source + ": [sweep] variants: '" + name +
+                                  "': a variant name has letters, digits, '-', '_' and '+' only");
+    for (const auto& [k, v] : variant_keys[name]) {
+      if (k == "run.seed")
+        throw std::invalid_argument(source + ": [variant." + name + "] run.seed: seeds are the grid's, not a variant's");
+      for (const auto& [lk, vals] : lists)
+        if (lk == k)
+          throw std::invalid_argument(source + ": [variant." + name + "] " + k + ": the grid also sweeps " + k +
+                                      " (a key is either swept or set by variants)");
+    }
+  }
+  for (const std::string& o : overrides) {
+    const std::string key = trim(o.substr(0, o.find('=')));
+    for (const auto& [k, vals] : lists)
+      if (k == key)
+        throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps " + key +
+                                    " (edit its [sweep] list instead)");
+    for (const std::string& name : variants)
+      for (const auto& [k, v] : variant_keys[name])
+        if (k == key)
+          throw std::invalid_argument("--set " + o + ": the grid " + source + "'s variant " + name + " sets " +
+                                      key + " (edit its [variant." + name + "] section instead)");
+    if (key == "run.seed" && !seeds.empty())
+      throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps the seeds");
+  }
+  if (!select.variants.empty()) {
+    for (const std::string& v : select.variants)
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) {
+        std::string known;
+        for (const std::string& k : variants) known += (known.empty() ? "" : ", ") + k;
+        throw std::invalid_argument("--variants: '" + v + "' is not a variant of " + source +
+                                    (known.empty() ? " (it has none)" : " (its variants: " + known + ")"));
+      }
+    std::vector<std::string> kept;
+    for (const std::string& v : variants)
+      if (std::find(select.variants.begin(), select.variants.end(), v) != select.variants.end()) kept.push_back(v);
+    variants = kept;
+  }
+  // the variants are the first axis: a key of its own, "variant", whose values are the names
+  if (!variants.empty()) lists.insert(lists.begin(), {"variant", variants});
+
+  // 2. The base scenario: valid on its own, then the grid's keys overlay it.
+  std::map<std::string, std::string> merged;
+  if (!g.base.empty()) {
+    std::filesystem::path bp(g.base);
+    if (bp.is_relative()) bp = std::filesystem::path(dir) / bp;
+    g.base = bp.lexically_normal().string();
+    std::ifstream in(g.base);
+    if (!in) throw std::invalid_argument(source + ": [sweep] base = " + g.base + ": cannot read the scenario file");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Scenario::parse(ss.str(), g.base);  // its own errors name its own file
+    for (const auto& [k, v] : ini_entries(ss.str(), g.base)) merged[k] = v;
+  }
+  for (const auto& [k, v] : body) merged[k] = v;
+
+  // 3. Axes: each unzipped list is one, each zip group one.
+  std::vector<Axis> axes;
+  std::map<std::string, size_t> axis_of;  // key → axis index, for zipped keys
+  std::vector<std::vector<std::string>> groups;
+  if (!zip.empty()) {
+    for (const std::string& grp : split(zip, ',')) {
+      std::vector<std::string> keys = split(grp, '+');
+      if (keys.size() < 2)
+        throw std::invalid_argument(source + ": [sweep] zip = " + zip + ": a group names two or more keys joined by '+'");
+      size_t n = 0;
+      for (const std::string& key : keys) {
+        auto it = std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == key; });
+        if (it == lists.end())
+          throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is not a swept key of this grid");
+        if (n && it->second.size() != n)
+          throw std::invalid_argument(source + ": [sweep] zip: " + keys[0] + " has " + std::to_string(n) +
+                                      " values but " + key + " has " + std::to_string(it->second.size()));
+        n = it->second.size();
+        for (const auto& other : groups)
+          if (std::find(other.begin(), other.end(), key) != other.end())
+            throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is in two groups");
+      }
+      groups.push_back(keys);
+    }
+  }
+  for (const auto& [key, vals] : lists) {
+    auto grp = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) {
+      return std::find(gr.begin(), gr.end(), key) != gr.end();
+    });
+    size_t a = axes.size();
+    if (grp != groups.end() && axis_of.count((*grp)[0])) a = axis_of[(*grp)[0]];
+    if (a == axes.size()) {
+      axes.push_back(Axis{{}, std::vector<std::vector<std::string>>(vals.size())});
+      if (grp != groups.end())
+        for (const std::string& k : *grp) axis_of[k] = a;
+    }
+    axes[a].keys.push_back(key);
+    for (size_t i = 0; i < vals.size(); ++i) axes[a].values[i].push_back(vals[i]);
+    g.swept_keys.push_back(key);
+  }
+  if (!seeds.empty()) g.swept_keys.push_back("run.seed");
+  // a value (a zip group: a tuple of values) twice on one axis would be the same run twice
+  for (const auto& a : axes) {
+    std::set<std::vector<std::string>> seen;
+    for (const auto& tuple : a.values)
+      if (!seen.insert(tuple).second) {
+        std::string t;
+        for (size_t j = 0; j < tuple.size(); ++j) t += (j ? " + " : "") + a.keys[j] + "=" + tuple[j];
+        throw std::invalid_argument(source + ": [sweep] " + t + " is listed twice");
+      }
+  }
+  if (std::set<std::string>(seeds.begin(), seeds.end()).size() != seeds.size())
+    throw std::invalid_argument(source + ": [sweep] seeds: a seed is listed twice");
+
+  // 4. Expand: seeds outermost (every variant's first seed comes first, so a sweep stopped early
+  //    already compares every variant), then the axes with the last one fastest.
+  size_t combos = 1;
+  for (const Axis& a : axes) combos *= a.values.size();
+  const size_t n_seeds = seeds.empty() ? 1 : seeds.size();
+  for (size_t s = 0; s < n_seeds; ++s)
+    for (size_t c = 0; c < combos; ++c) {
+      SweepRun r;
+      r.index = static_cast<int>(s * combos + c);
+      std::string name;
+      size_t rest = c;
+      std::vector<size_t> pos(axes.size());
+      for (size_t a = axes.size(); a-- > 0;) {
+        pos[a] = rest % axes[a].values.size();
+        rest /= axes[a].values.size();
+      }
+      for (size_t a = 0; a < axes.size(); ++a)
+        for (size_t j = 0; j < axes[a].keys.size(); ++j) {
+          r.keys.push_back({axes[a].keys[j], axes[a].values[pos[a]][j]});
+          if (!name.empty()) name += '_';
+          name += id_part(axes[a].keys[j], axes[a].values[pos[a]][j]);
+        }
+      // keys in grid order (zip groups may interleave with other lists)
+      std::vector<std::pair<std::string, std::string>> ordered;
+      for (const std::string& k : g.swept_keys)
+        for (const auto& kv : r.keys)
+          if (kv.first == k) ordered.push_back(kv);
+      r.keys = ordered;
+      if (!seeds.empty()) {
+        r.keys.push_back({"run.seed", seeds[s]});
+        name += (name.empty() ? "seed" : "-seed") + file_safe(seeds[s]);
+      }
+      r.id = name.empty() ? "run" : name;
+      g.runs.push_back(std::move(r));
+    }
+  std::set<std::string> ids;
+  bool readable = true;
+  for (const SweepRun& r : g.runs) readable = readable && r.id.size() <= 60 && ids.insert(r.id).second;
+  if (!readable)
+    for (SweepRun& r : g.runs) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "run-%04d", r.index);
+      r.id = buf;
+    }
+
+  // 5. Every combination is a validated scenario, or the grid is rejected.
+  std::vector<std::pair<std::string, std::vector<std::string>>> errors;  // message → combinations
+  int n_bad = 0;
+  for (SweepRun& r : g.runs) {
+    std::map<std::string, std::string> m = merged;
+    std::string label;
+    for (const auto& [k, v] : r.keys) {
+      if (k == "variant") {
+        for (const auto& [vk, vv] : variant_keys[v]) m[vk] = vv;
+      } else {
+        m[k] = v;
+      }
+      label += (label.empty() ? "" : ", ") + k + "=" + v;
+    }
+    std::string txt;
+    for (const auto& [k, v] : m) txt += k + " = " + v + "\n";
+    const std::string run_source = source + " [" + (label.empty() ? r.id : label) + "]";
+    try {
+      r.scenario = Scenario::parse(txt, run_source, overrides);
+    } catch (const std::invalid_argument& e) {
+      std::string what = e.what();
+      if (what.rfind(run_source + ": ", 0) == 0) what = what.substr(run_source.size() + 2);
+      auto it = std::find_if(errors.begin(), errors.end(), [&](const auto& x) { return x.first == what; });
+      if (it == errors.end()) errors.push_back({what, {label}});
+      else it->second.push_back(label);
+      ++n_bad;
+    }
+  }
+  if (!errors.empty()) {
+    std::string msg = source + ": " + std::to_string(n_bad) + " of " + std::to_string(g.runs.size()) +
+                      " combinations do not validate; nothing was run:";
+    for (size_t i = 0; i < errors.size() && i < 4; ++i) {
+      const auto& [what, labels] = errors[i];
+      msg += "\n  " + what + "   (" +
+             (labels.size() == g.runs.size() ? std::string("every combination")
+                                             : std::to_string(labels.size()) + " combination" +
+                                                   (labels.size() > 1 ? "s, e.g. " : ": ") + labels[0]) +
+             ")";
+    }
+    if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " other problems";
+    throw std::invalid_argument(msg);
+  }
+  if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");
+  return g;
+}
+
+SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides,
+                          const SweepSelection& select) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read grid file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides,
+                                 select);
+  g.path = path;
+  return g;
+}
+
+}  // namespace moerl

@@ -1,0 +1,237 @@
+// test_commands.cpp — the commands end to end, in-process, on a tiny model: sft writes the
+// initialised checkpoint; score is deterministic and lays out [L, N, T, K] routing correctly;
+// an audit of a profile against itself finds exactly nothing, against another profile something.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "kernels/rng.h"
+#include "store/checkpoint.h"
+#include "store/h5io.h"
+#include "models/model.h"
+#include "sim/cli/cli.h"
+#include "sim/scenario.h"
+#include "../sim_test_util.h"
+
+namespace moerl {
+namespace {
+
+using test::ScratchDir;
+
+const char* kTiny = R"([model]
+vocab_size = 16
+d_model = 32
+n_layers = 2
+n_heads = 2
+n_experts = 4
+top_k = 2
+d_ff = 32
+max_seq_len = 24
+[run]
+seed = 7
+[audit]
+prompts = 6
+prompt_len = 4
+response_len = 6
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Commands : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    scenario_ = dir_.file("tiny.ini");
+    std::ofstream(scenario_) << kTiny;
+    ckpt_ = dir_.file("tiny.h5");
+    ASSERT_EQ(0, cmd_sft(comms_, {scenario_, "--steps", "0", "--out", ckpt_}));
+  }
+  // tokens [N, T] uniform in [0, V), seeded.
+  std::string write_tokens(const std::string& name, int N, int T, int V) {
+    std::vector<int32_t> t(static_cast<size_t>(N) * T);
+    Rng rng(rng_derive(3, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(N)}));
+    for (int32_t& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
+    const std::string path = dir_.file(name);
+    H5File f = H5File::create(path);
+    f.write("tokens", {N, T}, t.data());
+    f.commit();
+    tokens_ = t;
+    return path;
+  }
+
+  ScratchDir dir_;
+  Comms comms_ = comms_local();
+  std::string scenario_, ckpt_;
+  std::vector<int32_t> tokens_;
+};
+
+TEST_F(Commands, SftWritesTheInitialisedModel) {
+  const Scenario s = Scenario::load(scenario_);
+  ModelConfig cfg;
+  ParamStore p;
+  CheckpointExtras ex;
+  checkpoint_load(ckpt_, &cfg, &p, &ex);
+  EXPECT_EQ(cfg.d_model, 32);
+  EXPECT_EQ(cfg.n_experts, 4);
+  ParamStore expected(s.model);
+  params_init(&expected, s.model, 7);
+  EXPECT_EQ(p.data(), expected.data());
+  EXPECT_EQ(ex.scalars, (std::vector<std::pair<std::string, int64_t>>{{"seed", 7}, {"sft_steps", 0}, {"step", 0}}));
+}
+
+TEST_F(Commands, SftStepsTrainTheBasePolicyOnTheTask) {
+  const std::string out = dir_.file("sft.h5");
+  ASSERT_EQ(0, cmd_sft(comms_, {scenario_, "--steps", "3", "--out", out, "--set", "sft.batch=4",
+                                "--set", "task.length=4", "--set", "rl.eval_prompts=4"}));
+  ModelConfig cfg;
+  ParamStore init, trained;
+  CheckpointExtras ex;
+  checkpoint_load(ckpt_, &cfg, &init, nullptr);
+  checkpoint_load(out, &cfg, &trained, &ex);
+  EXPECT_NE(init.data(), trained.data());
+  EXPECT_EQ(ex.scalars[1], (std::pair<std::string, int64_t>{"sft_steps", 3}));
+}
+
+TEST_F(Commands, UsageErrorsExitWithTwo) {
+  auto code_of = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const ExitError& e) {
+      return e.code();
+    }
+    return 0;
+  };
+  EXPECT_EQ(2, code_of([&] { cmd_sft(comms_, {scenario_, "--steps", "-1", "--out", dir_.file("x.h5")}); }));
+  EXPECT_EQ(2, code_of([&] { cmd_sft(comms_, {scenario_, "--out", dir_.file("x.h5"), "--bogus"}); }));
+  EXPECT_EQ(2, code_of([&] { cmd_score(comms_, {"--checkpoint", ckpt_}); }));  // missing options
+  EXPECT_EQ(2, code_of([&] {
+    cmd_audit(comms_, {"--checkpoint", ckpt_, "--out", dir_.file("a.txt")});
+  }));
+  EXPECT_EQ(0, cmd_score(comms_, {"--help"}));
+  EXPECT_FALSE(std::ifstream(dir_.file("x.h5")).good());
+}
+
+TEST_F(Commands, DispatchFindsCommandsByNameAndRejectsOthers) {
+  std::vector<std::string> words = {"moerl", "frob"};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  try {
+    cli_main(comms_, 2, argv.data());
+    ADD_FAILURE() << "unknown command accepted";
+  } catch (const ExitError& e) {
+    EXPECT_EQ(e.code(), 2);
+    const std::string what = e.what();
+    for (const char* part : {"unknown command 'frob'", "sft", "score", "audit", "bench"})
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+  }
+  words = {"moerl", "--help"};
+  argv = {words[0].data(), words[1].data()};
+  EXPECT_EQ(0, cli_main(comms_, 2, argv.data()));
+  words = {"moerl", "sft", scenario_, "--out", dir_.file("via-cli.h5")};
+  argv.clear();
+  for (std::string& w : words) argv.push_back(w.data());
+  EXPECT_EQ(0, cli_main(comms_, 5, argv.data()));
+  EXPECT_TRUE(H5File::open(dir_.file("via-cli.h5")).exists("params/embed"));
+}
+
+TEST_F(Commands, ScoreIsDeterministicAndLaysOutRoutingAsLNTK) {
+  const int N = 5, T = 9, L = 2, K = 2;
+  const std::string tok = write_tokens("tok.h5", N, T, 16);
+  const std::string o1 = dir_.file("s1.h5"), o2 = dir_.file("s2.h5");
+  // Batches of 2 (the last one partial) and of 5: the same numbers under the batch-invariant
+  // fp32-ref profile, and the same bytes for the same command.
+  ASSERT_EQ(0, cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile", "fp32-ref",
+                                  "--out", o1, "--batch", "2"}));
+  ASSERT_EQ(0, cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile", "fp32-ref",
+                                  "--out", o2, "--batch", "2"}));
+  EXPECT_EQ(slurp(o1), slurp(o2));
+
+  const H5File f = H5File::open(o1);
+  EXPECT_EQ(f.attr_string("/", "profile"), "fp32-ref");
+  EXPECT_EQ(f.attr_string("/", "checkpoint"), ckpt_);
+  std::vector<int64_t> shape;
+  const std::vector<float> logp = f.read_f32("logprobs", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{N, T - 1}));
+  const std::vector<int32_t> ids = f.read_i32("topk_ids", &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{L, N, T, K}));
+
+  // Against one direct forward over all N sequences: topk_ids[l, n, t, k] = ids[l, n*T + t, k].
+  ModelConfig cfg;
+  ParamStore p;
+  checkpoint_load(ckpt_, &cfg, &p);
+  Model m(cfg);
+  m.params().data() = p.data();
+  m.invalidate_packed_weights();
+  ForwardResult r;
+  ForwardRequest req;
+  req.tokens = tokens_.data();
+  req.B = N;
+  req.T = T;
+  m.forward(&r, req);
+  EXPECT_EQ(0, std::memcmp(r.logprobs.data(), logp.data(), logp.size() * sizeof(float)));
+  EXPECT_EQ(r.topk_ids, ids);  // [L, N*T, K] and [L, N, T, K] are the same row-major layout
+}
+
+TEST_F(Commands, AuditOfAProfileAgainstItselfIsExactlyZero) {
+  // Sampled tokens (generation under A), and a noisy profile: its noise is keyed, not random.
+  const std::string out = dir_.file("self.json");
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", ckpt_, "--scenario", scenario_, "--profile-a",
+                                  "fp8-rollout", "--profile-b", "fp8-rollout", "--out", out}));
+  const std::string j = slurp(out);
+  EXPECT_NE(j.find("\"flip_rate\": [0, 0]"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"any_flip_share\": 0,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"kl\": 0,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"k3\": 0,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"max_abs_dlogp\": 0,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"alarm\": false"), std::string::npos) << j;
+  // 6 sequences × 6 response positions.
+  EXPECT_NE(j.find("\"tokens\": 36,"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"routing_tokens\": 36,"), std::string::npos) << j;
+}
+
+TEST_F(Commands, AuditAcrossProfilesSeesTheMismatch) {
+  const std::string tok = write_tokens("tok.h5", 8, 12, 16);
+  const std::string out = dir_.file("fp8.h5");
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile-a",
+                                  "fp8-rollout", "--profile-b", "fp32-ref", "--out", out}));
+  const H5File f = H5File::open(out);
+  EXPECT_EQ(f.attr_int("/", "tokens"), 8 * 11);  // every position t >= 1 of given tokens
+  EXPECT_GT(f.attr_double("/", "kl"), 0.0);
+  EXPECT_GT(f.attr_double("/", "max_abs_dlogp"), 0.0);
+  EXPECT_EQ(f.attr_string("/", "profile_a"), "fp8-rollout");
+}
+
+TEST_F(Commands, DenseCheckpointsAuditWithoutRouting) {
+  const std::string dense = dir_.file("dense.h5");
+  ASSERT_EQ(0, cmd_sft(comms_, {scenario_, "--out", dense, "--set", "model.n_experts=0"}));
+  const std::string out = dir_.file("dense.json");
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", dense, "--scenario", scenario_, "--profile-a",
+                                  "bf16-train", "--profile-b", "fp32-ref", "--out", out}));
+  const std::string j = slurp(out);
+  EXPECT_NE(j.find("\"flip_rate\": []"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"alarm\": false"), std::string::npos) << j;
+  const std::string tok = write_tokens("tok.h5", 3, 6, 16);
+  const std::string s = dir_.file("dense-score.h5");
+  ASSERT_EQ(0, cmd_score(comms_, {"--checkpoint", dense, "--tokens", tok, "--profile", "fp32-ref",
+                                  "--out", s}));
+  EXPECT_FALSE(H5File::open(s).exists("topk_ids"));
+}
+
+TEST_F(Commands, ScoreRejectsTokensOutsideTheVocabulary) {
+  const std::string tok = write_tokens("big.h5", 2, 5, 40);  // ids up to 39, vocab 16
+  test::expect_throw_with<std::runtime_error>(
+      [&] {
+        cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile", "fp32-ref"});
+      },
+      {tok, "tokens: id", "outside [0, vocab_size = 16)"});
+}
+
+}  // namespace
+}  // namespace moerl
