@@ -8,14 +8,6 @@
 
 namespace moerl {
 
-const char* backend_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
-
-bool backend_parse(std::string_view s, BackendKind* out) {
-  if (s == "cpu") { *out = BackendKind::cpu; return true; }
-  if (s == "cuda") { *out = BackendKind::cuda; return true; }
-  return false;
-}
-
 namespace {
 constexpr const char* kOpNames[] = {
     "embedding_forward", "embedding_backward", "rmsnorm_forward", "rmsnorm_backward",

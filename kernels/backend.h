@@ -20,15 +20,17 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/enum_names.h"
 #include "kernels/linear.h"
 #include "kernels/numerics.h"
 
 namespace moerl {
 
 enum class BackendKind : uint8_t { cpu = 0, cuda };
-const char* backend_name(BackendKind k);
-// Parses "cpu|cuda"; returns false on anything else.
-bool backend_parse(std::string_view s, BackendKind* out);
+inline constexpr EnumNames<BackendKind, 2> kBackendNames{{"cpu", "cuda"}};
+static_assert(static_cast<int>(BackendKind::cuda) + 1 == kBackendNames.size());
+inline const char* backend_name(BackendKind v) { return kBackendNames.name(v); }
+inline bool backend_parse(std::string_view s, BackendKind* out) { return kBackendNames.parse(s, out); }
 
 enum class Op : uint8_t {
   embedding_forward, embedding_backward,
