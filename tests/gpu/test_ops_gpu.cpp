@@ -372,7 +372,8 @@ std::vector<Case> cases_attention_decode() {
     std::copy_n(q.begin() + (b * T + len[b] - 1) * ld, ld, qd.begin() + b * ld);
   }
   Case c("attention decode");
-  c.outs = {written("out", sz(B, ld), close((2 * Tmax + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps))};
+  c.outs = {written("out", sz(B, ld),
+                    close((2 * Tmax + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps))};
   c.run = [=](const Backend& b, Bufs& o) {
     b.attention_decode(o.f[0].data(), qd.data(), kc.data(), vc.data(), len.data(), B, Tmax, H, Dh,
                        ReduceCtx{});
@@ -436,7 +437,9 @@ std::vector<Case> cases_softmax_forward() {
     const auto x = softmax_input(C);
     Case c(label("softmax C=%d", C));
     c.outs = {written("p", x.size(), close(0.0, (2 * C + 4 + kExpUlps) * kEps))};
-    c.run = [=](const Backend& b, Bufs& o) { b.softmax_forward(o.f[0].data(), x.data(), kSoftmaxN, C); };
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.softmax_forward(o.f[0].data(), x.data(), kSoftmaxN, C);
+    };
     return c;
   });
 }
@@ -466,7 +469,9 @@ std::vector<Case> cases_softmax_backward() {
     c.run = [=](const Backend& b, Bufs& o) {
       b.softmax_backward(o.f[0].data(), dy.data(), y.data(), N, C);
     };
-    c.host = [=](Bufs& o) { hd_compose::softmax_backward(o.f[0].data(), dy.data(), y.data(), N, C); };
+    c.host = [=](Bufs& o) {
+      hd_compose::softmax_backward(o.f[0].data(), dy.data(), y.data(), N, C);
+    };
     return c;
   });
 }
@@ -476,7 +481,7 @@ constexpr int kLogprobN = 23;
 constexpr int kVocabs[] = {1, 7, 300, 5003};
 std::vector<int32_t> logprob_targets(int V) {
   std::vector<int32_t> tgt(kLogprobN);
-  for (int n = 0; n < kLogprobN; ++n) tgt[n] = n % 5 == 2 ? -1 : (n * 7919) % V;  // some ignored rows
+  for (int n = 0; n < kLogprobN; ++n) tgt[n] = n % 5 == 2 ? -1 : (n * 7919) % V;  // ignored rows
   return tgt;
 }
 std::vector<float> logprob_logits(int V) { return normals(sz(kLogprobN, V), 70, V, 0, 4.0f); }
@@ -546,13 +551,14 @@ std::vector<Case> cases_swiglu_backward() {
   Case c("swiglu backward");
   // slope = σ·(1 + g·(1 − σ)): σ's error ~2u·σ is multiplied by up to |g| in g·(1 − σ); the
   // products and the '+=' add a few u of |dout·up|·(1 + |g|) and of the start value.
-  c.outs = {accumulated("dgate", dg0, within([=](size_t i, float cpu_i) {
-                          const double du_ = std::fabs(dout[i] * up[i]);
-                          return kExpUlps * kEps * (du_ * (1.0 + std::fabs(gate[i])) + std::fabs(cpu_i));
-                        })),
-            accumulated("dup", du0, within([=](size_t i, float cpu_i) {
-                          return kExpUlps * kEps * (std::fabs(dout[i] * gate[i]) + std::fabs(cpu_i));
-                        }))};
+  const auto tol_dgate = [=](size_t i, float cpu_i) {
+    const double du_ = std::fabs(dout[i] * up[i]);
+    return kExpUlps * kEps * (du_ * (1.0 + std::fabs(gate[i])) + std::fabs(cpu_i));
+  };
+  const auto tol_dup = [=](size_t i, float cpu_i) {
+    return kExpUlps * kEps * (std::fabs(dout[i] * gate[i]) + std::fabs(cpu_i));
+  };
+  c.outs = {accumulated("dgate", dg0, within(tol_dgate)), accumulated("dup", du0, within(tol_dup))};
   c.run = [=](const Backend& b, Bufs& o) {
     b.swiglu_backward(o.f[0].data(), o.f[1].data(), dout.data(), gate.data(), up.data(), kSwigluN,
                       kSwigluF);
