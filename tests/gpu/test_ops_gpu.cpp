@@ -71,9 +71,9 @@ void expect_within(const std::vector<float>& ref, const std::vector<float>& got,
 //  * every output against the CPU's by the output's rule (bits, or a tolerance and its reason);
 //  * the outputs marked vs_host bit-identical to the case's host composition (hd_compose);
 //  * then the case's own further checks (untouched rows, null outputs, rejected arguments).
-// '=' outputs start from NaN (floats) / -7 (ids) on the device and from 0 / -8 on the CPU, so an
-// element the device leaves unwritten fails; '+=' and in-place outputs start from their seeded
-// values on every side.
+// '=' outputs start from NaN (floats) / -7 (ids) for the device and from 0 / -8 for the CPU, so an
+// element the CUDA backend does not hand back cannot pass by starting equal; '+=' and in-place
+// outputs start from their seeded values on every side.
 
 struct Bufs {
   std::vector<std::vector<float>> f;    // the float outputs, in the order of Case::outs
