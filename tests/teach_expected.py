@@ -49,9 +49,14 @@ def write(expected, root, results):
         for m in metrics:
             rows.append([rel, m, repr(read_number(os.path.join(root, rel), m)), REL_TOL, ABS_TOL])
     with open(expected, "w", newline="") as f:
-        f.write("# Expected numbers of this teaching scenario's tutorial page, as tests/teach_smoke.sh\n"
-                "# runs it (RL steps 2, SFT steps 5, audit prompts 8); checked by tests/teach_expected.py.\n"
-                "# Rewrite: tests/teach_smoke.sh BIN --write-expected PAGE (after a change that moves them).\n")
+        if expected.endswith("expected-full.csv"):
+            f.write("# Expected numbers of this teaching scenario's tutorial page, its commands as written\n"
+                    "# (ctest -L long: teach_full); checked by tests/teach_expected.py. Rewrite:\n"
+                    "# tests/teach_smoke.sh BIN --write-expected --full DIR PAGE (after a change that moves them).\n")
+        else:
+            f.write("# Expected numbers of this teaching scenario's tutorial page, as tests/teach_smoke.sh\n"
+                    "# runs it (RL steps 2, SFT steps 5, audit prompts 8); checked by tests/teach_expected.py.\n"
+                    "# Rewrite: tests/teach_smoke.sh BIN --write-expected PAGE (after a change that moves them).\n")
         w = csv.writer(f)
         w.writerow(HEADER)
         w.writerows(rows)
