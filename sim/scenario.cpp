@@ -15,6 +15,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/rl/registry.h"
+
 namespace po = boost::program_options;
 
 namespace moerl {
@@ -182,7 +184,7 @@ void bind_optim(Fields& f, const std::string& sec, OptimConfig* o) {
 }
 
 void bind_task(Fields& f, TaskConfig* t) {
-  f.str("task.name", &t->name, "verifiable task: sort | reverse | modadd");
+  f.str("task.name", &t->name, task_key_doc());
   f.i32("task.length", &t->length, "values per prompt (modadd: digits per operand)");
   f.i32("task.base", &t->base, "value range / digit base");
   f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions");
@@ -195,7 +197,7 @@ void bind_sft(Fields& f, SftConfig* s) {
 }
 
 void bind_rl(Fields& f, RlConfig* r) {
-  f.str("rl.algorithm", &r->loss.algorithm, "grpo | gspo | rspo | icepop | r3 (= grpo + rollout routing replay)");
+  f.str("rl.algorithm", &r->loss.algorithm, algorithm_key_doc());
   f.f32("rl.clip_low", &r->loss.clip_low, "epsilon_low (negative = algorithm default: 0.2, gspo 3e-4)");
   f.f32("rl.clip_high", &r->loss.clip_high, "epsilon_high (negative = algorithm default: 0.2, gspo 4e-4)");
   f.f32("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");

@@ -1,6 +1,4 @@
-// algorithm.cpp — names, aggregation, the shared per-token driver and the algorithm registry.
-#include <stdexcept>
-
+// algorithm.cpp — aggregation and the per-token driver every algorithm shares (policy_loss.h).
 #include "sim/rl/policy_loss.h"
 #include "sim/rl/seq_corrections.h"
 
@@ -74,16 +72,5 @@ void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggre
 }
 
 }  // namespace rl
-
-std::string algorithm_names() { return "grpo, gspo, icepop, r3, rspo"; }
-
-std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg) {
-  const std::string& a = cfg.algorithm;
-  if (a == "grpo" || a == "r3") return rl::make_grpo(cfg);
-  if (a == "gspo") return rl::make_gspo(cfg);
-  if (a == "rspo") return rl::make_rspo(cfg);
-  if (a == "icepop") return rl::make_icepop(cfg);
-  throw std::invalid_argument("rl.algorithm = " + a + ": must be one of " + algorithm_names());
-}
 
 }  // namespace moerl

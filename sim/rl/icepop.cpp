@@ -2,6 +2,7 @@
 //   M(k) = k·1[α ≤ k ≤ β],  k = π_old/π_rollout (a constant),
 // so tokens whose train/inference ratio leaves the band get zero gradient while still counting in
 // the aggregation's denominators. Defaults α = 0.5, β = 5.
+#include "sim/io/results.h"
 #include "sim/rl/policy_loss.h"
 
 namespace moerl::rl {
@@ -14,9 +15,18 @@ class Icepop final : public Algorithm {
   void loss(LossOutput* out, const LossBatch& b) const override {
     policy_loss(out, b, c_, c_.aggregation, Correction::icepop, [&](int i, int t) { return token_ratio(b, i, t); });
   }
+  void observe(const LossOutput& out) override {
+    masked_ += out.masked_tokens;
+    tokens_ += out.tokens;
+  }
+  void record(RunResults* res) override {
+    res->set("icepop_masked_frac", tokens_ > 0 ? masked_ / tokens_ : 0.0);
+    masked_ = tokens_ = 0.0;
+  }
 
  private:
   LossConfig c_;
+  double masked_ = 0.0, tokens_ = 0.0;  // over the step's mini-batches
 };
 }  // namespace
 

@@ -6,15 +6,17 @@
 // evaluated on one mini-batch of S sequences × R response tokens. Stop-gradient quantities (π_old,
 // π_rollout, advantages, importance weights, RSPO's γ) enter as constants.
 //
-// Variants register by name (algorithm_create): grpo, gspo, rspo, icepop; `r3` is grpo with
-// rollout routing replay (a routing choice, see sim/rl/algorithm.cpp).
+// Variants register by name in one table (sim/rl/registry.h: name, factory, defaults, doc, extra
+// metrics); `r3` is grpo with rollout routing replay (a routing choice, not a loss).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/enum_names.h"
+#include "sim/rl/positions.h"
 
 namespace moerl {
 
@@ -42,7 +44,7 @@ inline const char* correction_name(Correction v) { return kCorrectionNames.name(
 inline bool correction_parse(std::string_view s, Correction* out) { return kCorrectionNames.parse(s, out); }
 
 struct LossConfig {
-  std::string algorithm = "grpo";  // grpo | gspo | rspo | icepop | r3
+  std::string algorithm = "grpo";  // a name of the algorithm registry (sim/rl/registry.h)
   float clip_low = 0.2f;           // ε_low  (gspo: 3e-4)
   float clip_high = 0.2f;          // ε_high (gspo: 4e-4)
   float dual_clip = 0.0f;          // c of the dual clip for A < 0 (0 = off; verl uses 3)
@@ -67,7 +69,7 @@ struct LossBatch {
   const float* logp_rollout = nullptr;
   const float* mask = nullptr;        // 1 for response tokens that count, else 0
   const float* advantages = nullptr;  // [S]
-  const float* gamma = nullptr;       // RSPO router-shift weights (rspo only)
+  const float* gamma = nullptr;       // RSPO router-shift weights (set by Rspo::prepare; null = 1)
   const float* logp_ref = nullptr;    // reference policy (kl_coef > 0 only)
   // Denominators of the aggregation: the global token / sequence counts of the whole optimizer
   // batch (across mini-batch accumulation and data-parallel ranks). 0 = this mini-batch's own.
@@ -87,15 +89,45 @@ struct LossOutput {
   double tokens = 0.0;          // masked tokens in the mini-batch
 };
 
+class RunResults;
+
+// What an algorithm asks of the step beyond the log-probs, advantages and mask every loss gets.
+struct AlgorithmNeeds {
+  // π_θ's router log-probs at π_old's top-k experts, beside π_old's own (RSPO's router shift):
+  // the mini-batch forward probes π_old's ids, and MinibatchView carries both (MoE models only).
+  bool router_shift = false;
+};
+
+// What the step offers an algorithm preparing one mini-batch, after its forward and before the
+// loss. This rank runs forward on `mine`, its block of the mini-batch; the loss sees all of it.
+struct MinibatchView {
+  ResponseSlice slice;             // P, R, T
+  int L = 0, K = 0;                // layers, experts per token
+  int S_step = 0;                  // sequences of the whole step (rows of router_logp_old)
+  int n_mine = 0;                  // this rank's sequences of the mini-batch
+  const int* mine = nullptr;       // [n_mine] their indices in the step's batch
+  const float* router_logp_new = nullptr;  // [L, n_mine·T, K] π_θ at π_old's experts (router_shift)
+  const float* router_logp_old = nullptr;  // [L, S_step·T, K] π_old at its own experts
+  // [n_mine, R] values of this rank's sequences → [S, R] of the whole mini-batch, in order (the
+  // data-parallel all-gather; the identity on one rank).
+  std::function<std::vector<double>(const std::vector<double>&)> gather;
+};
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
   virtual const char* name() const = 0;
+  virtual AlgorithmNeeds needs() const { return {}; }
+  // Fills the inputs of `b` the algorithm owns (RSPO: gamma) for this mini-batch.
+  virtual void prepare(LossBatch* b, const MinibatchView& v) { (void)b, (void)v; }
   virtual void loss(LossOutput* out, const LossBatch& b) const = 0;
+  // The algorithm's extra metrics (its registry row's `metrics`): observed after every
+  // mini-batch's loss, written (and reset) once at the end of the step.
+  virtual void observe(const LossOutput& out) { (void)out; }
+  virtual void record(RunResults* res) { (void)res; }
 };
 
 // Creates the named algorithm; throws std::invalid_argument naming the key and the known names.
 std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg);
-std::string algorithm_names();  // "grpo, gspo, icepop, r3, rspo"
 
 }  // namespace moerl

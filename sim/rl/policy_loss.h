@@ -1,4 +1,5 @@
-// policy_loss.h — the per-token driver shared by the algorithms, and their factories.
+// policy_loss.h — the per-token driver shared by the algorithms (their factories are declared
+// beside their rows in sim/rl/algorithm_registry.cpp).
 #pragma once
 
 #include <functional>
@@ -27,10 +28,5 @@ inline RatioValue token_ratio(const LossBatch& b, int i, int t, double gamma = 1
 // Σ scale_i·m·w·surrogate(ratio) (+ k3 KL), with exact gradients; fills every LossOutput field.
 void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggregation agg,
                  Correction corr, const RatioFn& ratio_of);
-
-std::unique_ptr<Algorithm> make_grpo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_gspo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_rspo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_icepop(const LossConfig& cfg);
 
 }  // namespace moerl::rl

@@ -3,23 +3,25 @@
 
 #include <stdexcept>
 
+#include "sim/rl/registry.h"
+
 namespace moerl {
 
 void RlConfig::resolve() {
-  const bool gspo = loss.algorithm == "gspo";
-  if (loss.clip_low < 0.0f) loss.clip_low = gspo ? 3e-4f : 0.2f;   // GSPO paper §5.1: 3e-4 / 4e-4
-  if (loss.clip_high < 0.0f) loss.clip_high = gspo ? 4e-4f : 0.2f;
-  if (loss.algorithm == "r3") routing_replay = RoutingReplay::rollout;
-  if (loss.algorithm == "icepop") loss.correction = Correction::icepop;
+  const AlgorithmInfo* a = algorithm_find(loss.algorithm);
+  if (!a) return;  // validate() names the bad value
+  if (loss.clip_low < 0.0f) loss.clip_low = a->clip_low;
+  if (loss.clip_high < 0.0f) loss.clip_high = a->clip_high;
+  if (a->routing_replay) routing_replay = *a->routing_replay;
+  if (a->correction) loss.correction = *a->correction;
 }
 
 void RlConfig::validate() const {
   auto bad = [](const std::string& key, const std::string& v, const std::string& allowed) {
     throw std::invalid_argument("rl." + key + " = " + v + ": " + allowed);
   };
-  if (loss.algorithm != "grpo" && loss.algorithm != "gspo" && loss.algorithm != "rspo" &&
-      loss.algorithm != "icepop" && loss.algorithm != "r3")
-    bad("algorithm", loss.algorithm, "must be one of " + algorithm_names());
+  const AlgorithmInfo* algo = algorithm_find(loss.algorithm);
+  if (!algo) bad("algorithm", loss.algorithm, algorithm_must_be());
   if (steps < 1) bad("steps", std::to_string(steps), "must be >= 1");
   if (prompts_per_step < 1) bad("prompts_per_step", std::to_string(prompts_per_step), "must be >= 1");
   if (group_size < 1) bad("group_size", std::to_string(group_size), "must be >= 1");
@@ -61,8 +63,9 @@ void RlConfig::validate() const {
   if (collapse_window < 1) bad("collapse_window", std::to_string(collapse_window), "must be >= 1");
   if (collapse_patience < 1) bad("collapse_patience", std::to_string(collapse_patience), "must be >= 1");
   precursors.validate();
-  if (loss.algorithm == "r3" && routing_replay != RoutingReplay::rollout)
-    bad("routing_replay", routing_replay_name(routing_replay), "r3 means routing_replay = rollout");
+  if (algo->routing_replay && routing_replay != *algo->routing_replay)
+    bad("routing_replay", routing_replay_name(routing_replay),
+        std::string(algo->name) + " means routing_replay = " + routing_replay_name(*algo->routing_replay));
 }
 
 }  // namespace moerl

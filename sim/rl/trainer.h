@@ -1,7 +1,9 @@
-// trainer.h — one RL run: per step, sample prompts → rollout engine → rewards and group
-// advantages → train engine (π_old, mini-batches with the algorithm's loss, AdamW) → metrics.
-// Steps are pure functions of (state, step index): every stream is keyed by the step, so a run
-// resumed from a checkpoint continues bit-identically.
+// trainer.h — one RL run. A step is a sequence of named phases (docs/algorithms.md §1–6): sample
+// prompts → rollout → rewards and group advantages → recompute π_old → measure the engines'
+// mismatch → train mini-batches (the algorithm's loss, backward, AdamW) → record metrics.
+// Stabilisers act at the step's named hook points (sim/rl/step_hooks.h). Steps are pure
+// functions of (state, step index): every stream is keyed by the step, so a run resumed from a
+// checkpoint continues bit-identically.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,10 @@
 #include "models/model.h"
 #include "sim/optimizer.h"
 #include "sim/io/results.h"
+#include "sim/rl/positions.h"
 #include "sim/rl/rl_config.h"
+#include "sim/rl/step_hooks.h"
+#include "sim/rl/step_state.h"
 #include "sim/tasks/task.h"
 
 namespace moerl {
@@ -28,10 +33,6 @@ struct RlSetup {
   uint64_t seed = 0;
   bool dump_tensors = false;  // per-token tensors of each step's first mini-batch
 };
-
-// The positions whose outputs score the response: response token r (at position P+r) gets its
-// log-prob, and its routing-flip count, from position P−1+r. [S·T] mask, 1 at P−1..T−2.
-std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T);
 
 // Status of a run as stored in results (attribute `status`).
 enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed };
@@ -60,10 +61,30 @@ class RlTrainer {
   void load_state(const CheckpointExtras& ex);
 
  private:
+  // The phases of step(), in order.
+  StepState step_begin(int64_t step) const;
+  void sample_prompts(StepState* st) const;
+  void rollout(StepState* st);
+  void compute_advantages(StepState* st) const;
+  void recompute_old_logprobs(StepState* st, RunResults* res);
+  void measure_mismatch(StepState* st, RunResults* res);
+  void train_minibatches(StepState* st, RunResults* res);
+  void record_metrics(StepState* st, RunResults* res);
+  // The parts of train_minibatches, per mini-batch.
+  Minibatch minibatch_rows(const StepState& st, const std::vector<int>& order, int m) const;
+  void minibatch_forward(const StepState& st, Minibatch* mb);
+  void minibatch_loss(const StepState& st, Minibatch* mb);
+  void minibatch_backward(StepState* st, Minibatch* mb);
+  void optimizer_step(Minibatch* mb);
+  void minibatch_totals(StepState* st, const Minibatch& mb) const;
+  void minibatch_dump(const StepState& st, const Minibatch& mb, RunResults* res) const;
+  HookContext hook_context(StepState* st);
+
   RlSetup s_;
   Model* model_;
   std::unique_ptr<Task> task_;
-  std::unique_ptr<class Algorithm> algo_;
+  std::unique_ptr<Algorithm> algo_;
+  StepHooks hooks_;  // the active stabilisers, and the metrics the inactive ones report
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Model> ref_model_;  // frozen base policy for the k3 KL (kl_coef > 0)
   int64_t opt_step_ = 0;

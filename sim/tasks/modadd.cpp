@@ -2,7 +2,7 @@
 // "a_1..a_n + b_1..b_n =" → the n lowest digits of a + b (the sum mod base^n). Tokens: digits
 // 0..base-1, '+' = base, '=' = base+1.
 #include "kernels/rng.h"
-#include "sim/tasks/tasks.h"
+#include "sim/tasks/task.h"
 
 namespace moerl {
 namespace {

@@ -1,6 +1,5 @@
 // reverse.cpp — reverse n values: "3 1 2 |" → "2 1 3".
 #include "sim/tasks/sequence_task.h"
-#include "sim/tasks/tasks.h"
 
 namespace moerl {
 namespace {

@@ -1,6 +1,5 @@
 // sort.cpp — sort n values ascending: "3 1 2 |" → "1 2 3".
 #include "sim/tasks/sequence_task.h"
-#include "sim/tasks/tasks.h"
 
 namespace moerl {
 namespace {

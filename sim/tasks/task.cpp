@@ -1,14 +1,46 @@
-// task.cpp — the shared parts of tasks and the registry.
+// task.cpp — the shared parts of tasks and the task table (task.h).
 #include "sim/tasks/task.h"
 
 #include <stdexcept>
 
-#include "sim/tasks/tasks.h"
-
 namespace moerl {
 
+// Factories, one file each (sim/tasks/<name>.cpp), declared beside their rows.
+std::unique_ptr<Task> make_modadd_task(const TaskConfig& cfg);
+std::unique_ptr<Task> make_reverse_task(const TaskConfig& cfg);
+std::unique_ptr<Task> make_sort_task(const TaskConfig& cfg);
+
+const std::vector<TaskInfo>& task_registry() {
+  // in alphabetical order: the order of every list derived from the table
+  static const std::vector<TaskInfo> table = {
+      {"modadd", "add two task.length-digit numbers in base task.base, modulo base^length", make_modadd_task},
+      {"reverse", "reverse task.length values in [0, task.base)", make_reverse_task},
+      {"sort", "sort task.length values in [0, task.base) ascending", make_sort_task},
+  };
+  return table;
+}
+
+const TaskInfo* task_find(const std::string& name) {
+  for (const TaskInfo& t : task_registry())
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+std::string task_names() {
+  std::string list;
+  for (const TaskInfo& t : task_registry()) list += (list.empty() ? "" : ", ") + std::string(t.name);
+  return list;
+}
+
+std::string task_key_doc() {
+  std::string doc = "verifiable task:";
+  for (const TaskInfo& t : task_registry()) doc += std::string(" ") + t.name + " (" + t.doc + ");";
+  doc.pop_back();
+  return doc;
+}
+
 void TaskConfig::validate() const {
-  if (name != "sort" && name != "reverse" && name != "modadd")
+  if (!task_find(name))
     throw std::invalid_argument("task.name = " + name + ": must be one of " + task_names());
   if (length < 1 || length > 64)
     throw std::invalid_argument("task.length = " + std::to_string(length) + ": must be in [1, 64]");
@@ -33,13 +65,9 @@ float Task::reward(const int32_t* answer, const int32_t* response, bool partial)
   return equal == R ? 1.0f : 0.0f;
 }
 
-std::string task_names() { return "modadd, reverse, sort"; }
-
 std::unique_ptr<Task> task_create(const TaskConfig& cfg) {
   cfg.validate();
-  if (cfg.name == "sort") return make_sort_task(cfg);
-  if (cfg.name == "reverse") return make_reverse_task(cfg);
-  return make_modadd_task(cfg);
+  return task_find(cfg.name)->create(cfg);
 }
 
 }  // namespace moerl

@@ -12,11 +12,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace moerl {
 
 struct TaskConfig {
-  std::string name = "sort";  // sort | reverse | modadd
+  std::string name = "sort";  // a name of the task table (task_registry)
   int length = 8;             // sort/reverse: values per prompt; modadd: digits per operand
   int base = 10;              // value range [0, base) (sort/reverse) or digit base (modadd)
   bool partial_credit = false;  // reward = share of correct answer positions instead of 0/1
@@ -40,7 +41,18 @@ class Task {
   float reward(const int32_t* answer, const int32_t* response, bool partial) const;
 };
 
+// One row per task (scenario key task.name); adding a task: sim/tasks/<name>.cpp with its factory,
+// and its row in task.cpp.
+struct TaskInfo {
+  const char* name;
+  const char* doc;
+  std::unique_ptr<Task> (*create)(const TaskConfig&);
+};
+const std::vector<TaskInfo>& task_registry();  // alphabetical
+const TaskInfo* task_find(const std::string& name);  // nullptr when unknown
+
 std::unique_ptr<Task> task_create(const TaskConfig& cfg);
-std::string task_names();  // "modadd, reverse, sort"
+std::string task_names();    // "modadd, reverse, sort"
+std::string task_key_doc();  // doc of the task.name key
 
 }  // namespace moerl
