@@ -15,6 +15,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/rl/corrections.h"
 #include "sim/rl/registry.h"
 
 namespace po = boost::program_options;
@@ -198,15 +199,12 @@ void bind_sft(Fields& f, SftConfig* s) {
 
 void bind_rl(Fields& f, RlConfig* r) {
   f.str("rl.algorithm", &r->loss.algorithm, algorithm_key_doc());
-  f.f32("rl.clip_low", &r->loss.clip_low, "epsilon_low (negative = algorithm default: 0.2, gspo 3e-4)");
-  f.f32("rl.clip_high", &r->loss.clip_high, "epsilon_high (negative = algorithm default: 0.2, gspo 4e-4)");
+  f.f32("rl.clip_low", &r->loss.clip_low, algorithm_clip_doc(false));
+  f.f32("rl.clip_high", &r->loss.clip_high, algorithm_clip_doc(true));
   f.f32("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");
   f.choice("rl.aggregation", &r->loss.aggregation, kAggregationNames,
            "token-mean | seq-mean-token-mean | seq-mean-token-sum (gspo forces seq-mean-token-mean)");
-  f.custom("rl.correction",
-           "train/inference IS correction, rho_t = pi_old/pi_rollout (docs/algorithms.md): none | tis | mis | "
-           "seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3; composes with grpo, gspo, rspo, r3; "
-           "icepop ignores it (its own band mask); a no-op with rl.old_logprobs = rollout (rho = 1)",
+  f.custom("rl.correction", rl::correction_key_doc(),
            [r](const std::string& v) {
              if (!correction_parse(v, &r->loss.correction) || r->loss.correction == Correction::icepop)
                throw BadValue{kCorrectionNames.must_be({Correction::icepop}) +

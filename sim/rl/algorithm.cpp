@@ -1,6 +1,5 @@
 // algorithm.cpp — aggregation and the per-token driver every algorithm shares (policy_loss.h).
 #include "sim/rl/policy_loss.h"
-#include "sim/rl/seq_corrections.h"
 
 namespace moerl {
 

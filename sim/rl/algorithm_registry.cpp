@@ -1,5 +1,6 @@
 // algorithm_registry.cpp — the algorithm table (registry.h). One row per rl.algorithm name; its
 // factory is defined in sim/rl/<name>.cpp and declared beside the row.
+#include <cstdio>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
@@ -58,6 +59,18 @@ std::string algorithm_key_doc() {
   std::string doc;
   for (const AlgorithmInfo& a : algorithm_registry()) doc += (doc.empty() ? "" : " | ") + std::string(a.name);
   for (const AlgorithmInfo& a : algorithm_registry()) doc += std::string("; ") + a.name + ": " + a.doc;
+  return doc;
+}
+
+std::string algorithm_clip_doc(bool high) {
+  std::string doc = high ? "epsilon_high" : "epsilon_low";
+  doc += " (negative = the algorithm's default:";
+  for (const AlgorithmInfo& a : algorithm_registry()) {
+    char v[32];
+    std::snprintf(v, sizeof v, "%g", static_cast<double>(high ? a.clip_high : a.clip_low));
+    doc += std::string(" ") + a.name + " " + v + ",";
+  }
+  doc.back() = ')';
   return doc;
 }
 

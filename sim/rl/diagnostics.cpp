@@ -7,7 +7,7 @@
 
 #include "sim/io/results.h"
 #include "sim/rl/ppo_terms.h"
-#include "sim/rl/seq_corrections.h"
+#include "sim/rl/corrections.h"
 
 namespace moerl {
 

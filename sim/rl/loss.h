@@ -30,14 +30,14 @@ inline bool aggregation_parse(std::string_view s, Aggregation* out) { return kAg
 // Train/inference importance correction applied to every token's policy-gradient term
 // (docs/algorithms.md, "Rollout corrections"), with ρ_t = π_old/π_rollout (a constant).
 // Token level: tis w = clamp(ρ, C_low, C); mis w = ρ·1[ρ ≤ C]; icepop w = ρ·1[α ≤ ρ ≤ β].
-// Sequence level (one weight on every token of sequence i, sim/rl/seq_corrections.h):
+// Sequence level (one weight on every token of sequence i):
 // seq-tis w = min(Π_t ρ_t, C); seq-tis-geo w = min(exp(mean_t log ρ_t), C);
 // seq-mis w = 1[lo ≤ exp(mean_t log ρ_t) ≤ hi]; tis+seq-mis w = clamp(ρ_t, C_low, C)·seq-mis;
 // seq-max-k3 w = 1[max_t (ρ_t − 1 − log ρ_t) ≤ k]. Masked/zeroed tokens keep counting in the
 // denominators.
 enum class Correction : uint8_t { none = 0, tis, mis, icepop, seq_tis, seq_tis_geo, seq_mis, tis_seq_mis, seq_max_k3 };
 inline constexpr int kCorrectionCount = 9;
-// A new Correction needs its name here and its weight in ppo_terms.h / seq_corrections.cpp.
+// A new Correction needs its name here and its row (weights, doc) in sim/rl/corrections.cpp.
 inline constexpr EnumNames<Correction, kCorrectionCount> kCorrectionNames{{"none", "tis", "mis", "icepop", "seq-tis", "seq-tis-geo", "seq-mis", "tis+seq-mis", "seq-max-k3"}};
 static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionNames.size());
 inline const char* correction_name(Correction v) { return kCorrectionNames.name(v); }

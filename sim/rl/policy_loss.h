@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "sim/rl/corrections.h"
 #include "sim/rl/ppo_terms.h"
 
 namespace moerl::rl {

@@ -1,5 +1,5 @@
-// ppo_terms.h — the pieces every policy loss shares: clipped surrogate, correction weights,
-// k3 KL and aggregation. Internal to sim/rl/.
+// ppo_terms.h — the pieces every policy loss shares: clipped surrogate, k3 KL and aggregation
+// (the correction weights are sim/rl/corrections.h). Internal to sim/rl/.
 #pragma once
 
 #include <algorithm>
@@ -10,25 +10,6 @@
 namespace moerl::rl {
 
 inline double clamp20(double x) { return std::clamp(x, -20.0, 20.0); }
-
-// The token-level part of a correction's weight (loss.h); ρ = exp(clamp(logp_old − logp_rollout)).
-// Sequence-level corrections multiply it by their sequence factor (seq_corrections.h); their
-// token part is 1, except tis+seq-mis, whose token part is tis.
-inline double correction_weight(const LossConfig& c, Correction kind, double rho) {
-  switch (kind) {
-    case Correction::none: return 1.0;
-    case Correction::tis:
-    case Correction::tis_seq_mis:  // ρ > 0, so C_low = 0 leaves min(ρ, C) bit for bit
-      return std::min(std::max(rho, static_cast<double>(c.correction_cap_low)), static_cast<double>(c.correction_cap));
-    case Correction::mis: return rho <= c.correction_cap ? rho : 0.0;
-    case Correction::icepop: return rho >= c.icepop_low && rho <= c.icepop_high ? rho : 0.0;
-    case Correction::seq_tis:
-    case Correction::seq_tis_geo:
-    case Correction::seq_mis:
-    case Correction::seq_max_k3: return 1.0;
-  }
-  return 1.0;
-}
 
 // PPO clipped surrogate of one token for ratio x with d x / d logp_new = dx:
 // ℓ = max(−A·x, −A·clip(x, 1−ε_l, 1+ε_h)), then the dual clip min(ℓ, −A·c) for A < 0.

@@ -42,5 +42,7 @@ std::vector<std::string> algorithm_names();
 std::string algorithm_must_be();
 // Doc of the rl.algorithm key: "grpo | gspo | … (notes)".
 std::string algorithm_key_doc();
+// Doc of rl.clip_low (high = false) / rl.clip_high: every algorithm's default.
+std::string algorithm_clip_doc(bool high);
 
 }  // namespace moerl
