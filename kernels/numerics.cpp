@@ -1,6 +1,7 @@
 // numerics.cpp — names, parsing and validation of the numerics vocabulary (numerics.h), and the
 // built-in profiles. docs/numerics.md describes every field and the profiles' rationale.
 #include "kernels/numerics.h"
+#include "kernels/numerics_profiles.h"
 
 #include <cfloat>
 #include <charconv>
@@ -216,48 +217,66 @@ void NumericsProfile::validate() const {
     reject(p, "ep_layout", ep_layout_name(ep_layout), "none|contiguous|strided:N with N in 2..4096");
 }
 
-bool profile_builtin(std::string_view name, NumericsProfile* out) {
-  NumericsProfile p;  // defaults are fp32-ref
-  if (name == "fp32-ref") {
-    p.name = "fp32-ref";
-  } else if (name == "bf16-train" || name == "fp16") {
-    // Megatron-style mixed precision: low-precision operands and stored activations, FP32
-    // accumulation, and the router (operands and logits) in FP32.
-    Format f = name == "fp16" ? Format::fp16 : Format::bf16;
-    p.name = std::string(name);
-    p.matmul = f;
-    p.attention = f;
-    p.lm_head = f;
-    p.activations = f;
-  } else if (name == "fp8-rollout") {
-    // FP8 inference engine (DeepSeek-V3 recipe: E4M3 operands, 1×128 activation and 128×128
-    // weight blocks, ~14-bit accumulation promoted every 128 products) with vLLM-like
-    // nondeterministic kernels: split-K GEMMs, batch-size-dependent splits, random tie-breaks.
-    p.name = "fp8-rollout";
-    p.matmul = Format::fp8_e4m3;
-    p.act_scaling = Scaling::block;
-    p.weight_scaling = Scaling::block;
-    p.scale_block = 128;
-    p.accum_bits = 13;
-    p.promote_every = 128;
-    p.router = Format::fp8_e4m3;
-    p.attention = Format::bf16;
-    p.lm_head = Format::bf16;
-    p.activations = Format::bf16;
-    p.router_logits = Format::bf16;
-    p.gemm_order = ReduceOrder{OrderKind::split_k, 4};
-    p.attn_order = ReduceOrder{OrderKind::split_k, 2};
-    p.norm_order = ReduceOrder{OrderKind::split_k, 2};
-    p.combine_order = ReduceOrder{OrderKind::split_k, 2};
-    p.batch_invariant = false;
-    p.tie_break = TieBreak::random;
-  } else {
-    return false;
-  }
-  *out = p;
-  return true;
+namespace {
+// Megatron-style mixed precision: low-precision operands and stored activations, FP32
+// accumulation, and the router (operands and logits) in FP32.
+void mixed_precision(NumericsProfile* p, Format f) {
+  p->matmul = f;
+  p->attention = f;
+  p->lm_head = f;
+  p->activations = f;
+}
+}  // namespace
+
+const std::vector<ProfileInfo>& profile_registry() {
+  static const std::vector<ProfileInfo> table = {
+      {"fp32-ref", "FP32 everywhere, fixed reduction orders: the bit-exact reference", [](NumericsProfile*) {}},
+      {"bf16-train", "Megatron-style BF16 training: BF16 operands, FP32 accumulation and router",
+       [](NumericsProfile* p) { mixed_precision(p, Format::bf16); }},
+      {"fp16", "as bf16-train with FP16 operands", [](NumericsProfile* p) { mixed_precision(p, Format::fp16); }},
+      // FP8 inference engine (DeepSeek-V3 recipe: E4M3 operands, 1×128 activation and 128×128
+      // weight blocks, ~14-bit accumulation promoted every 128 products) with vLLM-like
+      // nondeterministic kernels: split-K GEMMs, batch-size-dependent splits, random tie-breaks.
+      {"fp8-rollout", "FP8 inference engine: E4M3 blockwise operands, limited accumulation, nondeterministic kernels",
+       [](NumericsProfile* p) {
+         p->matmul = Format::fp8_e4m3;
+         p->act_scaling = Scaling::block;
+         p->weight_scaling = Scaling::block;
+         p->scale_block = 128;
+         p->accum_bits = 13;
+         p->promote_every = 128;
+         p->router = Format::fp8_e4m3;
+         p->attention = Format::bf16;
+         p->lm_head = Format::bf16;
+         p->activations = Format::bf16;
+         p->router_logits = Format::bf16;
+         p->gemm_order = ReduceOrder{OrderKind::split_k, 4};
+         p->attn_order = ReduceOrder{OrderKind::split_k, 2};
+         p->norm_order = ReduceOrder{OrderKind::split_k, 2};
+         p->combine_order = ReduceOrder{OrderKind::split_k, 2};
+         p->batch_invariant = false;
+         p->tie_break = TieBreak::random;
+       }},
+  };
+  return table;
 }
 
-std::string profile_builtin_names() { return "fp32-ref, bf16-train, fp16, fp8-rollout"; }
+bool profile_builtin(std::string_view name, NumericsProfile* out) {
+  for (const ProfileInfo& row : profile_registry()) {
+    if (name != row.name) continue;
+    NumericsProfile p;  // defaults are fp32-ref
+    p.name = row.name;
+    row.make(&p);
+    *out = p;
+    return true;
+  }
+  return false;
+}
+
+std::string profile_builtin_names() {
+  std::string list;
+  for (const ProfileInfo& row : profile_registry()) list += (list.empty() ? "" : ", ") + std::string(row.name);
+  return list;
+}
 
 }  // namespace moerl

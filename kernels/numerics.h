@@ -160,7 +160,7 @@ struct NumericsProfile {
 
 // Built-in profiles: "fp32-ref", "bf16-train", "fp16", "fp8-rollout". Returns false if unknown.
 bool profile_builtin(std::string_view name, NumericsProfile* out);
-// Comma-separated names of the built-ins, for error messages.
+// Comma-separated names of the built-ins (kernels/numerics_profiles.h), for error messages.
 std::string profile_builtin_names();
 
 }  // namespace moerl
