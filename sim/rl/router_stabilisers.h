@@ -1,6 +1,6 @@
 // router_stabilisers.h — the router-side stabilisers compared beside the headline algorithms
 // (docs/stabilisers.md): the calibration weight schedule, gradient surgery, and router
-// temperature control. Pure functions; sim/rl/trainer.cpp applies them.
+// temperature control. Pure functions; the step hooks of sim/rl/stabiliser_hooks.cpp apply them.
 #pragma once
 
 #include <cstdint>

@@ -147,22 +147,22 @@ StepState RlTrainer::step_begin(int64_t step) const {
   const RlConfig& rl = s_.rl;
   StepState st;
   st.index = step;
-  StepShape& z = st.shape;
-  z.G = rl.group_size;
-  z.S = rl.prompts_per_step * z.G;
-  z.P = task_->prompt_len();
-  z.R = task_->answer_len();
-  z.T = z.P + z.R;
-  z.L = cfg.n_layers;
-  z.K = cfg.top_k;
-  z.E = cfg.n_experts;
-  z.V = cfg.vocab_size;
-  z.moe = cfg.is_moe();
-  z.tau = rl.sampling.temperature > 0.0f ? rl.sampling.temperature : 1.0f;
+  StepShape& shape = st.shape;
+  shape.G = rl.group_size;
+  shape.S = rl.prompts_per_step * shape.G;
+  shape.P = task_->prompt_len();
+  shape.R = task_->answer_len();
+  shape.T = shape.P + shape.R;
+  shape.L = cfg.n_layers;
+  shape.K = cfg.top_k;
+  shape.E = cfg.n_experts;
+  shape.V = cfg.vocab_size;
+  shape.moe = cfg.is_moe();
+  shape.tau = rl.sampling.temperature > 0.0f ? rl.sampling.temperature : 1.0f;
   st.rollout_profile = keyed(s_.rollout, s_.seed, 1, step);
   st.train_profile = keyed(s_.train, s_.seed, 2, step);
   const ModelParallel& par = model_->parallel();
-  st.block = dp_block(z.S, par.dp_size(), par.dp_rank());
+  st.block = dp_block(shape.S, par.dp_size(), par.dp_rank());
   st.block_seqs.resize(static_cast<size_t>(st.block.size()));
   std::iota(st.block_seqs.begin(), st.block_seqs.end(), static_cast<int>(st.block.begin));
   return st;
@@ -189,7 +189,7 @@ void RlTrainer::sample_prompts(StepState* st) const {
 void RlTrainer::rollout(StepState* st) {
   const auto t0 = Clock::now();
   const RlConfig& rl = s_.rl;
-  const StepShape& z = st->shape;
+  const StepShape& shape = st->shape;
   Model* engine = model_;
   if (rollout_model_) {  // the weights of rollout_staleness optimizer steps ago
     rollout_model_->params().data() = snapshots_.front().params;
@@ -201,11 +201,11 @@ void RlTrainer::rollout(StepState* st) {
   if (par.dp_size() > 1 && (rl.router_kl_coef > 0.0f || rl.calib_coef > 0.0f))
     throw std::invalid_argument("rl.router_kl_coef / rl.calib_coef: the router KL regularisers run on one "
                                 "data-parallel rank only (got " + std::to_string(par.dp_size()) + " ranks)");
-  rollout_generate(&st->rollout, *engine, st->rollout_profile, st->prompts.data() + st->block.begin * z.P,
-                   static_cast<int>(st->block.size()), z.P, z.R, rl.sampling, s_.seed,
+  rollout_generate(&st->rollout, *engine, st->rollout_profile, st->prompts.data() + st->block.begin * shape.P,
+                   static_cast<int>(st->block.size()), shape.P, shape.R, rl.sampling, s_.seed,
                    static_cast<uint64_t>(st->index), static_cast<uint64_t>(st->block.begin),
-                   rl.shared_prefix_routing ? z.G : 1);
-  if (par.dp) gather_rollout(&st->rollout, *par.dp, z.L, z.moe);
+                   rl.shared_prefix_routing ? shape.G : 1);
+  if (par.dp) gather_rollout(&st->rollout, *par.dp, shape.L, shape.moe);
   st->time_rollout = seconds_since(t0);
 }
 
@@ -240,30 +240,30 @@ void RlTrainer::compute_advantages(StepState* st) const {
 void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   const auto t0 = Clock::now();
   const RlConfig& rl = s_.rl;
-  const StepShape& z = st->shape;
-  const ResponseSlice slice = z.slice();
+  const StepShape& shape = st->shape;
+  const ResponseSlice slice = shape.slice();
   const ModelParallel& par = model_->parallel();
   ForwardRequest& req = st->old_request;
-  req.tokens = st->rollout.tokens.data() + st->block.begin * z.T;
+  req.tokens = st->rollout.tokens.data() + st->block.begin * shape.T;
   req.B = static_cast<int>(st->block.size());
-  req.B_total = z.S;
-  req.T = z.T;
+  req.B_total = shape.S;
+  req.T = shape.T;
   req.profile = &st->train_profile;
-  req.temperature = z.tau;
+  req.temperature = shape.tau;
   req.want_logits = true;
-  req.want_own_topk = z.moe;
+  req.want_own_topk = shape.moe;
   for (const auto& h : hooks_.active) h->request_old(&req);
   if (rl.routing_replay == RoutingReplay::rollout) {
     req.router_mode = RouterMode::replay;
     req.replay_ids = st->rollout.topk_ids.data();
-    if (st->block.size() < z.S) {
-      st->old_replay = gather_sequence_rows(st->rollout.topk_ids, st->block_seqs, z.L, z.S, z.T, z.K);
+    if (st->block.size() < shape.S) {
+      st->old_replay = gather_sequence_rows(st->rollout.topk_ids, st->block_seqs, shape.L, shape.S, shape.T, shape.K);
       req.replay_ids = st->old_replay.data();
     }
   }
   model_->forward(&st->old, req);
-  if (par.dp) gather_forward(&st->old, *par.dp, z.L, z.moe, req.want_own_topk);
-  st->logp_train = slice.response_logprobs(st->old.logprobs, z.S);
+  if (par.dp) gather_forward(&st->old, *par.dp, shape.L, shape.moe, req.want_own_topk);
+  st->logp_train = slice.response_logprobs(st->old.logprobs, shape.S);
   st->logp_old = rl.old_logprobs == OldLogprobs::rollout ? &st->rollout.logp : &st->logp_train;
   if (ref_model_) {
     ForwardRequest rq = req;
@@ -272,8 +272,8 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
     rq.want_logits = rq.want_own_topk = false;
     ForwardResult ref;
     ref_model_->forward(&ref, rq);
-    if (par.dp) gather_forward(&ref, *par.dp, z.L, z.moe, false);
-    st->logp_ref = slice.response_logprobs(ref.logprobs, z.S);
+    if (par.dp) gather_forward(&ref, *par.dp, shape.L, shape.moe, false);
+    st->logp_ref = slice.response_logprobs(ref.logprobs, shape.S);
   }
   HookContext c = hook_context(st);
   for (const auto& h : hooks_.active) h->after_old_logprobs(c, res);
@@ -285,11 +285,11 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
 // correction would do to this batch (on the recomputed π_old, so bypass runs see it too).
 void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   const auto t0 = Clock::now();
-  const StepShape& z = st->shape;
-  const ResponseSlice slice = z.slice();
-  const RolloutBatch& rb = st->rollout;
+  const StepShape& shape = st->shape;
+  const ResponseSlice slice = shape.slice();
+  const RolloutBatch& sampled = st->rollout;
   const std::vector<float>& logp_train = st->logp_train;
-  const int S = z.S, R = z.R, V = z.V, L = z.L;
+  const int S = shape.S, R = shape.R, V = shape.V, L = shape.L;
   if (rollout_model_) {
     // Separate the two parts of μ vs π_old: staleness (stale vs current weights, both under the
     // rollout profile, teacher-forced on the sampled tokens) and numerics (current weights,
@@ -301,12 +301,12 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
     q.want_logits = q.want_own_topk = false;
     ForwardResult current;
     model_->forward(&current, q);
-    if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, L, z.moe, false);
+    if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, L, shape.moe, false);
     double k_stale = 0.0, k_num = 0.0;
     for (int s = 0; s < S; ++s)
       for (int r = 0; r < R; ++r) {
         const double lc = current.logprobs[slice.logprob_at(s, r)];
-        const double a = lc - rb.logp[static_cast<size_t>(s) * R + r];   // log μ_cur/μ_stale
+        const double a = lc - sampled.logp[static_cast<size_t>(s) * R + r];   // log μ_cur/μ_stale
         const double b = logp_train[static_cast<size_t>(s) * R + r] - lc;  // log π_old/μ_cur
         k_stale += std::exp(a) - 1.0 - a;
         k_num += std::exp(b) - 1.0 - b;
@@ -318,9 +318,9 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
 
   AuditAccum acc;
   audit_init(&acc, L);
-  if (z.moe) {
-    const std::vector<uint8_t> mask = rl_scored_positions_mask(S, z.P, z.T);
-    audit_add_routing(&acc, rb.topk_ids.data(), st->old.own_topk_ids.data(), mask.data(), L, S * z.T, z.K);
+  if (shape.moe) {
+    const std::vector<uint8_t> mask = rl_scored_positions_mask(S, shape.P, shape.T);
+    audit_add_routing(&acc, sampled.topk_ids.data(), st->old.own_topk_ids.data(), mask.data(), L, S * shape.T, shape.K);
   }
   std::vector<float> train_lp(static_cast<size_t>(S) * R * V);
   std::vector<int32_t> targets(static_cast<size_t>(S) * R);
@@ -328,23 +328,23 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
     for (int r = 0; r < R; ++r) {
       const float* logits = &st->old.logits[slice.row_at(s, r) * V];
       float* dst = &train_lp[(static_cast<size_t>(s) * R + r) * V];
-      for (int v = 0; v < V; ++v) dst[v] = logits[v] / z.tau;
-      targets[static_cast<size_t>(s) * R + r] = rb.tokens[slice.token_at(s, r)];
+      for (int v = 0; v < V; ++v) dst[v] = logits[v] / shape.tau;
+      targets[static_cast<size_t>(s) * R + r] = sampled.tokens[slice.token_at(s, r)];
     }
   // the same log-softmax the rollout applied, so identical engines compare identical bits
   const std::vector<float> scaled(train_lp);
   model_->backend().log_softmax_forward(train_lp.data(), scaled.data(), S * R, V);
-  audit_add_logprobs(&acc, rb.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
+  audit_add_logprobs(&acc, sampled.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
   const AuditMetrics am = audit_finish(acc);
   res->set("kl_rollout_train", am.k3);
   res->set("kl_rollout_train_full", am.kl);
   res->set("extreme_token_frac", am.extreme_share);
-  res->set("any_flip_frac", z.moe ? am.any_flip_share : 0.0);
-  res->set("flip_rate_mean", z.moe ? am.mean_flipped_layers / L : 0.0);
-  if (z.moe) res->set_row("flip_rate", {L}, am.flip_rate);
+  res->set("any_flip_frac", shape.moe ? am.any_flip_share : 0.0);
+  res->set("flip_rate_mean", shape.moe ? am.mean_flipped_layers / L : 0.0);
+  if (shape.moe) res->set_row("flip_rate", {L}, am.flip_rate);
   double rho_min = std::numeric_limits<double>::infinity(), rho_max = 0.0, rho_sum = 0.0;
   for (size_t j = 0; j < logp_train.size(); ++j) {
-    const double rho = std::exp(static_cast<double>(logp_train[j]) - rb.logp[j]);
+    const double rho = std::exp(static_cast<double>(logp_train[j]) - sampled.logp[j]);
     rho_min = std::min(rho_min, rho);
     rho_max = std::max(rho_max, rho);
     rho_sum += rho;
@@ -352,7 +352,7 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   res->set("is_ratio_mean", rho_sum / logp_train.size());
   res->set("is_ratio_min", rho_min);
   res->set("is_ratio_max", rho_max);
-  correction_diagnostics_record(res, correction_diagnostics(s_.rl.loss, logp_train.data(), rb.logp.data(), S, R));
+  correction_diagnostics_record(res, correction_diagnostics(s_.rl.loss, logp_train.data(), sampled.logp.data(), S, R));
 }
 
 // §5–6 a seeded permutation of the sequences in rl.minibatches mini-batches, one forward,
@@ -408,41 +408,41 @@ Minibatch RlTrainer::minibatch_rows(const StepState& st, const std::vector<int>&
 // This rank's block runs forward (replaying R2/R3 routing, probing π_old's experts when the
 // algorithm asks for the router shift); the loss sees the whole mini-batch's log-probs.
 void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
-  const StepShape& z = st.shape;
+  const StepShape& shape = st.shape;
   const RlConfig& rl = s_.rl;
   ForwardRequest& req = mb->request;
-  req.tokens = mb->tokens.data() + mb->block.begin * z.T;
+  req.tokens = mb->tokens.data() + mb->block.begin * shape.T;
   req.B = static_cast<int>(mb->block.size());
   req.B_total = mb->size();
-  req.T = z.T;
+  req.T = shape.T;
   req.profile = &st.train_profile;
-  req.temperature = z.tau;
+  req.temperature = shape.tau;
   req.save_for_backward = true;
   req.call = 1 + static_cast<uint64_t>(mb->index);
   const std::vector<int32_t>* replay = rl.routing_replay == RoutingReplay::rollout ? &st.rollout.topk_ids
                                        : rl.routing_replay == RoutingReplay::old  ? &st.old.topk_ids
                                                                                   : nullptr;
   if (replay) {
-    mb->replay = gather_sequence_rows(*replay, mb->mine, z.L, z.S, z.T, z.K);
+    mb->replay = gather_sequence_rows(*replay, mb->mine, shape.L, shape.S, shape.T, shape.K);
     req.router_mode = RouterMode::replay;
     req.replay_ids = mb->replay.data();
   }
-  if (algo_->needs().router_shift && z.moe) {
-    mb->probe = gather_sequence_rows(st.old.topk_ids, mb->mine, z.L, z.S, z.T, z.K);
+  if (algo_->needs().router_shift && shape.moe) {
+    mb->probe = gather_sequence_rows(st.old.topk_ids, mb->mine, shape.L, shape.S, shape.T, shape.K);
     req.probe_ids = mb->probe.data();
   }
   model_->forward(&mb->result, req);
-  const std::vector<float> mine = z.slice().response_logprobs(mb->result.logprobs, req.B);
+  const std::vector<float> mine = shape.slice().response_logprobs(mb->result.logprobs, req.B);
   const ModelParallel& par = model_->parallel();
   mb->logp_new = par.dp ? collectives_allgather(*par.dp, mine) : mine;
 }
 
 // The algorithm prepares what it owns of the batch (RSPO: γ), then the loss and its gradient.
 void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
-  const StepShape& z = st.shape;
+  const StepShape& shape = st.shape;
   LossBatch& b = mb->batch;
   b.S = mb->size();
-  b.R = z.R;
+  b.R = shape.R;
   b.logp_new = mb->logp_new.data();
   b.logp_old = mb->logp_old.data();
   b.logp_rollout = mb->logp_rollout.data();
@@ -450,10 +450,10 @@ void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
   b.advantages = mb->advantages.data();
   b.logp_ref = ref_model_ ? mb->logp_ref.data() : nullptr;
   MinibatchView view;
-  view.slice = z.slice();
-  view.L = z.L;
-  view.K = z.K;
-  view.S_step = z.S;
+  view.slice = shape.slice();
+  view.L = shape.L;
+  view.K = shape.K;
+  view.S_step = shape.S;
   view.n_mine = static_cast<int>(mb->mine.size());
   view.mine = mb->mine.data();
   if (!mb->probe.empty()) {
@@ -490,10 +490,10 @@ void RlTrainer::optimizer_step(Minibatch* mb) {
 
 void RlTrainer::minibatch_totals(StepState* st, const Minibatch& mb) const {
   TrainTotals& t = st->totals;
-  const LossOutput& lo = mb.loss;
+  const LossOutput& loss = mb.loss;
   const int R = st->shape.R;
-  t.finite = t.finite && std::isfinite(lo.loss) && std::isfinite(mb.grad_norm);
-  t.loss += lo.loss;
+  t.finite = t.finite && std::isfinite(loss.loss) && std::isfinite(mb.grad_norm);
+  t.loss += loss.loss;
   t.grad_norm += mb.grad_norm;
   t.aux_loss += mb.result.aux_loss;
   t.grad_norm_max = std::max(t.grad_norm_max, mb.grad_norm);
@@ -502,10 +502,10 @@ void RlTrainer::minibatch_totals(StepState* st, const Minibatch& mb) const {
     if (mb.advantages[i] < 0.0f)
       for (int r = 0; r < R; ++r)
         if (mb.mask[static_cast<size_t>(i) * R + r] != 0.0f)
-          t.ratio_max_neg_adv = std::max(t.ratio_max_neg_adv, static_cast<double>(lo.ratio[static_cast<size_t>(i) * R + r]));
-  t.clipped += lo.clipped_tokens;
-  t.masked += lo.masked_tokens;
-  t.tokens += lo.tokens;
+          t.ratio_max_neg_adv = std::max(t.ratio_max_neg_adv, static_cast<double>(loss.ratio[static_cast<size_t>(i) * R + r]));
+  t.clipped += loss.clipped_tokens;
+  t.masked += loss.masked_tokens;
+  t.tokens += loss.tokens;
 }
 
 // --dump-tensors: the per-token tensors of the step's first mini-batch.
@@ -533,9 +533,9 @@ void RlTrainer::minibatch_dump(const StepState& st, const Minibatch& mb, RunResu
 // row).
 void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   const RlConfig& rl = s_.rl;
-  const StepShape& z = st->shape;
+  const StepShape& shape = st->shape;
   const TrainTotals& t = st->totals;
-  const int S = z.S, L = z.L, E = z.E, M = rl.minibatches;
+  const int S = shape.S, L = shape.L, E = shape.E, M = rl.minibatches;
   double rmean = 0.0, rvar = 0.0, ent = 0.0;
   for (float r : st->reward) rmean += r;
   rmean /= S;
@@ -560,7 +560,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   for (const auto& h : hooks_.active) h->end_of_step(c, res);
   res->set("lr", optim_lr_at(s_.optim, opt_step_ - 1, static_cast<int64_t>(rl.steps) * M));
   res->set("finite", t.finite ? 1.0 : 0.0);
-  if (z.moe) {  // load of the train engine's π_old forward over all positions
+  if (shape.moe) {  // load of the train engine's π_old forward over all positions
     const ForwardResult& old = st->old;
     std::vector<double> load(old.expert_load.begin(), old.expert_load.end());
     res->set_row("expert_load", {L, E}, load);
