@@ -42,6 +42,11 @@ struct ResponseSlice {
 
 // The positions whose outputs score the response: response token r (at position P+r) gets its
 // log-prob, and its routing-flip count, from position P−1+r. [S·T] mask, 1 at P−1..T−2.
-std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T);
+inline std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T) {
+  std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
+  for (int s = 0; s < S; ++s)
+    for (int t = P - 1; t < T - 1; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+  return mask;
+}
 
 }  // namespace moerl

@@ -34,13 +34,6 @@ NumericsProfile keyed(const NumericsProfile& p, uint64_t seed, uint64_t engine, 
 }
 }  // namespace
 
-std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T) {
-  std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
-  for (int s = 0; s < S; ++s)
-    for (int t = P - 1; t < T - 1; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
-  return mask;
-}
-
 RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(model) {
   s_.rl.resolve();
   s_.rl.validate();
@@ -280,41 +273,46 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   st->time_old_logprobs = seconds_since(t0);
 }
 
-// The mismatch between the engines on the response tokens (rollout = A, train = B): the KL split
-// into staleness and numerics (stale rollouts), routing flips, KL, IS ratios, and what every
+// Stale rollouts: the two parts of μ vs π_old apart — staleness (stale vs current weights, both
+// under the rollout profile, teacher-forced on the sampled tokens) and numerics (current
+// weights, rollout vs train profile).
+void RlTrainer::split_staleness_and_numerics(StepState* st, RunResults* res) {
+  const auto t0 = Clock::now();
+  const StepShape& shape = st->shape;
+  const ResponseSlice slice = shape.slice();
+  const int S = shape.S, R = shape.R;
+  ForwardRequest q = st->old_request;
+  q.profile = &st->rollout_profile;
+  q.router_mode = RouterMode::normal;
+  q.replay_ids = nullptr;
+  q.want_logits = q.want_own_topk = false;
+  ForwardResult current;
+  model_->forward(&current, q);
+  if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, shape.L, shape.moe, false);
+  double k_stale = 0.0, k_num = 0.0;
+  for (int s = 0; s < S; ++s)
+    for (int r = 0; r < R; ++r) {
+      const double lc = current.logprobs[slice.logprob_at(s, r)];
+      const double a = lc - st->rollout.logp[static_cast<size_t>(s) * R + r];  // log μ_cur/μ_stale
+      const double b = st->logp_train[static_cast<size_t>(s) * R + r] - lc;    // log π_old/μ_cur
+      k_stale += std::exp(a) - 1.0 - a;
+      k_num += std::exp(b) - 1.0 - b;
+    }
+  res->set("kl_staleness", k_stale / (static_cast<double>(S) * R));
+  res->set("kl_numerics", k_num / (static_cast<double>(S) * R));
+  st->time_old_logprobs += seconds_since(t0);
+}
+
+// The mismatch between the engines on the response tokens (rollout = A, train = B): the
+// staleness / numerics split (stale rollouts), routing flips, KL, IS ratios, and what every
 // correction would do to this batch (on the recomputed π_old, so bypass runs see it too).
 void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
-  const auto t0 = Clock::now();
   const StepShape& shape = st->shape;
   const ResponseSlice slice = shape.slice();
   const RolloutBatch& sampled = st->rollout;
   const std::vector<float>& logp_train = st->logp_train;
   const int S = shape.S, R = shape.R, V = shape.V, L = shape.L;
-  if (rollout_model_) {
-    // Separate the two parts of μ vs π_old: staleness (stale vs current weights, both under the
-    // rollout profile, teacher-forced on the sampled tokens) and numerics (current weights,
-    // rollout vs train profile).
-    ForwardRequest q = st->old_request;
-    q.profile = &st->rollout_profile;
-    q.router_mode = RouterMode::normal;
-    q.replay_ids = nullptr;
-    q.want_logits = q.want_own_topk = false;
-    ForwardResult current;
-    model_->forward(&current, q);
-    if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, L, shape.moe, false);
-    double k_stale = 0.0, k_num = 0.0;
-    for (int s = 0; s < S; ++s)
-      for (int r = 0; r < R; ++r) {
-        const double lc = current.logprobs[slice.logprob_at(s, r)];
-        const double a = lc - sampled.logp[static_cast<size_t>(s) * R + r];   // log μ_cur/μ_stale
-        const double b = logp_train[static_cast<size_t>(s) * R + r] - lc;  // log π_old/μ_cur
-        k_stale += std::exp(a) - 1.0 - a;
-        k_num += std::exp(b) - 1.0 - b;
-      }
-    res->set("kl_staleness", k_stale / (static_cast<double>(S) * R));
-    res->set("kl_numerics", k_num / (static_cast<double>(S) * R));
-  }
-  st->time_old_logprobs += seconds_since(t0);
+  if (rollout_model_) split_staleness_and_numerics(st, res);
 
   AuditAccum acc;
   audit_init(&acc, L);
@@ -535,7 +533,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   const RlConfig& rl = s_.rl;
   const StepShape& shape = st->shape;
   const TrainTotals& t = st->totals;
-  const int S = shape.S, L = shape.L, E = shape.E, M = rl.minibatches;
+  const int S = shape.S, M = rl.minibatches;
   double rmean = 0.0, rvar = 0.0, ent = 0.0;
   for (float r : st->reward) rmean += r;
   rmean /= S;
@@ -560,34 +558,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   for (const auto& h : hooks_.active) h->end_of_step(c, res);
   res->set("lr", optim_lr_at(s_.optim, opt_step_ - 1, static_cast<int64_t>(rl.steps) * M));
   res->set("finite", t.finite ? 1.0 : 0.0);
-  if (shape.moe) {  // load of the train engine's π_old forward over all positions
-    const ForwardResult& old = st->old;
-    std::vector<double> load(old.expert_load.begin(), old.expert_load.end());
-    res->set_row("expert_load", {L, E}, load);
-    // all-to-all traffic of that forward per layer and EP rank (ForwardResult::a2a_bytes)
-    const int64_t ranks = static_cast<int64_t>(old.a2a_bytes.size()) / L;
-    res->set_row("a2a_bytes", {L, ranks}, std::vector<double>(old.a2a_bytes.begin(), old.a2a_bytes.end()));
-    res->set_row("tokens_received", {L, ranks},
-                 std::vector<double>(old.tokens_received.begin(), old.tokens_received.end()));
-    double cv = 0.0, max_over_mean = 0.0;
-    int dead = 0;
-    for (int l = 0; l < L; ++l) {
-      double mean = 0.0, var = 0.0, mx = 0.0;
-      for (int e = 0; e < E; ++e) mean += load[static_cast<size_t>(l) * E + e];
-      mean /= E;
-      for (int e = 0; e < E; ++e) {
-        const double x = load[static_cast<size_t>(l) * E + e];
-        var += (x - mean) * (x - mean);
-        mx = std::max(mx, x);
-        dead += x == 0.0;
-      }
-      cv += std::sqrt(var / E) / mean;
-      max_over_mean = std::max(max_over_mean, mx / mean);
-    }
-    res->set("load_cv", cv / L);
-    res->set("load_max_over_mean", max_over_mean);
-    res->set("dead_experts", dead);
-  }
+  if (shape.moe) record_expert_load(*st, res);
   res->set("time_rollout", st->time_rollout);
   res->set("time_old_logprobs", st->time_old_logprobs);
   res->set("time_train", st->time_train);
@@ -597,6 +568,37 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
     res->set("time_eval", seconds_since(te));
   }
   precursors_record(res, rl.precursors);
+}
+
+// The load of the train engine's π_old forward over all positions, its all-to-all traffic per
+// layer and EP rank (ForwardResult::a2a_bytes), and the balance statistics of the load.
+void RlTrainer::record_expert_load(const StepState& st, RunResults* res) const {
+  const int L = st.shape.L, E = st.shape.E;
+  const ForwardResult& old = st.old;
+  std::vector<double> load(old.expert_load.begin(), old.expert_load.end());
+  res->set_row("expert_load", {L, E}, load);
+  const int64_t ranks = static_cast<int64_t>(old.a2a_bytes.size()) / L;
+  res->set_row("a2a_bytes", {L, ranks}, std::vector<double>(old.a2a_bytes.begin(), old.a2a_bytes.end()));
+  res->set_row("tokens_received", {L, ranks},
+               std::vector<double>(old.tokens_received.begin(), old.tokens_received.end()));
+  double cv = 0.0, max_over_mean = 0.0;
+  int dead = 0;
+  for (int l = 0; l < L; ++l) {
+    double mean = 0.0, var = 0.0, mx = 0.0;
+    for (int e = 0; e < E; ++e) mean += load[static_cast<size_t>(l) * E + e];
+    mean /= E;
+    for (int e = 0; e < E; ++e) {
+      const double x = load[static_cast<size_t>(l) * E + e];
+      var += (x - mean) * (x - mean);
+      mx = std::max(mx, x);
+      dead += x == 0.0;
+    }
+    cv += std::sqrt(var / E) / mean;
+    max_over_mean = std::max(max_over_mean, mx / mean);
+  }
+  res->set("load_cv", cv / L);
+  res->set("load_max_over_mean", max_over_mean);
+  res->set("dead_experts", dead);
 }
 
 HookContext RlTrainer::hook_context(StepState* st) { return HookContext{*model_, rollout_model_.get(), *st}; }

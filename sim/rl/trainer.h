@@ -68,8 +68,10 @@ class RlTrainer {
   void compute_advantages(StepState* st) const;
   void recompute_old_logprobs(StepState* st, RunResults* res);
   void measure_mismatch(StepState* st, RunResults* res);
+  void split_staleness_and_numerics(StepState* st, RunResults* res);
   void train_minibatches(StepState* st, RunResults* res);
   void record_metrics(StepState* st, RunResults* res);
+  void record_expert_load(const StepState& st, RunResults* res) const;
   // The parts of train_minibatches, per mini-batch.
   Minibatch minibatch_rows(const StepState& st, const std::vector<int>& order, int m) const;
   void minibatch_forward(const StepState& st, Minibatch* mb);

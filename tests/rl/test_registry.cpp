@@ -100,9 +100,11 @@ TEST(Registry, EachAlgorithmRecordsExactlyTheExtraMetricsOfItsRow) {
       const bool own = std::any_of(a.metrics.begin(), a.metrics.end(), [&](const ExtraMetric& x) { return name == x.name; });
       EXPECT_EQ(res.series(name) != nullptr, own) << name;
       // with nothing observed, an algorithm reports what runs without it record
-      if (own)
-        for (const ExtraMetric& x : a.metrics)
+      if (own) {
+        for (const ExtraMetric& x : a.metrics) {
           if (name == x.name) EXPECT_EQ(res.last(name), x.off);
+        }
+      }
     }
   }
 }
