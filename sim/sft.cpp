@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "sim/rl/positions.h"
 #include "sim/rl/rollout.h"
 
 namespace moerl {
@@ -18,6 +19,7 @@ SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64
                     int eval_prompts, const std::function<void(int, double)>& progress) {
   cfg.validate();
   const int B = cfg.batch, P = task.prompt_len(), R = task.answer_len(), T = P + R;
+  const ResponseSlice answer{P, R, T};  // the answer is scored like an RL response
   AdamW adamw(cfg.optim, model->params());
   adamw.set_backend(model->backend());
   SftReport rep;
@@ -25,7 +27,7 @@ SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64
   std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1), 0.0f);
   // d(−mean answer log-prob)/dlogp: −1/(B·R) at the positions predicting answer tokens
   for (int b = 0; b < B; ++b)
-    for (int r = 0; r < R; ++r) dlogp[static_cast<size_t>(b) * (T - 1) + P - 1 + r] = -1.0f / (B * R);
+    for (int r = 0; r < R; ++r) dlogp[answer.logprob_at(b, r)] = -1.0f / (B * R);
   for (int step = 0; step < cfg.steps; ++step) {
     for (int b = 0; b < B; ++b)
       task.example(&tok[static_cast<size_t>(b) * T], &tok[static_cast<size_t>(b) * T + P], seed, 2,
@@ -36,7 +38,7 @@ SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64
     model->forward(&res, req);
     double loss = res.aux_loss;
     for (int b = 0; b < B; ++b)
-      for (int r = 0; r < R; ++r) loss -= res.logprobs[static_cast<size_t>(b) * (T - 1) + P - 1 + r] / (B * R);
+      for (int r = 0; r < R; ++r) loss -= res.logprobs[answer.logprob_at(b, r)] / (B * R);
     model->grads().zero();
     model->backward(dlogp.data());
     adamw.step(&model->params(), &model->grads(), optim_lr_at(cfg.optim, step, cfg.steps), step);
