@@ -399,6 +399,17 @@ int remove_stale_temporaries(const std::string& path) {
   return removed;
 }
 
+void h5_check_writable(const std::string& path) {
+  remove_stale_temporaries(path);
+  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw H5Error(path + ": cannot create " + tmp + ": " + std::strerror(errno) +
+                  " (directory missing or not writable?)");
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
+
 H5File H5File::create(const std::string& path) {
   h5_silence();
   remove_stale_temporaries(path);

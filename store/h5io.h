@@ -47,6 +47,9 @@ const char* h5_type_name(H5Type t);  // "float32", "float64", "int32", "int64"
 // "[2, 3]" — for messages.
 std::string h5_shape_str(const std::vector<int64_t>& shape);
 
+// Checks, before any work, that create(path) would succeed (creates and removes the temporary
+// file); throws H5Error naming the path and errno.
+void h5_check_writable(const std::string& path);
 // Removes "<path>.tmp-<pid>" files whose process no longer exists; returns how many.
 int remove_stale_temporaries(const std::string& path);
 
