@@ -200,6 +200,8 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   // together, and output paths must be writable.
   on_writer([&] {
     namespace fs = std::filesystem;
+    std::error_code ec;  // a directory that cannot be made is reported by h5_check_writable below
+    if (fs::path(opt.out).has_parent_path()) fs::create_directories(fs::path(opt.out).parent_path(), ec);
     const bool have_results = fs::exists(opt.out), have_ckpt = fs::exists(ckpt);
     if (!opt.resume && have_results && !opt.force)
       throw std::invalid_argument(opt.out + ": holds the results of an earlier run; --resume continues it, "

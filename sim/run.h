@@ -23,8 +23,10 @@ struct RunOptions {
   std::string cache_dir = "results/cache";  // where base checkpoints are cached by content hash
   bool resume = false;         // continue from the run's checkpoint when there is one
   // Overwrite existing results (without it, `out` holding results is an error unless resuming),
-  // and with `resume`, start over when results exist without their checkpoint.
-  bool force = false;
+  // and with `resume`, start over when results exist without their checkpoint. On for library
+  // callers that manage their own files (tests, the sweep, which checks its directory itself);
+  // `moerl run` sets it from --force, off by default.
+  bool force = true;
   bool dump_tensors = false;
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)

@@ -27,6 +27,7 @@ const char* kRunNotes =
 int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   std::string scenario_path;
   RunOptions opt;
+  opt.force = false;  // the command line's promise: existing results are never overwritten silently
   std::vector<std::string> sets;
   int ranks_per_run = 0;
   po::options_description desc("moerl run options");

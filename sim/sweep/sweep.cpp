@@ -256,7 +256,7 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.out = (fs::path(o_.out) / (r.id + ".h5")).string();
   ro.cache_dir = cache_;
   ro.resume = o_.resume;
-  ro.force = true;  // the sweep checked its directory itself (prepare_index): partial runs without a checkpoint start over
+  ro.force = true;  // (explicitly) the sweep checked its directory itself (prepare_index): partial runs without a checkpoint start over
   ro.dump_tensors = o_.dump_tensors;
   ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
   ro.grid = grid_.get();
