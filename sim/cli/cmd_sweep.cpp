@@ -65,7 +65,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   if (comms.is_root) {
     std::fputs(sweep_index_table(sweep_index_read(opt.out)).c_str(), stdout);
     std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s) → %s/index.csv\n"
-                "  report: /usr/bin/python3 -m analysis %s\n",
+                "  report: moerl report %s\n",
                 sum.runs, sum.complete, sum.collapsed, sum.failed,
                 sum.skipped ? (", " + std::to_string(sum.skipped) + " finished before").c_str() : "",
                 opt.out.c_str(), opt.out.c_str());
