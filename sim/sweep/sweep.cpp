@@ -161,6 +161,8 @@ class Sweep {
   size_t next_ = 0;
   int waiting_leaders_ = 0;  // other leaders not yet told to stop
   int done_ = 0, skipped_ = 0;
+  int done_before_ = 0;  // runs finished before this invocation's first run (skipped ones)
+  std::chrono::steady_clock::time_point t_start_;  // when this invocation's runs began
 };
 
 void Sweep::bcast_index(int* index) const {
@@ -291,14 +293,22 @@ void Sweep::record(const Report& r) {
   ++done_;
   sweep_index_write(o_.out, index_);
   if (!o_.progress) return;
+  // ETA from this invocation's pace (runs finished per second of wall time, all groups together).
+  const int now_done = done_ - done_before_, left = static_cast<int>(index_.rows.size()) - done_;
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count();
+  char eta[48] = "";
+  if (left > 0 && now_done > 0) {
+    const int secs = static_cast<int>(el / now_done * left + 0.5);
+    std::snprintf(eta, sizeof eta, "  (%d left, eta %dm%02ds)", left, secs / 60, secs % 60);
+  }
   if (r.status == "failed") {
-    std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s\n", done_, index_.rows.size(), row.id.c_str(),
-                r.rank, r.seconds, r.error.c_str());
+    std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s%s\n", done_, index_.rows.size(), row.id.c_str(),
+                r.rank, r.seconds, r.error.c_str(), eta);
   } else {
-    std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s\n", done_,
+    std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s%s\n", done_,
                 index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
                 r.collapse_step >= 0 ? (" at step " + std::to_string(r.collapse_step)).c_str() : "",
-                static_cast<long long>(r.steps), r.final_reward, r.final_eval, r.seconds);
+                static_cast<long long>(r.steps), r.final_reward, r.final_eval, r.seconds, eta);
   }
   std::fflush(stdout);
 }
@@ -356,6 +366,8 @@ SweepSummary Sweep::execute() {
     std::fflush(stdout);
   }
   prepare_bases(todo);
+  done_before_ = done_;
+  t_start_ = std::chrono::steady_clock::now();
 
   if (c_.is_root) {
     todo_ = todo;
