@@ -101,6 +101,20 @@ double last_finite(const H5File& f, const std::string& name) {
   return kSweepNaN;
 }
 
+// The sum of a run's step times (metrics/time_step): its seconds when the index never heard of its
+// end (the sweep was killed between the run's last write and the index's).
+double sum_finite(const H5File& f, const std::string& name) {
+  if (!f.is_dataset(name)) return kSweepNaN;
+  const auto shape = f.shape(name);
+  if (shape.size() != 1) return kSweepNaN;
+  std::vector<double> v(static_cast<size_t>(shape[0]));
+  f.read(name, shape, v.data());
+  double t = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) t += x;
+  return t;
+}
+
 // The state of a run's results file before this invocation: fills row and returns true when the
 // run is finished (or must not be touched), false when it is to be run.
 bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* row) {
@@ -120,6 +134,7 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     row->final_eval = last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
       row->status = status;
+      row->seconds = sum_finite(f, "metrics/time_step");
       return true;
     }
   } catch (const H5Error&) {

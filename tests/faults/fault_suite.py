@@ -28,6 +28,8 @@ mpirun); the sweep and 2-rank cases are skipped when it is missing.
 """
 import argparse
 import glob
+import json
+import math
 import os
 import random
 import re
@@ -287,8 +289,14 @@ class Suite:
                 continue
             diffs = [f"{os.path.basename(f)}: {x}" for f in sorted(glob.glob(os.path.join(ref, "*.h5")))
                      for x in [same_files(f, os.path.join(d, os.path.basename(f)))] if x]
+            rows = json.load(open(os.path.join(d, "index.json")))["runs"]
+            unfinished = [r["id"] for r in rows if r["status"] != "complete"]
+            no_time = [r["id"] for r in rows
+                       if not (isinstance(r.get("seconds"), (int, float)) and math.isfinite(r["seconds"]))]
             if diffs:
                 self.t.add("sweep", name, "silent", diffs[0])
+            elif unfinished or no_time:
+                self.t.add("sweep", name, "silent", f"index: not complete {unfinished}, no seconds {no_time}")
             elif temporaries(d):
                 self.t.add("sweep", name, "silent", f"temporaries left: {temporaries(d)}")
             else:
