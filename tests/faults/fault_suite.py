@@ -313,6 +313,11 @@ class Suite:
             for i, frac in enumerate(levels):
                 for ranks in ((1, 2) if i % 3 == 0 and shutil.which(self.m.mpiexec) else (1,)):
                     self.one_disk(full, mounted, int(frac * max(sizes)), ranks, how)
+            if mounted:  # the file-size limit too (EFBIG), on an ordinary directory
+                limited = os.path.join(self.work, "limited")
+                os.makedirs(limited)
+                for frac in (0.3, 1.2):
+                    self.one_disk(limited, False, int(frac * max(sizes)), 1, "ulimit -f")
             # sft into a full disk
             self.fill(full, mounted, 20_000)
             kb = None if mounted else 20
