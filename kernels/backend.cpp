@@ -8,24 +8,55 @@
 
 namespace moerl {
 
-const char* backend_name(BackendKind k) { return k == BackendKind::cuda ? "cuda" : "cpu"; }
-
-bool backend_parse(std::string_view s, BackendKind* out) {
-  if (s == "cpu") { *out = BackendKind::cpu; return true; }
-  if (s == "cuda") { *out = BackendKind::cuda; return true; }
-  return false;
-}
-
 namespace {
 constexpr const char* kOpNames[] = {
-    "embedding_forward", "embedding_backward", "rmsnorm_forward", "rmsnorm_backward",
-    "rope_forward", "rope_backward", "attention_forward", "attention_backward",
-    "attention_decode", "softmax_forward", "log_softmax_forward", "softmax_backward",
-    "swiglu_forward", "swiglu_backward", "topk_forward", "logprob_forward", "logprob_backward",
-    "adamw_update", "linear_pack_weight", "linear_forward", "linear_forward_grouped",
-    "linear_backward", "linear_backward_grouped"};
+#define MOERL_OP(name, params, args) #name,
+#include "kernels/ops.def"
+};
 static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == kOpCount,
               "every Op needs its name in kOpNames");
+
+// An entry's arguments must be its parameters' names in order: the forwarding generated from it
+// (OpsBackend, the counting test backend) would otherwise pass, say, N for D without a
+// diagnostic wherever the two have one type. Checked on the entries' spelling.
+constexpr bool is_ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+// The name a parameter declares: "const ReduceCtx& ctx" -> "ctx".
+constexpr std::string_view declared_name(std::string_view decl) {
+  size_t end = decl.size();
+  while (end > 0 && !is_ident_char(decl[end - 1])) --end;
+  size_t begin = end;
+  while (begin > 0 && is_ident_char(decl[begin - 1])) --begin;
+  return decl.substr(begin, end - begin);
+}
+constexpr std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+// params "(float* out, const float* x, int N)" and args "(out, x, N)", as the preprocessor
+// spells them: true when each argument is exactly its parameter's name and none is left over.
+constexpr bool args_name_params(std::string_view params, std::string_view args) {
+  params = params.substr(1, params.size() - 2);
+  args = args.substr(1, args.size() - 2);
+  while (true) {
+    const size_t p = params.find(','), a = args.find(',');
+    if ((p == std::string_view::npos) != (a == std::string_view::npos)) return false;
+    if (declared_name(params.substr(0, p)) != trim(args.substr(0, a))) return false;
+    if (p == std::string_view::npos) return true;
+    params.remove_prefix(p + 1);
+    args.remove_prefix(a + 1);
+  }
+}
+static_assert(args_name_params("(float* out, const ReduceCtx& ctx, int N)", "(out, ctx, N)"));
+static_assert(!args_name_params("(int N, int D)", "(D, N)") &&
+              !args_name_params("(int N, int D)", "(N)") &&
+              !args_name_params("(int N)", "(N, N)") && !args_name_params("(int N)", "(N + 1)"));
+#define MOERL_OP(name, params, args)                \
+  static_assert(args_name_params(#params, #args), \
+                "kernels/ops.def, " #name ": the arguments must name the parameters in order");
+#include "kernels/ops.def"
 
 // The CPU backend: kernels/cpu and the linear layer of kernels/linear.h.
 struct CpuOps {
@@ -34,29 +65,9 @@ struct CpuOps {
     return "cpu (" + std::to_string(tbb::info::default_concurrency()) + " threads, " +
            blas_kernel_name() + ")";
   }
-  static constexpr auto embedding_forward = &cpu::embedding_forward;
-  static constexpr auto embedding_backward = &cpu::embedding_backward;
-  static constexpr auto rmsnorm_forward = &cpu::rmsnorm_forward;
-  static constexpr auto rmsnorm_backward = &cpu::rmsnorm_backward;
-  static constexpr auto rope_forward = &cpu::rope_forward;
-  static constexpr auto rope_backward = &cpu::rope_backward;
-  static constexpr auto attention_forward = &cpu::attention_forward;
-  static constexpr auto attention_backward = &cpu::attention_backward;
-  static constexpr auto attention_decode = &cpu::attention_decode;
-  static constexpr auto softmax_forward = &cpu::softmax_forward;
-  static constexpr auto log_softmax_forward = &cpu::log_softmax_forward;
-  static constexpr auto softmax_backward = &cpu::softmax_backward;
-  static constexpr auto swiglu_forward = &cpu::swiglu_forward;
-  static constexpr auto swiglu_backward = &cpu::swiglu_backward;
-  static constexpr auto topk_forward = &cpu::topk_forward;
-  static constexpr auto logprob_forward = &cpu::logprob_forward;
-  static constexpr auto logprob_backward = &cpu::logprob_backward;
-  static constexpr auto adamw_update = &cpu::adamw_update;
-  static constexpr auto linear_pack_weight = &moerl::linear_pack_weight;
-  static constexpr auto linear_forward = &moerl::linear_forward;
-  static constexpr auto linear_forward_grouped = &moerl::linear_forward_grouped;
-  static constexpr auto linear_backward = &moerl::linear_backward;
-  static constexpr auto linear_backward_grouped = &moerl::linear_backward_grouped;
+#define MOERL_OP(name, params, args) static constexpr void(*name) params = &cpu::name;
+#define MOERL_LINEAR_OP(name, params, args) static constexpr void(*name) params = &moerl::name;
+#include "kernels/ops.def"
 };
 }  // namespace
 

@@ -10,38 +10,30 @@
 // results — so its numbers are what a GPU really computes, and it is checked against the CPU
 // backend per op within each format's tolerance (tests/gpu), not bit for bit.
 //
-// Adding an op (as in ggml): the Op enum and op_name table below (a static_assert keeps them in
-// step), a pure virtual here and its forwarding in backend_ops.h, the function in CpuOps
-// (backend.cpp) and CudaOps (cuda/backend_cuda.cpp) — the compiler rejects a backend missing it —
-// the counting backend of tests/models/test_backend.cpp, and a case in tests/gpu.
+// The ops, their signatures and their order are the list in kernels/ops.def; the Op enum, the
+// op_name table and the pure virtuals below are generated from it (docs/architecture.md, "Adding
+// an op").
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "kernels/enum_names.h"
 #include "kernels/linear.h"
 #include "kernels/numerics.h"
 
 namespace moerl {
 
 enum class BackendKind : uint8_t { cpu = 0, cuda };
-const char* backend_name(BackendKind k);
-// Parses "cpu|cuda"; returns false on anything else.
-bool backend_parse(std::string_view s, BackendKind* out);
+inline constexpr EnumNames<BackendKind, 2> kBackendNames{{"cpu", "cuda"}};
+static_assert(static_cast<int>(BackendKind::cuda) + 1 == kBackendNames.size());
+inline const char* backend_name(BackendKind v) { return kBackendNames.name(v); }
+inline bool backend_parse(std::string_view s, BackendKind* out) { return kBackendNames.parse(s, out); }
 
 enum class Op : uint8_t {
-  embedding_forward, embedding_backward,
-  rmsnorm_forward, rmsnorm_backward,
-  rope_forward, rope_backward,
-  attention_forward, attention_backward, attention_decode,
-  softmax_forward, log_softmax_forward, softmax_backward,
-  swiglu_forward, swiglu_backward,
-  topk_forward,
-  logprob_forward, logprob_backward,
-  adamw_update,
-  linear_pack_weight, linear_forward, linear_forward_grouped, linear_backward,
-  linear_backward_grouped,
+#define MOERL_OP(name, params, args) name,
+#include "kernels/ops.def"
   count
 };
 inline constexpr int kOpCount = static_cast<int>(Op::count);
@@ -54,57 +46,9 @@ class Backend {
   // "cpu (2 threads, OpenBLAS ...)" / "cuda: NVIDIA H200 (sm_90, 139 GiB)".
   virtual std::string describe() const = 0;
 
-  virtual void embedding_forward(float* out, const int32_t* tokens, const float* table, int N,
-                                 int D) const = 0;
-  virtual void embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N,
-                                  int D) const = 0;
-  virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight,
-                               int N, int D, float eps, const ReduceCtx& ctx) const = 0;
-  virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                                const float* weight, const float* rstd, int N, int D) const = 0;
-  virtual void rope_forward(float* x, const int32_t* pos, int N, int H, int Dh,
-                            float theta) const = 0;
-  virtual void rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh,
-                             float theta) const = 0;
-  virtual void attention_forward(float* out, float* att, const float* q, const float* k,
-                                 const float* v, int B, int T, int H, int Dh,
-                                 const ReduceCtx& ctx) const = 0;
-  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout,
-                                  const float* att, const float* q, const float* k,
-                                  const float* v, int B, int T, int H, int Dh) const = 0;
-  virtual void attention_decode(float* out, const float* q, const float* kcache,
-                                const float* vcache, const int32_t* len, int B, int Tmax, int H,
-                                int Dh, const ReduceCtx& ctx) const = 0;
-  virtual void softmax_forward(float* out, const float* x, int N, int C) const = 0;
-  virtual void log_softmax_forward(float* out, const float* x, int N, int C) const = 0;
-  virtual void softmax_backward(float* dx, const float* dy, const float* y, int N,
-                                int C) const = 0;
-  virtual void swiglu_forward(float* out, const float* gate, const float* up, int N,
-                              int F) const = 0;
-  virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate,
-                               const float* up, int N, int F) const = 0;
-  virtual void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
-                            TieBreak tie, const NoiseKey& key) const = 0;
-  virtual void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N,
-                               int V) const = 0;
-  virtual void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
-                                const int32_t* targets, int N, int V) const = 0;
-  virtual void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip,
-                            float beta1, float beta2, double bc1, double bc2, float lr,
-                            float decay, float eps) const = 0;
-
-  virtual void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
-                                  const LinearNumerics& nm) const = 0;
-  virtual void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
-                              const LinearNumerics& nm) const = 0;
-  virtual void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
-                                      const int* offsets, int E,
-                                      const LinearNumerics& nm) const = 0;
-  virtual void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                               const float* weight, int M, int N, int K) const = 0;
-  virtual void linear_backward_grouped(float* dinp, float* dweight, const float* dout,
-                                       const float* inp, const float* weight, const int* offsets,
-                                       int E, int N, int K) const = 0;
+  // One pure virtual per op of kernels/ops.def: virtual void name(parameters) const = 0;
+#define MOERL_OP(name, params, args) virtual void name params const = 0;
+#include "kernels/ops.def"
 };
 
 // The CPU backend (kernels/cpu + kernels/linear.cpp): always available.

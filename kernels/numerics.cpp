@@ -10,25 +10,6 @@ namespace moerl {
 
 namespace {
 
-constexpr const char* kFormatNames[kFormatCount] = {"fp32", "bf16", "fp16", "fp8_e4m3",
-                                                    "fp8_e5m2"};
-constexpr const char* kScalingNames[] = {"none", "tensor", "row", "block"};
-constexpr const char* kTieNames[] = {"lowest", "highest", "random"};
-static_assert(static_cast<int>(Format::fp8_e5m2) + 1 == kFormatCount);
-static_assert(static_cast<int>(Scaling::block) + 1 == std::size(kScalingNames));
-static_assert(static_cast<int>(TieBreak::random) + 1 == std::size(kTieNames));
-
-template <class E, size_t N>
-bool parse_name(std::string_view s, const char* const (&names)[N], E* out) {
-  for (size_t i = 0; i < N; ++i) {
-    if (s == names[i]) {
-      *out = static_cast<E>(i);
-      return true;
-    }
-  }
-  return false;
-}
-
 [[noreturn]] void reject(const NumericsProfile& p, const char* key, const std::string& value,
                          const char* allowed) {
   throw std::invalid_argument("profile." + p.name + "." + key + " = " + value + ": " + allowed);
@@ -47,13 +28,6 @@ void check_order(const NumericsProfile& p, const char* key, const ReduceOrder& o
 }
 
 }  // namespace
-
-const char* format_name(Format f) {
-  int i = static_cast<int>(f);
-  return i >= 0 && i < kFormatCount ? kFormatNames[i] : "?";
-}
-
-bool format_parse(std::string_view s, Format* out) { return parse_name(s, kFormatNames, out); }
 
 int format_mantissa_bits(Format f) {
   switch (f) {
@@ -81,13 +55,6 @@ float format_eps(Format f) {
   // 2^-M, exact in float for every M here.
   return 1.0f / static_cast<float>(1u << format_mantissa_bits(f));
 }
-
-const char* scaling_name(Scaling s) {
-  int i = static_cast<int>(s);
-  return i >= 0 && i < static_cast<int>(std::size(kScalingNames)) ? kScalingNames[i] : "?";
-}
-
-bool scaling_parse(std::string_view s, Scaling* out) { return parse_name(s, kScalingNames, out); }
 
 std::string reduce_order_name(const ReduceOrder& o) {
   switch (o.kind) {
@@ -118,13 +85,6 @@ bool reduce_order_parse(std::string_view s, ReduceOrder* out) {
   *out = ReduceOrder{OrderKind::split_k, n};
   return true;
 }
-
-const char* tie_break_name(TieBreak t) {
-  int i = static_cast<int>(t);
-  return i >= 0 && i < static_cast<int>(std::size(kTieNames)) ? kTieNames[i] : "?";
-}
-
-bool tie_break_parse(std::string_view s, TieBreak* out) { return parse_name(s, kTieNames, out); }
 
 std::string ep_layout_name(const EpLayout& l) {
   switch (l.kind) {

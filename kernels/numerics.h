@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/enum_names.h"
+
 namespace moerl {
 
 // ---- number formats -----------------------------------------------------------------------
@@ -20,9 +22,11 @@ namespace moerl {
 enum class Format : uint8_t { fp32 = 0, bf16, fp16, fp8_e4m3, fp8_e5m2 };
 inline constexpr int kFormatCount = 5;
 
-const char* format_name(Format f);
-// Parses "fp32|bf16|fp16|fp8_e4m3|fp8_e5m2"; returns false on anything else.
-bool format_parse(std::string_view s, Format* out);
+// format_parse reads "fp32|bf16|fp16|fp8_e4m3|fp8_e5m2"; returns false on anything else.
+inline constexpr EnumNames<Format, kFormatCount> kFormatNames{{"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"}};
+static_assert(static_cast<int>(Format::fp8_e5m2) + 1 == kFormatNames.size());
+inline const char* format_name(Format v) { return kFormatNames.name(v); }
+inline bool format_parse(std::string_view s, Format* out) { return kFormatNames.parse(s, out); }
 int format_mantissa_bits(Format f);  // explicit fraction bits: 23, 7, 10, 3, 2
 float format_max(Format f);          // largest finite value: FLT_MAX, 3.3895e38, 65504, 448, 57344
 // Relative rounding unit 2^-(mantissa bits): the "eps(format)" of test tolerances.
@@ -32,8 +36,10 @@ float format_eps(Format f);
 // scale = amax / format_max over the scaling group, q = round(x / scale), x' = q * scale.
 // tensor: one scale; row: one per row; block: activations 1×B along K, weights B×B (DeepSeek-V3).
 enum class Scaling : uint8_t { none = 0, tensor, row, block };
-const char* scaling_name(Scaling s);
-bool scaling_parse(std::string_view s, Scaling* out);
+inline constexpr EnumNames<Scaling, 4> kScalingNames{{"none", "tensor", "row", "block"}};
+static_assert(static_cast<int>(Scaling::block) + 1 == kScalingNames.size());
+inline const char* scaling_name(Scaling v) { return kScalingNames.name(v); }
+inline bool scaling_parse(std::string_view s, Scaling* out) { return kScalingNames.parse(s, out); }
 
 // ---- reduction order --------------------------------------------------------------------------
 // fixed:    sum k = 0..K-1 sequentially (the canonical order of the scalar references).
@@ -52,8 +58,10 @@ bool reduce_order_parse(std::string_view s, ReduceOrder* out);
 // ---- top-k tie-breaking -------------------------------------------------------------------------
 // Which of two exactly equal scores wins a top-k slot.
 enum class TieBreak : uint8_t { lowest = 0, highest, random };
-const char* tie_break_name(TieBreak t);
-bool tie_break_parse(std::string_view s, TieBreak* out);
+inline constexpr EnumNames<TieBreak, 3> kTieBreakNames{{"lowest", "highest", "random"}};
+static_assert(static_cast<int>(TieBreak::random) + 1 == kTieBreakNames.size());
+inline const char* tie_break_name(TieBreak v) { return kTieBreakNames.name(v); }
+inline bool tie_break_parse(std::string_view s, TieBreak* out) { return kTieBreakNames.parse(s, out); }
 
 // ---- expert-parallel layout an engine emulates ---------------------------------------------------
 // Where an engine's experts live decides the order in which a token's k expert outputs come back

@@ -6,29 +6,6 @@
 
 namespace moerl {
 
-const char* scoring_name(Scoring s) { return s == Scoring::softmax ? "softmax" : "sigmoid"; }
-
-bool scoring_parse(const std::string& s, Scoring* out) {
-  if (s == "softmax") { *out = Scoring::softmax; return true; }
-  if (s == "sigmoid") { *out = Scoring::sigmoid; return true; }
-  return false;
-}
-
-const char* load_balance_name(LoadBalance lb) {
-  switch (lb) {
-    case LoadBalance::none: return "none";
-    case LoadBalance::aux_loss: return "aux_loss";
-    case LoadBalance::seq_aux_loss: return "seq_aux_loss";
-  }
-  return "?";
-}
-
-bool load_balance_parse(const std::string& s, LoadBalance* out) {
-  for (LoadBalance lb : {LoadBalance::none, LoadBalance::aux_loss, LoadBalance::seq_aux_loss})
-    if (s == load_balance_name(lb)) { *out = lb; return true; }
-  return false;
-}
-
 namespace {
 [[noreturn]] void bad(const std::string& key, const std::string& value, const std::string& allowed) {
   throw std::invalid_argument("model." + key + " = " + value + ": " + allowed);

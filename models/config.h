@@ -4,18 +4,24 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/enum_names.h"
+
 namespace moerl {
 
 // How router logits become selection scores and gate weights (reference §7.1).
 enum class Scoring : uint8_t { softmax = 0, sigmoid };
-const char* scoring_name(Scoring s);
-bool scoring_parse(const std::string& s, Scoring* out);
+inline constexpr EnumNames<Scoring, 2> kScoringNames{{"softmax", "sigmoid"}};
+static_assert(static_cast<int>(Scoring::sigmoid) + 1 == kScoringNames.size());
+inline const char* scoring_name(Scoring v) { return kScoringNames.name(v); }
+inline bool scoring_parse(std::string_view s, Scoring* out) { return kScoringNames.parse(s, out); }
 
 // Load-balancing loss attached to every MoE layer (reference §7.2). The aux-loss-free expert bias
 // is a separate switch (ModelConfig::expert_bias) because it is an update rule, not a loss.
 enum class LoadBalance : uint8_t { none = 0, aux_loss, seq_aux_loss };
-const char* load_balance_name(LoadBalance lb);
-bool load_balance_parse(const std::string& s, LoadBalance* out);
+inline constexpr EnumNames<LoadBalance, 3> kLoadBalanceNames{{"none", "aux_loss", "seq_aux_loss"}};
+static_assert(static_cast<int>(LoadBalance::seq_aux_loss) + 1 == kLoadBalanceNames.size());
+inline const char* load_balance_name(LoadBalance v) { return kLoadBalanceNames.name(v); }
+inline bool load_balance_parse(std::string_view s, LoadBalance* out) { return kLoadBalanceNames.parse(s, out); }
 
 struct ModelConfig {
   int vocab_size = 64;      // V

@@ -101,19 +101,14 @@ class Fields {
            },
            [p] { return *p; });
   }
-  void format(const std::string& key, Format* p, const std::string& doc) {
+  // A key whose value is one name of an enum's table (kernels/enum_names.h).
+  template <class E, std::size_t N>
+  void choice(const std::string& key, E* p, const EnumNames<E, N>& names, const std::string& doc) {
     custom(key, doc,
-           [p](const std::string& v) {
-             if (!format_parse(v, p)) throw BadValue{"must be one of fp32, bf16, fp16, fp8_e4m3, fp8_e5m2"};
+           [p, &names](const std::string& v) {
+             if (!names.parse(v, p)) throw BadValue{names.must_be()};
            },
-           [p] { return std::string(format_name(*p)); });
-  }
-  void scaling(const std::string& key, Scaling* p, const std::string& doc) {
-    custom(key, doc,
-           [p](const std::string& v) {
-             if (!scaling_parse(v, p)) throw BadValue{"must be one of none, tensor, row, block"};
-           },
-           [p] { return std::string(scaling_name(*p)); });
+           [p, &names] { return std::string(names.name(*p)); });
   }
   void order(const std::string& key, ReduceOrder* p, const std::string& doc) {
     custom(key, doc,
@@ -140,19 +135,11 @@ void bind_model(Fields& f, ModelConfig* m) {
   f.f32("model.rope_theta", &m->rope_theta, "RoPE base: theta_j = rope_theta^(-2j/d_head)");
   f.f32("model.norm_eps", &m->norm_eps, "RMSNorm epsilon");
   f.boolean("model.norm_topk_prob", &m->norm_topk_prob, "renormalise the k gate weights to sum to 1");
-  f.custom("model.scoring", "router scoring: softmax | sigmoid",
-           [m](const std::string& v) {
-             if (!scoring_parse(v, &m->scoring)) throw BadValue{"must be softmax or sigmoid"};
-           },
-           [m] { return std::string(scoring_name(m->scoring)); });
+  f.choice("model.scoring", &m->scoring, kScoringNames, "router scoring: softmax | sigmoid");
   f.boolean("model.expert_bias", &m->expert_bias, "aux-loss-free expert selection bias (DeepSeek-V3)");
   f.f32("model.bias_update_rate", &m->bias_update_rate, "u in b_e += u*sign(mean load - load_e)");
-  f.custom("model.load_balance", "load-balancing loss: none | aux_loss | seq_aux_loss",
-           [m](const std::string& v) {
-             if (!load_balance_parse(v, &m->load_balance))
-               throw BadValue{"must be none, aux_loss or seq_aux_loss"};
-           },
-           [m] { return std::string(load_balance_name(m->load_balance)); });
+  f.choice("model.load_balance", &m->load_balance, kLoadBalanceNames,
+           "load-balancing loss: none | aux_loss | seq_aux_loss");
   f.f32("model.aux_loss_coef", &m->aux_loss_coef, "coefficient of the load-balancing loss");
   f.f32("model.z_loss_coef", &m->z_loss_coef, "coefficient of the router z-loss (0 = off)");
   f.f32("model.init_std", &m->init_std, "weights ~ N(0, init_std^2); norms start at 1");
@@ -163,11 +150,7 @@ void bind_run(Fields& f, RunConfig* r) {
   f.boolean("run.deterministic", &r->deterministic,
             "sums over the batch in canonical chunks: bit-identical results on any rank count dividing run.reduce_chunks");
   f.i32("run.reduce_chunks", &r->reduce_chunks, "C: chunks of the batch in deterministic mode (a multiple of every data-parallel size used)");
-  f.custom("run.backend", "where the model's ops run: cpu | cuda (one GPU per rank)",
-           [r](const std::string& v) {
-             if (!backend_parse(v, &r->backend)) throw BadValue{"must be cpu or cuda"};
-           },
-           [r] { return std::string(backend_name(r->backend)); });
+  f.choice("run.backend", &r->backend, kBackendNames, "where the model's ops run: cpu | cuda (one GPU per rank)");
 }
 
 void bind_engines(Fields& f, EnginesConfig* e) {
@@ -218,20 +201,16 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.f32("rl.clip_low", &r->loss.clip_low, "epsilon_low (negative = algorithm default: 0.2, gspo 3e-4)");
   f.f32("rl.clip_high", &r->loss.clip_high, "epsilon_high (negative = algorithm default: 0.2, gspo 4e-4)");
   f.f32("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");
-  f.custom("rl.aggregation", "token-mean | seq-mean-token-mean | seq-mean-token-sum (gspo forces seq-mean-token-mean)",
-           [r](const std::string& v) {
-             if (!aggregation_parse(v, &r->loss.aggregation))
-               throw BadValue{"must be token-mean, seq-mean-token-mean or seq-mean-token-sum"};
-           },
-           [r] { return std::string(aggregation_name(r->loss.aggregation)); });
+  f.choice("rl.aggregation", &r->loss.aggregation, kAggregationNames,
+           "token-mean | seq-mean-token-mean | seq-mean-token-sum (gspo forces seq-mean-token-mean)");
   f.custom("rl.correction",
            "train/inference IS correction, rho_t = pi_old/pi_rollout (docs/algorithms.md): none | tis | mis | "
            "seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3; composes with grpo, gspo, rspo, r3; "
            "icepop ignores it (its own band mask); a no-op with rl.old_logprobs = rollout (rho = 1)",
            [r](const std::string& v) {
              if (!correction_parse(v, &r->loss.correction) || r->loss.correction == Correction::icepop)
-               throw BadValue{"must be none, tis, mis, seq-tis, seq-tis-geo, seq-mis, tis+seq-mis or seq-max-k3 "
-                              "(for icepop set rl.algorithm = icepop)"};
+               throw BadValue{kCorrectionNames.must_be({Correction::icepop}) +
+                              " (for icepop set rl.algorithm = icepop)"};
            },
            [r] { return std::string(correction_name(r->loss.correction == Correction::icepop ? Correction::none : r->loss.correction)); });
   f.f32("rl.correction_cap", &r->loss.correction_cap, "C: tis / tis+seq-mis truncate rho_t at C, mis masks rho_t > C, seq-tis / seq-tis-geo truncate the sequence ratio at C");
@@ -243,16 +222,10 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.f32("rl.icepop_high", &r->loss.icepop_high, "IcePop band upper bound beta");
   f.f32("rl.rspo_floor", &r->loss.rspo_floor, "RSPO floor gamma_min of the router-shift weight");
   f.f32("rl.kl_coef", &r->loss.kl_coef, "coefficient of the k3 KL to the base policy (0 = off)");
-  f.custom("rl.old_logprobs", "pi_old: recompute (train engine) | rollout (bypass mode)",
-           [r](const std::string& v) {
-             if (!old_logprobs_parse(v, &r->old_logprobs)) throw BadValue{"must be recompute or rollout"};
-           },
-           [r] { return std::string(old_logprobs_name(r->old_logprobs)); });
-  f.custom("rl.routing_replay", "train-engine routing: none | old (R2) | rollout (R3)",
-           [r](const std::string& v) {
-             if (!routing_replay_parse(v, &r->routing_replay)) throw BadValue{"must be none, old or rollout"};
-           },
-           [r] { return std::string(routing_replay_name(r->routing_replay)); });
+  f.choice("rl.old_logprobs", &r->old_logprobs, kOldLogprobsNames,
+           "pi_old: recompute (train engine) | rollout (bypass mode)");
+  f.choice("rl.routing_replay", &r->routing_replay, kRoutingReplayNames,
+           "train-engine routing: none | old (R2) | rollout (R3)");
   f.i32("rl.steps", &r->steps, "RL steps (one rollout batch each)");
   f.i32("rl.prompts_per_step", &r->prompts_per_step, "prompts per step");
   f.i32("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
@@ -266,11 +239,8 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.f32("rl.router_kl_coef", &r->router_kl_coef, "router KL replay buffer: weight of KL(router || pi_old's detached router) (0 = off; 0.1 suggested)");
   f.f32("rl.calib_coef", &r->calib_coef, "routing calibration: lambda of KL(train router || inference router) over the top-k (0 = off)");
   f.i32("rl.calib_every", &r->calib_every, "routing calibration on every N-th step");
-  f.custom("rl.calib_schedule", "lambda over training: constant | linear | sigmoid",
-           [r](const std::string& v) {
-             if (!ramp_schedule_parse(v, &r->calib_schedule)) throw BadValue{"must be constant, linear or sigmoid"};
-           },
-           [r] { return std::string(ramp_schedule_name(r->calib_schedule)); });
+  f.choice("rl.calib_schedule", &r->calib_schedule, kRampScheduleNames,
+           "lambda over training: constant | linear | sigmoid");
   f.f32("rl.calib_temperature", &r->calib_temperature, "temperature T of the calibration's top-k distributions");
   f.boolean("rl.grad_surgery", &r->grad_surgery, "project regulariser gradients that conflict with the policy gradient off the routers");
   f.i32("rl.router_temp_every", &r->router_temp_every, "router temperature control every N steps (0 = off)");
@@ -291,17 +261,17 @@ void bind_rl(Fields& f, RlConfig* r) {
 
 // Keys of a [profile.NAME] section other than `base`; prefix = "profile.NAME.".
 void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
-  f.format(x + "matmul", &p->matmul, "operand format of attention projections, experts, dense MLP");
-  f.scaling(x + "act_scaling", &p->act_scaling, "scaling of quantised activation operands");
-  f.scaling(x + "weight_scaling", &p->weight_scaling, "scaling of quantised weight operands");
+  f.choice(x + "matmul", &p->matmul, kFormatNames, "operand format of attention projections, experts, dense MLP");
+  f.choice(x + "act_scaling", &p->act_scaling, kScalingNames, "scaling of quantised activation operands");
+  f.choice(x + "weight_scaling", &p->weight_scaling, kScalingNames, "scaling of quantised weight operands");
   f.i32(x + "scale_block", &p->scale_block, "B of the 1xB / BxB scaling blocks");
   f.i32(x + "accum_bits", &p->accum_bits, "fraction bits of the limited accumulator (0 = FP32)");
   f.i32(x + "promote_every", &p->promote_every, "products summed before promotion to FP32");
-  f.format(x + "router", &p->router, "operand format of the router GEMM");
-  f.format(x + "attention", &p->attention, "operand format of QK^T and P*V");
-  f.format(x + "lm_head", &p->lm_head, "operand format of the LM head");
-  f.format(x + "activations", &p->activations, "storage format of every op's output");
-  f.format(x + "router_logits", &p->router_logits, "storage format of router logits before top-k");
+  f.choice(x + "router", &p->router, kFormatNames, "operand format of the router GEMM");
+  f.choice(x + "attention", &p->attention, kFormatNames, "operand format of QK^T and P*V");
+  f.choice(x + "lm_head", &p->lm_head, kFormatNames, "operand format of the LM head");
+  f.choice(x + "activations", &p->activations, kFormatNames, "storage format of every op's output");
+  f.choice(x + "router_logits", &p->router_logits, kFormatNames, "storage format of router logits before top-k");
   f.f32(x + "router_noise", &p->router_noise,
         "sigma of artificial Gaussian noise on router logits before top-k (a mismatch dial; 0 = off)");
   f.order(x + "gemm_order", &p->gemm_order, "reduction order of linear layers");
@@ -311,11 +281,7 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.boolean(x + "batch_invariant", &p->batch_invariant, "reductions independent of the batch size");
   f.boolean(x + "atomics", &p->atomics,
             "cuda backend: split-K partials of linear layers combined by atomicAdd (needs gemm_order = split_k:N)");
-  f.custom(x + "tie_break", "top-k tie-breaking: lowest | highest | random",
-           [p](const std::string& v) {
-             if (!tie_break_parse(v, &p->tie_break)) throw BadValue{"must be lowest, highest or random"};
-           },
-           [p] { return std::string(tie_break_name(p->tie_break)); });
+  f.choice(x + "tie_break", &p->tie_break, kTieBreakNames, "top-k tie-breaking: lowest | highest | random");
   f.custom(x + "ep_layout", "emulated expert-parallel layout, the base order of the MoE combine: none | contiguous | strided:N",
            [p](const std::string& v) {
              if (!ep_layout_parse(v, &p->ep_layout))

@@ -604,10 +604,19 @@ void H5File::write(const std::string& name, const std::vector<int64_t>& shape, c
 void H5File::write_block_any(const std::string& name, const std::vector<int64_t>& start,
                              const std::vector<int64_t>& count, H5Type t, const void* data) {
   if (!writable_) fail(name, "file is open read-only");
-  const std::vector<int64_t> dims = shape(name);
-  if (type(name) != t)
-    fail(name, std::string("has dtype ") + h5_type_name(type(name)) + ", block is " +
+  block_io(name, start, count, t, nullptr, data);
+}
+
+// One block of a dataset, read into `out` or written from `in`: its dtype and bounds are checked
+// against the dataset's before the hyperslab is selected.
+void H5File::block_io(const std::string& name, const std::vector<int64_t>& start,
+                      const std::vector<int64_t>& count, H5Type t, void* out,
+                      const void* in) const {
+  const H5Type got = type(name);
+  if (got != t)
+    fail(name, std::string("has dtype ") + h5_type_name(got) + (in ? ", block is " : ", expected ") +
                    h5_type_name(t));
+  const std::vector<int64_t> dims = shape(name);
   if (start.size() != dims.size() || count.size() != dims.size())
     fail(name, "block rank " + std::to_string(start.size()) + " does not match shape " +
                    h5_shape_str(dims));
@@ -622,8 +631,12 @@ void H5File::write_block_any(const std::string& name, const std::vector<int64_t>
   if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr) < 0)
     fail(name, "cannot select block");
   Handle mspace(H5Screate_simple(static_cast<int>(c.size()), c.data(), nullptr), H5Sclose);
-  if (H5Dwrite(ds.get(), mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, data) < 0)
-    fail(name, "block write failed");
+  if (in) {
+    if (H5Dwrite(ds.get(), mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, in) < 0)
+      fail(name, "block write failed");
+  } else if (H5Dread(ds.get(), mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
+    fail(name, "block read failed: corrupted data (Fletcher32 checksum mismatch) or truncated file");
+  }
 }
 
 void H5File::write_block(const std::string& name, const std::vector<int64_t>& start,
@@ -708,26 +721,7 @@ std::vector<int32_t> H5File::read_i32(const std::string& name,
 
 void H5File::read_block(const std::string& name, const std::vector<int64_t>& start,
                         const std::vector<int64_t>& count, int32_t* out) const {
-  const H5Type got = type(name);
-  if (got != H5Type::i32)
-    fail(name, std::string("has dtype ") + h5_type_name(got) + ", expected int32");
-  const std::vector<int64_t> dims = shape(name);
-  if (start.size() != dims.size() || count.size() != dims.size())
-    fail(name, "block rank " + std::to_string(start.size()) + " does not match shape " +
-                   h5_shape_str(dims));
-  for (size_t i = 0; i < dims.size(); ++i)
-    if (start[i] < 0 || count[i] < 0 || start[i] + count[i] > dims[i])
-      fail(name, "block " + h5_shape_str(start) + " + " + h5_shape_str(count) +
-                     " outside shape " + h5_shape_str(dims));
-  if (element_count(count) == 0) return;
-  Handle ds(H5Dopen2(id_, strip_slash(name).c_str(), H5P_DEFAULT), H5Dclose);
-  Handle fspace(H5Dget_space(ds.get()), H5Sclose);
-  const std::vector<hsize_t> s = to_hsize(start), c = to_hsize(count);
-  if (H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr) < 0)
-    fail(name, "cannot select block");
-  Handle mspace(H5Screate_simple(static_cast<int>(c.size()), c.data(), nullptr), H5Sclose);
-  if (H5Dread(ds.get(), H5T_NATIVE_INT32, mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0)
-    fail(name, "block read failed: corrupted data (Fletcher32 checksum mismatch) or truncated file");
+  block_io(name, start, count, H5Type::i32, out, nullptr);
 }
 
 std::vector<std::string> H5File::children(const std::string& group) const {

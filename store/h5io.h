@@ -139,6 +139,8 @@ class H5File {
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
   void write_any(const std::string& name, const std::vector<int64_t>& shape, H5Type t,
                  const void* data);
+  void block_io(const std::string& name, const std::vector<int64_t>& start,
+                const std::vector<int64_t>& count, H5Type t, void* out, const void* in) const;
   void write_block_any(const std::string& name, const std::vector<int64_t>& start,
                        const std::vector<int64_t>& count, H5Type t, const void* data);
   void read_any(const std::string& name, const std::vector<int64_t>& expected, H5Type t,

@@ -5,16 +5,25 @@
 # tree's scenarios/ and analysis/ (`mkdir -p` lines run too): `run` and `sweep` get
 # `--set rl.steps=2 --set sft.steps=5`, `sft` gets `--set sft.steps=5`, `audit` gets
 # `--set audit.prompts=8`, so every scenario, grid, profile and report command of the pages is
-# exercised in seconds. The Python commands are skipped, with a message, only when python3 with
-# h5py and matplotlib is missing.
-# Usage: tests/teach_smoke.sh MOERL_BINARY [--full DIR] [PAGE_NUMBER...]
+# exercised in seconds. After each page, its results are compared with the numbers kept beside
+# its scenario (scenarios/teach/NN-*.expected.csv, tests/teach_expected.py: the tolerances are in
+# the file). The Python commands and the comparison are skipped, with a message, only when python3
+# with h5py and matplotlib is missing.
+# Usage: tests/teach_smoke.sh MOERL_BINARY [--full DIR | --write-expected] [PAGE_NUMBER...]
 #   --full DIR: the commands as written (not shortened), kept in DIR — how the pictures of the
-#   pages were made (then copied to docs/tutorials/images/); PAGE_NUMBERs pick pages (e.g. 3 6).
+#   pages were made (then copied to docs/tutorials/images/); compared with NN-*.expected-full.csv
+#   where a page has one. --write-expected: rewrite the pages' NN-*.expected.csv from this run.
+#   PAGE_NUMBERs pick pages (e.g. 3 6).
 set -euo pipefail
 moerl=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 full=0
+write_expected=0
+if [[ "${1:-}" == "--write-expected" ]]; then
+  write_expected=1
+  shift
+fi
 if [[ "${1:-}" == "--full" ]]; then
   full=1
   mkdir -p "$2"
@@ -61,5 +70,25 @@ for page in "$root"/docs/tutorials/[0-9]*.md; do
     [[ $full == 1 ]] && { cat "$tmp/last.log"; echo "teach_smoke: $((SECONDS - start)) s"; }
     n=$((n + 1))
   done <<< "$cmds"
+  # The page's numbers against those kept beside its scenario.
+  nn=$(basename "$page" | cut -c1-2)
+  suffix=expected.csv
+  [[ $full == 1 ]] && suffix=expected-full.csv
+  expected=$(ls "$root"/scenarios/teach/"$nn"-*.ini 2>/dev/null | head -1 | sed "s/\.ini\$/.$suffix/")
+  [[ -n "$expected" ]] || { echo "teach_smoke: FAIL: no scenario scenarios/teach/$nn-*.ini"; exit 1; }
+  if [[ $have_py == 0 ]]; then
+    echo "teach_smoke: skipping the comparison with $(basename "$expected") (no python3 with h5py)"
+  elif [[ $write_expected == 1 ]]; then
+    mapfile -t produced < <(cd "$tmp" && find results/teach -path "results/teach/$nn*" \
+      \( -name '*.json' -o -name '*.h5' \) ! -name '*.ckpt.h5' ! -path '*/cache/*' ! -name 'base.h5' | sort)
+    /usr/bin/python3 "$root/tests/teach_expected.py" write "$expected" "$tmp" "${produced[@]}"
+  elif [[ -f "$expected" ]]; then
+    /usr/bin/python3 "$root/tests/teach_expected.py" check "$expected" "$tmp" ||
+      { echo "teach_smoke: FAIL: $(basename "$page"): numbers differ from $(basename "$expected")"; exit 1; }
+  elif [[ $full == 0 ]]; then
+    echo "teach_smoke: FAIL: $(basename "$page"): no expected numbers $(basename "$expected")"; exit 1
+  else
+    echo "teach_smoke: $(basename "$page"): no $(basename "$expected") to compare with"
+  fi
 done
 echo "teach_smoke: ok ($n commands)"

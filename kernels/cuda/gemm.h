@@ -36,20 +36,14 @@
 
 namespace moerl::cuda {
 
-// Quantises W[N, K] to nm.format with nm.weight_scaling on the device and keeps it there
-// (out->device, opaque: gemm.cu's layout); out->data stays empty. out->N, K, format are set. The
-// K layout follows nm (K-blocks when activations or weights are block-scaled): forward with the
-// numerics it was packed with (other activation scalings take the fallback).
-void linear_pack_weight(PackedWeight* out, const float* weight, int N, int K,
-                        const LinearNumerics& nm);
-void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
-                    const LinearNumerics& nm);
-void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
-                            int E, const LinearNumerics& nm);
-void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                     const float* weight, int M, int N, int K);
-void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
-                             const float* weight, const int* offsets, int E, int N, int K);
+// The linear-layer entries of kernels/ops.def: void name(parameters);
+// linear_pack_weight quantises W[N, K] to nm.format with nm.weight_scaling on the device and keeps
+// it there (out->device, opaque: gemm.cu's layout); out->data stays empty. out->N, K, format are
+// set. The K layout follows nm (K-blocks when activations or weights are block-scaled): forward
+// with the numerics it was packed with (other activation scalings take the fallback).
+#define MOERL_OP(name, params, args)
+#define MOERL_LINEAR_OP(name, params, args) void name params;
+#include "kernels/ops.def"
 
 // Which GEMM paths this device runs ("cuBLAS 13.0; FP8 via cuBLASLt (sm_90)" or the fallback).
 std::string gemm_describe();

@@ -135,9 +135,9 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     prof_b = scenario.profile(name_b);
     BackendKind kind_a = scenario.run.backend, kind_b = scenario.run.backend;
     if (!backend_a.empty() && !backend_parse(backend_a, &kind_a))
-      throw usage_error("audit: --backend-a " + backend_a + ": must be cpu or cuda");
+      throw usage_error("audit: --backend-a " + backend_a + ": " + kBackendNames.must_be());
     if (!backend_b.empty() && !backend_parse(backend_b, &kind_b))
-      throw usage_error("audit: --backend-b " + backend_b + ": must be cpu or cuda");
+      throw usage_error("audit: --backend-b " + backend_b + ": " + kBackendNames.must_be());
     backend_check_profiles(kind_a, {&prof_a});
     backend_check_profiles(kind_b, {&prof_b});
     be_a = &backend_select(kind_a, comms.local_rank, backend_a.empty() ? "run.backend" : "--backend-a");

@@ -6,46 +6,6 @@
 
 namespace moerl {
 
-const char* aggregation_name(Aggregation a) {
-  switch (a) {
-    case Aggregation::token_mean: return "token-mean";
-    case Aggregation::seq_mean_token_mean: return "seq-mean-token-mean";
-    case Aggregation::seq_mean_token_sum: return "seq-mean-token-sum";
-  }
-  return "?";
-}
-
-bool aggregation_parse(const std::string& s, Aggregation* out) {
-  for (Aggregation a : {Aggregation::token_mean, Aggregation::seq_mean_token_mean,
-                        Aggregation::seq_mean_token_sum})
-    if (s == aggregation_name(a)) { *out = a; return true; }
-  return false;
-}
-
-static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionCount,
-              "a new Correction needs its name here, its weight in ppo_terms.h / seq_corrections.cpp");
-
-const char* correction_name(Correction c) {
-  switch (c) {
-    case Correction::none: return "none";
-    case Correction::tis: return "tis";
-    case Correction::mis: return "mis";
-    case Correction::icepop: return "icepop";
-    case Correction::seq_tis: return "seq-tis";
-    case Correction::seq_tis_geo: return "seq-tis-geo";
-    case Correction::seq_mis: return "seq-mis";
-    case Correction::tis_seq_mis: return "tis+seq-mis";
-    case Correction::seq_max_k3: return "seq-max-k3";
-  }
-  return "?";
-}
-
-bool correction_parse(const std::string& s, Correction* out) {
-  for (int i = 0; i < kCorrectionCount; ++i)
-    if (s == correction_name(static_cast<Correction>(i))) { *out = static_cast<Correction>(i); return true; }
-  return false;
-}
-
 namespace rl {
 
 void aggregation_scales(double* scale, Aggregation agg, const LossBatch& b) {

@@ -14,12 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "kernels/enum_names.h"
+
 namespace moerl {
 
 // How per-token losses become the mini-batch loss (docs/algorithms.md, "Losses").
 enum class Aggregation : uint8_t { token_mean = 0, seq_mean_token_mean, seq_mean_token_sum };
-const char* aggregation_name(Aggregation a);
-bool aggregation_parse(const std::string& s, Aggregation* out);
+inline constexpr EnumNames<Aggregation, 3> kAggregationNames{{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum"}};
+static_assert(static_cast<int>(Aggregation::seq_mean_token_sum) + 1 == kAggregationNames.size());
+inline const char* aggregation_name(Aggregation v) { return kAggregationNames.name(v); }
+inline bool aggregation_parse(std::string_view s, Aggregation* out) { return kAggregationNames.parse(s, out); }
 
 // Train/inference importance correction applied to every token's policy-gradient term
 // (docs/algorithms.md, "Rollout corrections"), with ρ_t = π_old/π_rollout (a constant).
@@ -31,8 +35,11 @@ bool aggregation_parse(const std::string& s, Aggregation* out);
 // denominators.
 enum class Correction : uint8_t { none = 0, tis, mis, icepop, seq_tis, seq_tis_geo, seq_mis, tis_seq_mis, seq_max_k3 };
 inline constexpr int kCorrectionCount = 9;
-const char* correction_name(Correction c);
-bool correction_parse(const std::string& s, Correction* out);
+// A new Correction needs its name here and its weight in ppo_terms.h / seq_corrections.cpp.
+inline constexpr EnumNames<Correction, kCorrectionCount> kCorrectionNames{{"none", "tis", "mis", "icepop", "seq-tis", "seq-tis-geo", "seq-mis", "tis+seq-mis", "seq-max-k3"}};
+static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionNames.size());
+inline const char* correction_name(Correction v) { return kCorrectionNames.name(v); }
+inline bool correction_parse(std::string_view s, Correction* out) { return kCorrectionNames.parse(s, out); }
 
 struct LossConfig {
   std::string algorithm = "grpo";  // grpo | gspo | rspo | icepop | r3

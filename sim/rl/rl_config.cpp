@@ -5,29 +5,6 @@
 
 namespace moerl {
 
-const char* old_logprobs_name(OldLogprobs o) { return o == OldLogprobs::recompute ? "recompute" : "rollout"; }
-
-bool old_logprobs_parse(const std::string& s, OldLogprobs* out) {
-  if (s == "recompute") { *out = OldLogprobs::recompute; return true; }
-  if (s == "rollout") { *out = OldLogprobs::rollout; return true; }
-  return false;
-}
-
-const char* routing_replay_name(RoutingReplay r) {
-  switch (r) {
-    case RoutingReplay::none: return "none";
-    case RoutingReplay::old: return "old";
-    case RoutingReplay::rollout: return "rollout";
-  }
-  return "?";
-}
-
-bool routing_replay_parse(const std::string& s, RoutingReplay* out) {
-  for (RoutingReplay r : {RoutingReplay::none, RoutingReplay::old, RoutingReplay::rollout})
-    if (s == routing_replay_name(r)) { *out = r; return true; }
-  return false;
-}
-
 void RlConfig::resolve() {
   const bool gspo = loss.algorithm == "gspo";
   if (loss.clip_low < 0.0f) loss.clip_low = gspo ? 3e-4f : 0.2f;   // GSPO paper §5.1: 3e-4 / 4e-4

@@ -15,10 +15,14 @@ namespace moerl {
 enum class OldLogprobs : uint8_t { recompute = 0, rollout };
 // Routing of the train engine: own top-k, π_old's recorded routing (R2), or the rollout's (R3).
 enum class RoutingReplay : uint8_t { none = 0, old, rollout };
-const char* old_logprobs_name(OldLogprobs o);
-bool old_logprobs_parse(const std::string& s, OldLogprobs* out);
-const char* routing_replay_name(RoutingReplay r);
-bool routing_replay_parse(const std::string& s, RoutingReplay* out);
+inline constexpr EnumNames<OldLogprobs, 2> kOldLogprobsNames{{"recompute", "rollout"}};
+static_assert(static_cast<int>(OldLogprobs::rollout) + 1 == kOldLogprobsNames.size());
+inline const char* old_logprobs_name(OldLogprobs v) { return kOldLogprobsNames.name(v); }
+inline bool old_logprobs_parse(std::string_view s, OldLogprobs* out) { return kOldLogprobsNames.parse(s, out); }
+inline constexpr EnumNames<RoutingReplay, 3> kRoutingReplayNames{{"none", "old", "rollout"}};
+static_assert(static_cast<int>(RoutingReplay::rollout) + 1 == kRoutingReplayNames.size());
+inline const char* routing_replay_name(RoutingReplay v) { return kRoutingReplayNames.name(v); }
+inline bool routing_replay_parse(std::string_view s, RoutingReplay* out) { return kRoutingReplayNames.parse(s, out); }
 
 struct RlConfig {
   RlConfig() { loss.clip_low = loss.clip_high = -1.0f; }  // negative: the algorithm's default

@@ -6,21 +6,6 @@
 
 namespace moerl {
 
-const char* ramp_schedule_name(RampSchedule s) {
-  switch (s) {
-    case RampSchedule::constant: return "constant";
-    case RampSchedule::linear: return "linear";
-    case RampSchedule::sigmoid: return "sigmoid";
-  }
-  return "?";
-}
-
-bool ramp_schedule_parse(const std::string& s, RampSchedule* out) {
-  for (RampSchedule r : {RampSchedule::constant, RampSchedule::linear, RampSchedule::sigmoid})
-    if (s == ramp_schedule_name(r)) { *out = r; return true; }
-  return false;
-}
-
 double ramp_weight(RampSchedule s, double lambda, int64_t step, int64_t steps) {
   const double x = steps > 0 ? static_cast<double>(step) / static_cast<double>(steps) : 1.0;
   switch (s) {

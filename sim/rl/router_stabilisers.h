@@ -6,13 +6,17 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/enum_names.h"
+
 namespace moerl {
 
 // λ of the routing-calibration loss at `step` of `steps`: constant λ; linear λ·step/steps;
 // sigmoid λ·σ(10·(step/steps − 1/2)) (a smooth ramp centred mid-run).
 enum class RampSchedule : uint8_t { constant = 0, linear, sigmoid };
-const char* ramp_schedule_name(RampSchedule s);
-bool ramp_schedule_parse(const std::string& s, RampSchedule* out);
+inline constexpr EnumNames<RampSchedule, 3> kRampScheduleNames{{"constant", "linear", "sigmoid"}};
+static_assert(static_cast<int>(RampSchedule::sigmoid) + 1 == kRampScheduleNames.size());
+inline const char* ramp_schedule_name(RampSchedule v) { return kRampScheduleNames.name(v); }
+inline bool ramp_schedule_parse(std::string_view s, RampSchedule* out) { return kRampScheduleNames.parse(s, out); }
 double ramp_weight(RampSchedule s, double lambda, int64_t step, int64_t steps);
 
 // Gradient surgery (PCGrad-style projection) on one tensor: when the regulariser gradient g_reg

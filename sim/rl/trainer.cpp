@@ -23,16 +23,6 @@
 
 namespace moerl {
 
-const char* run_status_name(RunStatus s) {
-  switch (s) {
-    case RunStatus::running: return "running";
-    case RunStatus::complete: return "complete";
-    case RunStatus::collapsed: return "collapsed";
-    case RunStatus::failed: return "failed";
-  }
-  return "?";
-}
-
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) {

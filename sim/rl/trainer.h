@@ -35,7 +35,9 @@ std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T);
 
 // Status of a run as stored in results (attribute `status`).
 enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed };
-const char* run_status_name(RunStatus s);
+inline constexpr EnumNames<RunStatus, 4> kRunStatusNames{{"running", "complete", "collapsed", "failed"}};
+static_assert(static_cast<int>(RunStatus::failed) + 1 == kRunStatusNames.size());
+inline const char* run_status_name(RunStatus v) { return kRunStatusNames.name(v); }
 
 class RlTrainer {
  public:

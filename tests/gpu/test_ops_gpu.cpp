@@ -1,5 +1,8 @@
 // test_ops_gpu.cpp — the CUDA backend's non-GEMM ops (kernels/cuda/ops.h) on the device against
-// kernels/cpu, on odd sizes. Skipped where no CUDA device is present.
+// the CPU backend, on odd sizes, by one harness over the op list (kernels/ops.def): every kernel
+// op of the list has a case generator here, cases_<op>, or this file does not compile. (The
+// linear layer's entries have their own suite, test_gemm_gpu.cpp: formats × scalings × split-K.)
+// Skipped where no CUDA device is present.
 //
 // What each op must give, and why:
 //  * bit-identical to the CPU: embedding forward/backward, RMSNorm dweight, attention dv, top-k
@@ -16,15 +19,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../cuda_host/hd_compose.h"
 #include "../kernels/test_ops_util.h"
 #include "gpu_test.h"
-#include "kernels/cpu/ops.h"
-#include "kernels/cuda/ops.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
 
 namespace moerl {
 namespace {
@@ -36,6 +41,9 @@ using test_ops::label;
 using test_ops::normals;
 
 constexpr double kExpUlps = 8.0;  // device expf/logf (≤ 2 ulp each) through a formula, in u
+
+const Backend& gpu() { return cuda::cuda_backend(); }
+const Backend& cpu() { return cpu_backend(); }
 
 float max_abs(const std::vector<float>& v) {
   float m = 0.0f;
@@ -55,106 +63,268 @@ void expect_within(const std::vector<float>& ref, const std::vector<float>& got,
     }
 }
 
-// ---- embedding ---------------------------------------------------------------------------------
-TEST(OpsGpu, EmbeddingEqualsCpu) {
-  MOERL_REQUIRE_GPU();
-  const int V = 50, D = 67, N = 301;
-  const auto table = normals(static_cast<size_t>(V) * D, 1);
-  std::vector<int32_t> tok(N);
-  for (int n = 0; n < N; ++n) tok[n] = (n * 7 + n / 3) % 13 + (n % 5 == 0 ? 37 : 0);  // repeats
-  std::vector<float> out(static_cast<size_t>(N) * D), out_cpu(out.size());
-  cuda::embedding_forward(out.data(), tok.data(), table.data(), N, D);
-  cpu::embedding_forward(out_cpu.data(), tok.data(), table.data(), N, D);
-  expect_bits(out_cpu, out, "embedding forward");
+// ---- the harness -------------------------------------------------------------------------------
+// A case is one call of an op (or a fixed sequence of calls) on seeded inputs. The harness runs it
+// twice on the CUDA backend and once on the CPU backend, each on fresh copies of the outputs'
+// start values, and checks
+//  * every output bit-identical run to run on the device;
+//  * every output against the CPU's by the output's rule (bits, or a tolerance and its reason);
+//  * the outputs marked vs_host bit-identical to the case's host composition (hd_compose);
+//  * then the case's own further checks (untouched rows, null outputs, rejected arguments).
+// '=' outputs start from NaN (floats) / -7 (ids) for the device and from 0 / -8 for the CPU, so an
+// element the CUDA backend does not hand back cannot pass by starting equal; '+=' and in-place
+// outputs start from their seeded values on every side.
 
-  const auto dout = normals(out.size(), 2);
-  const auto dtable0 = normals(table.size(), 3);  // '+=' onto these
-  auto dt = dtable0, dt2 = dtable0, dt_cpu = dtable0;
-  cuda::embedding_backward(dt.data(), dout.data(), tok.data(), N, D);
-  cuda::embedding_backward(dt2.data(), dout.data(), tok.data(), N, D);
-  cpu::embedding_backward(dt_cpu.data(), dout.data(), tok.data(), N, D);
-  expect_bits(dt_cpu, dt, "embedding backward (rows of each token in order n)");
-  expect_bits(dt, dt2, "embedding backward run to run");
-  // untouched rows keep their values
-  EXPECT_EQ(dt[static_cast<size_t>(49) * D], dtable0[static_cast<size_t>(49) * D]);
+struct Bufs {
+  std::vector<std::vector<float>> f;    // the float outputs, in the order of Case::outs
+  std::vector<std::vector<int32_t>> i;  // the int32 outputs, in the order of Case::ids
+};
+// How the device's output must agree with the CPU's.
+using Compare = std::function<void(const std::vector<float>& cpu, const std::vector<float>& gpu,
+                                   const std::string& what)>;
+
+struct Out {
+  std::string name;
+  size_t size = 0;
+  std::vector<float> start;  // '+=' / in-place outputs: their values before the call; empty: '='
+  Compare vs_cpu;
+  bool vs_host = false;
+};
+Out written(std::string name, size_t size, Compare vs_cpu, bool vs_host = false) {
+  return {std::move(name), size, {}, std::move(vs_cpu), vs_host};
+}
+Out accumulated(std::string name, std::vector<float> start, Compare vs_cpu, bool vs_host = false) {
+  const size_t n = start.size();
+  return {std::move(name), n, std::move(start), std::move(vs_cpu), vs_host};
+}
+struct IdsOut {  // an int32 '=' output: equal to the CPU's
+  std::string name;
+  size_t size = 0;
+};
+
+struct Case {
+  explicit Case(std::string what_) : what(std::move(what_)) {}
+  std::string what;
+  std::vector<Out> outs;
+  std::vector<IdsOut> ids;
+  std::function<void(const Backend&, Bufs&)> run;
+  std::function<void(Bufs&)> host;                     // optional: hd_compose on the host
+  std::function<void(const Bufs& cpu, const Bufs& gpu)> more;  // optional further checks
+};
+
+Compare bits() {
+  return [](const std::vector<float>& c, const std::vector<float>& g, const std::string& w) {
+    expect_bits(c, g, w);
+  };
+}
+// |gpu − cpu| ≤ abs + |cpu|·rel
+Compare close(double abs, double rel) {
+  return [=](const std::vector<float>& c, const std::vector<float>& g, const std::string& w) {
+    expect_close(c, g, abs, rel, w);
+  };
+}
+// |gpu − cpu| ≤ abs_of_max·max|cpu| + |cpu|·rel: an error relative to the tensor's scale.
+Compare close_to_scale(double abs_of_max, double rel) {
+  return [=](const std::vector<float>& c, const std::vector<float>& g, const std::string& w) {
+    expect_close(c, g, abs_of_max * max_abs(c), rel, w);
+  };
+}
+// |gpu[i] − cpu[i]| ≤ tol(i, cpu[i]): an error bound per element.
+Compare within(std::function<double(size_t i, float cpu_i)> tol) {
+  return [=](const std::vector<float>& c, const std::vector<float>& g, const std::string& w) {
+    std::vector<double> t(c.size());
+    for (size_t i = 0; i < c.size(); ++i) t[i] = tol(i, c[i]);
+    expect_within(c, g, t, w);
+  };
+}
+
+Bufs start_values(const Case& c, float fill, int32_t id_fill) {
+  Bufs b;
+  for (const Out& o : c.outs)
+    b.f.push_back(o.start.empty() ? std::vector<float>(o.size, fill) : o.start);
+  for (const IdsOut& o : c.ids) b.i.emplace_back(o.size, id_fill);
+  return b;
+}
+
+void check(const Case& c) {
+  SCOPED_TRACE(c.what);
+  Bufs dev = start_values(c, std::numeric_limits<float>::quiet_NaN(), -7), dev2 = dev;
+  Bufs ref = start_values(c, 0.0f, -8);
+  c.run(gpu(), dev);
+  c.run(gpu(), dev2);
+  c.run(cpu(), ref);
+  for (size_t k = 0; k < c.outs.size(); ++k) {
+    const char* name = c.outs[k].name.c_str();
+    expect_bits(dev.f[k], dev2.f[k], label("%s %s run to run", c.what.c_str(), name));
+    c.outs[k].vs_cpu(ref.f[k], dev.f[k], label("%s %s vs cpu", c.what.c_str(), name));
+  }
+  for (size_t k = 0; k < c.ids.size(); ++k) {
+    EXPECT_EQ(dev.i[k], dev2.i[k]) << c.what << " " << c.ids[k].name << " run to run";
+    EXPECT_EQ(ref.i[k], dev.i[k]) << c.what << " " << c.ids[k].name << " vs cpu";
+  }
+  if (c.host) {
+    Bufs hd = start_values(c, 0.0f, -8);
+    c.host(hd);
+    for (size_t k = 0; k < c.outs.size(); ++k)
+      if (c.outs[k].vs_host)
+        expect_bits(hd.f[k], dev.f[k], label("%s %s: device order = hd_compose", c.what.c_str(),
+                                             c.outs[k].name.c_str()));
+  }
+  if (c.more) c.more(ref, dev);
+}
+
+// One case per size: make(size) for each of sizes.
+template <class Size, size_t n, class Make>
+std::vector<Case> per_size(const Size (&sizes)[n], Make make) {
+  std::vector<Case> cases;
+  for (const Size& s : sizes) cases.push_back(make(s));
+  return cases;
+}
+
+size_t sz(int64_t a, int64_t b = 1, int64_t c = 1, int64_t d = 1) {
+  return static_cast<size_t>(a * b * c * d);
+}
+
+// ---- embedding ---------------------------------------------------------------------------------
+constexpr int kEmbV = 50, kEmbD = 67, kEmbN = 301;
+std::vector<int32_t> embedding_tokens() {
+  std::vector<int32_t> tok(kEmbN);
+  for (int n = 0; n < kEmbN; ++n) tok[n] = (n * 7 + n / 3) % 13 + (n % 5 == 0 ? 37 : 0);  // repeats
+  return tok;
+}
+
+std::vector<Case> cases_embedding_forward() {
+  const int N = kEmbN, D = kEmbD;
+  const auto table = normals(sz(kEmbV, D), 1);
+  const auto tok = embedding_tokens();
+  Case c("embedding forward");
+  c.outs = {written("out", sz(N, D), bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.embedding_forward(o.f[0].data(), tok.data(), table.data(), N, D);
+  };
+  return {c};
+}
+
+std::vector<Case> cases_embedding_backward() {
+  const int N = kEmbN, D = kEmbD;
+  const auto tok = embedding_tokens();
+  const auto dout = normals(sz(N, D), 2);
+  const auto dtable0 = normals(sz(kEmbV, D), 3);  // '+=' onto these
+  Case c("embedding backward (rows of each token in order n)");
+  c.outs = {accumulated("dtable", dtable0, bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.embedding_backward(o.f[0].data(), dout.data(), tok.data(), N, D);
+  };
+  c.more = [=](const Bufs&, const Bufs& dev) {  // the rows no token names keep their values
+    std::vector<bool> named(kEmbV, false);
+    for (int32_t t : tok) named[t] = true;
+    int untouched = 0;
+    for (int r = 0; r < kEmbV; ++r) {
+      if (named[r]) continue;
+      ++untouched;
+      EXPECT_TRUE(std::equal(dev.f[0].begin() + sz(r, D), dev.f[0].begin() + sz(r + 1, D),
+                             dtable0.begin() + sz(r, D)))
+          << "row " << r << " is named by no token";
+    }
+    EXPECT_GT(untouched, 0) << "the tokens must leave some rows unnamed";
+  };
+  return {c};
 }
 
 // ---- RMSNorm -----------------------------------------------------------------------------------
-TEST(OpsGpu, RmsnormForward) {
-  MOERL_REQUIRE_GPU();
+constexpr int kWidths[] = {1, 7, 300, 1029};
+
+std::vector<Case> cases_rmsnorm_forward() {
   const int N = 37;
-  for (int D : {1, 7, 300, 1029}) {
-    const auto x = normals(static_cast<size_t>(N) * D, 10, D), w = normals(D, 11, D);
-    std::vector<float> out(x.size()), rstd(N), out2(x.size()), rstd2(N);
-    std::vector<float> out_hd(x.size()), rstd_hd(N), out_cpu(x.size()), rstd_cpu(N);
-    cuda::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
-    cuda::rmsnorm_forward(out2.data(), rstd2.data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
-    hd_compose::rmsnorm_forward(out_hd.data(), rstd_hd.data(), x.data(), w.data(), N, D, 1e-5f);
-    cpu::rmsnorm_forward(out_cpu.data(), rstd_cpu.data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
-    expect_bits(rstd_hd, rstd, label("rstd D=%d: device order = hd/reduce.h", D));
-    expect_bits(out_hd, out, label("out D=%d: device order = hd/reduce.h", D));
-    expect_bits(out, out2, label("out D=%d run to run", D));
+  return per_size(kWidths, [&](int D) {
+    const auto x = normals(sz(N, D), 10, D), w = normals(D, 11, D);
+    Case c(label("rmsnorm forward D=%d", D));
     // positive terms: the sums' orders differ by ≤ 2D·u relative (see tests/cuda_host)
-    expect_close(rstd_cpu, rstd, 0.0, (D + 6) * kEps, label("rstd D=%d vs cpu", D));
-    expect_close(out_cpu, out, 0.0, (D + 8) * kEps, label("out D=%d vs cpu", D));
-  }
+    c.outs = {written("out", x.size(), close(0.0, (D + 8) * kEps), true),
+              written("rstd", N, close(0.0, (D + 6) * kEps), true)};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.rmsnorm_forward(o.f[0].data(), o.f[1].data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
+    };
+    c.host = [=](Bufs& o) {
+      hd_compose::rmsnorm_forward(o.f[0].data(), o.f[1].data(), x.data(), w.data(), N, D, 1e-5f);
+    };
+    return c;
+  });
 }
 
-TEST(OpsGpu, RmsnormBackward) {
-  MOERL_REQUIRE_GPU();
+std::vector<Case> cases_rmsnorm_backward() {
   const int N = 29;
-  for (int D : {1, 7, 300, 1029}) {
-    const auto x = normals(static_cast<size_t>(N) * D, 12, D), w = normals(D, 13, D);
+  return per_size(kWidths, [&](int D) {
+    const auto x = normals(sz(N, D), 12, D), w = normals(D, 13, D);
     const auto dy = normals(x.size(), 14, D);
     std::vector<float> out(x.size()), rstd(N);
-    cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
+    cpu().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, D, 1e-5f, ReduceCtx{});
     const auto dinp0 = normals(x.size(), 15, D), dw0 = normals(D, 16, D);  // '+=' onto these
-    auto dinp = dinp0, dw = dw0, dinp_hd = dinp0, dw_hd = dw0, dinp_cpu = dinp0, dw_cpu = dw0;
-    cuda::rmsnorm_backward(dinp.data(), dw.data(), dy.data(), x.data(), w.data(), rstd.data(), N, D);
-    hd_compose::rmsnorm_backward(dinp_hd.data(), dw_hd.data(), dy.data(), x.data(), w.data(),
-                                 rstd.data(), N, D);
-    cpu::rmsnorm_backward(dinp_cpu.data(), dw_cpu.data(), dy.data(), x.data(), w.data(),
-                          rstd.data(), N, D);
-    expect_bits(dw_cpu, dw, label("dweight D=%d vs cpu (rows in order)", D));
-    expect_bits(dinp_hd, dinp, label("dinp D=%d: device order = hd/reduce.h", D));
-    // the dot's order error through coef·x, relative to the tensor's scale (tests/cuda_host)
-    expect_close(dinp_cpu, dinp, 2.0 * D * kEps * max_abs(dinp_cpu), 8 * kEps,
-                 label("dinp D=%d vs cpu", D));
-    // either output may be null; the other is unchanged by its absence
-    auto dinp_only = dinp0, dw_only = dw0;
-    cuda::rmsnorm_backward(dinp_only.data(), nullptr, dy.data(), x.data(), w.data(), rstd.data(), N, D);
-    cuda::rmsnorm_backward(nullptr, dw_only.data(), dy.data(), x.data(), w.data(), rstd.data(), N, D);
-    expect_bits(dinp, dinp_only, label("dinp alone D=%d", D));
-    expect_bits(dw, dw_only, label("dweight alone D=%d", D));
-  }
+    Case c(label("rmsnorm backward D=%d", D));
+    // dinp: the dot's order error through coef·x, relative to the tensor's scale (tests/cuda_host);
+    // dweight: rows in order, as the CPU
+    c.outs = {accumulated("dinp", dinp0, close_to_scale(2.0 * D * kEps, 8 * kEps), true),
+              accumulated("dweight", dw0, bits())};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.rmsnorm_backward(o.f[0].data(), o.f[1].data(), dy.data(), x.data(), w.data(), rstd.data(),
+                         N, D);
+    };
+    c.host = [=](Bufs& o) {
+      hd_compose::rmsnorm_backward(o.f[0].data(), o.f[1].data(), dy.data(), x.data(), w.data(),
+                                   rstd.data(), N, D);
+    };
+    c.more = [=](const Bufs&, const Bufs& dev) {  // either output may be null; the other is
+      auto dinp_only = dinp0, dw_only = dw0;      // unchanged by its absence
+      gpu().rmsnorm_backward(dinp_only.data(), nullptr, dy.data(), x.data(), w.data(), rstd.data(),
+                             N, D);
+      gpu().rmsnorm_backward(nullptr, dw_only.data(), dy.data(), x.data(), w.data(), rstd.data(),
+                             N, D);
+      expect_bits(dev.f[0], dinp_only, label("dinp alone D=%d", D));
+      expect_bits(dev.f[1], dw_only, label("dweight alone D=%d", D));
+    };
+    return c;
+  });
 }
 
 // ---- RoPE --------------------------------------------------------------------------------------
-TEST(OpsGpu, Rope) {
-  MOERL_REQUIRE_GPU();
-  for (int Dh : {2, 7, 64}) {
-    const int N = 45, H = 3;
-    std::vector<int32_t> pos(N);
-    for (int n = 0; n < N; ++n) pos[n] = n * 977 % 5000;
-    const auto x0 = normals(static_cast<size_t>(N) * H * Dh, 20, Dh);
-    auto x = x0, x_cpu = x0;
-    cuda::rope_forward(x.data(), pos.data(), N, H, Dh, 10000.0f);
-    cpu::rope_forward(x_cpu.data(), pos.data(), N, H, Dh, 10000.0f);
-    // c, s may differ by 1 ulp (device double pow/cos/sin rounded to float): each output
-    // a·c ∓ b·s moves by ≤ 2u·(|a| + |b|) ≤ 4u·max|x|, plus its own 3 roundings.
-    const double abs = 4 * kEps * max_abs(x0);
-    expect_close(x_cpu, x, abs, 4 * kEps, label("rope forward Dh=%d", Dh));
-    auto again = x0;
-    cuda::rope_forward(again.data(), pos.data(), N, H, Dh, 10000.0f);
-    expect_bits(x, again, label("rope run to run Dh=%d", Dh));
-    cuda::rope_backward(x.data(), pos.data(), N, H, Dh, 10000.0f);
-    cpu::rope_backward(x_cpu.data(), pos.data(), N, H, Dh, 10000.0f);
-    expect_close(x_cpu, x, 2 * abs, 8 * kEps, label("rope backward Dh=%d", Dh));
-    if (Dh % 2) {
-      EXPECT_EQ(x[Dh - 1], x0[Dh - 1]) << "odd Dh: the last element is not rotated";
-    }
-  }
+// c, s may differ by 1 ulp (device double pow/cos/sin rounded to float): each output a·c ∓ b·s
+// moves by ≤ 2u·(|a| + |b|) ≤ 4u·max|x|, plus its own 3 roundings; the backward applied to the
+// forward's output allows that twice.
+constexpr int kRopeN = 45, kRopeH = 3;
+constexpr float kTheta = 10000.0f;
+std::vector<int32_t> rope_positions() {
+  std::vector<int32_t> pos(kRopeN);
+  for (int n = 0; n < kRopeN; ++n) pos[n] = n * 977 % 5000;
+  return pos;
 }
+
+// The rotation (forward, or backward applied to the CPU forward's output), in place on x.
+constexpr int kHeadWidths[] = {2, 7, 64};
+std::vector<Case> rope_cases(bool backward) {
+  const int N = kRopeN, H = kRopeH;
+  const auto pos = rope_positions();
+  return per_size(kHeadWidths, [&](int Dh) {
+    const auto x0 = normals(sz(N, H, Dh), 20, Dh);
+    auto x = x0;
+    if (backward) cpu().rope_forward(x.data(), pos.data(), N, H, Dh, kTheta);
+    const double abs = 4 * kEps * max_abs(x0);
+    Case c(label("rope %s Dh=%d", backward ? "backward" : "forward", Dh));
+    c.outs = {accumulated("x", x, backward ? close(2 * abs, 8 * kEps) : close(abs, 4 * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      if (backward)
+        b.rope_backward(o.f[0].data(), pos.data(), N, H, Dh, kTheta);
+      else
+        b.rope_forward(o.f[0].data(), pos.data(), N, H, Dh, kTheta);
+    };
+    if (Dh % 2)
+      c.more = [=](const Bufs&, const Bufs& dev) {
+        EXPECT_EQ(dev.f[0][Dh - 1], x0[Dh - 1]) << "odd Dh: the last element is not rotated";
+      };
+    return c;
+  });
+}
+std::vector<Case> cases_rope_forward() { return rope_cases(false); }
+std::vector<Case> cases_rope_backward() { return rope_cases(true); }
 
 // ---- attention ---------------------------------------------------------------------------------
 struct Shape {
@@ -162,217 +332,269 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1, 1, 1}, {2, 13, 3, 10}, {3, 70, 2, 64}, {1, 300, 1, 8}};
 
-TEST(OpsGpu, AttentionForward) {
-  MOERL_REQUIRE_GPU();
-  for (const Shape& s : kShapes) {
-    const size_t n = static_cast<size_t>(s.B) * s.T * s.H * s.Dh;
-    const size_t na = static_cast<size_t>(s.B) * s.H * s.T * s.T;
+std::vector<Case> cases_attention_forward() {
+  return per_size(kShapes, [&](const Shape& s) {
+    const size_t n = sz(s.B, s.T, s.H, s.Dh), na = sz(s.B, s.H, s.T, s.T);
     const auto q = normals(n, 30, s.T), k = normals(n, 31, s.T), v = normals(n, 32, s.T);
-    std::vector<float> out(n), att(na, 7.0f), out2(n), att2(na), out_cpu(n), att_cpu(na);
-    cuda::attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                            s.Dh, ReduceCtx{});
-    cuda::attention_forward(out2.data(), att2.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                            s.Dh, ReduceCtx{});
-    cpu::attention_forward(out_cpu.data(), att_cpu.data(), q.data(), k.data(), v.data(), s.B, s.T,
-                           s.H, s.Dh, ReduceCtx{});
-    expect_bits(out, out2, label("out T=%d run to run", s.T));
-    expect_bits(att, att2, label("att T=%d run to run", s.T));
+    Case c(label("attention forward T=%d", s.T));
     // scores are the CPU's fma chains; p differs by the denominator's order (2T·u relative)
     // and the device's expf; out = Σ p·v off by that relative error of p times max|v|.
-    expect_close(att_cpu, att, 0.0, (2 * s.T + 4 + kExpUlps) * kEps, label("att T=%d", s.T));
-    expect_close(out_cpu, out, (2 * s.T + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps,
-                 label("out T=%d", s.T));
-    size_t upper_nonzero = 0;  // causal: exactly 0 above the diagonal, as the CPU writes
-    for (size_t r = 0; r < na / s.T; ++r)
-      for (int j = static_cast<int>(r % s.T) + 1; j < s.T; ++j) upper_nonzero += att[r * s.T + j] != 0.0f;
-    EXPECT_EQ(upper_nonzero, 0u) << label("T=%d", s.T);
-  }
+    c.outs = {written("out", n, close((2 * s.T + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps)),
+              written("att", na, close(0.0, (2 * s.T + 4 + kExpUlps) * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.attention_forward(o.f[0].data(), o.f[1].data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
+                          s.Dh, ReduceCtx{});
+    };
+    c.more = [=](const Bufs&, const Bufs& dev) {
+      const std::vector<float>& att = dev.f[1];
+      size_t upper_nonzero = 0;  // causal: exactly 0 above the diagonal, as the CPU writes
+      for (size_t r = 0; r < na / s.T; ++r)
+        for (int j = static_cast<int>(r % s.T) + 1; j < s.T; ++j)
+          upper_nonzero += att[r * s.T + j] != 0.0f;
+      EXPECT_EQ(upper_nonzero, 0u) << label("T=%d", s.T);
+    };
+    return c;
+  });
 }
 
 // Decode runs the forward's row routine on cache rows 0..len-1: for a query at position len-1 it
 // gives the forward's output bits; against the CPU decode within the forward's tolerance.
-TEST(OpsGpu, AttentionDecode) {
-  MOERL_REQUIRE_GPU();
+std::vector<Case> cases_attention_decode() {
   const int B = 3, T = 37, Tmax = 40, H = 4, Dh = 16;
   const int64_t ld = H * Dh;
-  const size_t n = static_cast<size_t>(B) * T * ld;
+  const size_t n = sz(B, T, ld);
   const auto q = normals(n, 40), k = normals(n, 41), v = normals(n, 42);
-  std::vector<float> out(n), att(static_cast<size_t>(B) * H * T * T);
-  cuda::attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), B, T, H, Dh, ReduceCtx{});
-  const int32_t len[B] = {1, 20, 37};
-  std::vector<float> kc(static_cast<size_t>(B) * Tmax * ld, NAN), vc(kc.size(), NAN), qd(B * ld);
+  const std::vector<int32_t> len = {1, 20, 37};
+  std::vector<float> kc(sz(B, Tmax, ld), NAN), vc(kc.size(), NAN), qd(sz(B, ld));
   for (int b = 0; b < B; ++b) {  // rows past len are NaN: reading one would show
     std::copy_n(k.begin() + b * T * ld, len[b] * ld, kc.begin() + b * Tmax * ld);
     std::copy_n(v.begin() + b * T * ld, len[b] * ld, vc.begin() + b * Tmax * ld);
     std::copy_n(q.begin() + (b * T + len[b] - 1) * ld, ld, qd.begin() + b * ld);
   }
-  std::vector<float> dec(static_cast<size_t>(B) * ld), dec2(dec.size()), dec_cpu(dec.size());
-  cuda::attention_decode(dec.data(), qd.data(), kc.data(), vc.data(), len, B, Tmax, H, Dh, ReduceCtx{});
-  cuda::attention_decode(dec2.data(), qd.data(), kc.data(), vc.data(), len, B, Tmax, H, Dh, ReduceCtx{});
-  cpu::attention_decode(dec_cpu.data(), qd.data(), kc.data(), vc.data(), len, B, Tmax, H, Dh, ReduceCtx{});
-  expect_bits(dec, dec2, "decode run to run");
-  for (int b = 0; b < B; ++b) {
-    const std::vector<float> fwd(out.begin() + (b * T + len[b] - 1) * ld, out.begin() + (b * T + len[b]) * ld);
-    const std::vector<float> got(dec.begin() + b * ld, dec.begin() + (b + 1) * ld);
-    expect_bits(fwd, got, label("decode b=%d = forward row", b));
-  }
-  expect_close(dec_cpu, dec, (2 * Tmax + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps, "decode vs cpu");
-  int32_t bad[B] = {1, 0, 5};
-  EXPECT_THROW(cuda::attention_decode(dec.data(), qd.data(), kc.data(), vc.data(), bad, B, Tmax, H,
-                                      Dh, ReduceCtx{}),
-               std::invalid_argument);
+  Case c("attention decode");
+  c.outs = {written("out", sz(B, ld),
+                    close((2 * Tmax + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps))};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.attention_decode(o.f[0].data(), qd.data(), kc.data(), vc.data(), len.data(), B, Tmax, H, Dh,
+                       ReduceCtx{});
+  };
+  c.more = [=](const Bufs&, const Bufs& dev) {
+    std::vector<float> out(n), att(sz(B, H, T, T));
+    gpu().attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), B, T, H, Dh,
+                            ReduceCtx{});
+    const std::vector<float>& dec = dev.f[0];
+    for (int b = 0; b < B; ++b) {
+      const std::vector<float> fwd(out.begin() + (b * T + len[b] - 1) * ld,
+                                   out.begin() + (b * T + len[b]) * ld);
+      const std::vector<float> got(dec.begin() + b * ld, dec.begin() + (b + 1) * ld);
+      expect_bits(fwd, got, label("decode b=%d = forward row", b));
+    }
+    std::vector<float> scratch(dec.size());
+    const int32_t bad[B] = {1, 0, 5};
+    EXPECT_THROW(gpu().attention_decode(scratch.data(), qd.data(), kc.data(), vc.data(), bad, B,
+                                        Tmax, H, Dh, ReduceCtx{}),
+                 std::invalid_argument);
+  };
+  return {c};
 }
 
-TEST(OpsGpu, AttentionBackward) {
-  MOERL_REQUIRE_GPU();
-  for (const Shape& s : kShapes) {
-    const size_t n = static_cast<size_t>(s.B) * s.T * s.H * s.Dh;
-    const size_t na = static_cast<size_t>(s.B) * s.H * s.T * s.T;
+std::vector<Case> cases_attention_backward() {
+  return per_size(kShapes, [&](const Shape& s) {
+    const size_t n = sz(s.B, s.T, s.H, s.Dh), na = sz(s.B, s.H, s.T, s.T);
     const auto q = normals(n, 50, s.T), k = normals(n, 51, s.T), v = normals(n, 52, s.T);
     const auto dout = normals(n, 53, s.T);
-    std::vector<float> out(n), att(na), g(na);
-    cpu::attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
-                           s.Dh, ReduceCtx{});
+    std::vector<float> out(n), att(na);
+    cpu().attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H,
+                            s.Dh, ReduceCtx{});
     const auto dq0 = normals(n, 54, s.T), dk0 = normals(n, 55, s.T), dv0 = normals(n, 56, s.T);
-    auto dq = dq0, dk = dk0, dv = dv0, dq2 = dq0, dk2 = dk0, dv2 = dv0;
-    auto dq_hd = dq0, dk_hd = dk0, dv_hd = dv0, dq_cpu = dq0, dk_cpu = dk0, dv_cpu = dv0;
-    cuda::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), att.data(), q.data(),
-                             k.data(), v.data(), s.B, s.T, s.H, s.Dh);
-    cuda::attention_backward(dq2.data(), dk2.data(), dv2.data(), dout.data(), att.data(), q.data(),
-                             k.data(), v.data(), s.B, s.T, s.H, s.Dh);
-    hd_compose::attention_backward(dq_hd.data(), dk_hd.data(), dv_hd.data(), g.data(), dout.data(),
-                                   att.data(), q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Dh);
-    cpu::attention_backward(dq_cpu.data(), dk_cpu.data(), dv_cpu.data(), dout.data(), att.data(),
-                            q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Dh);
-    expect_bits(dq, dq2, label("dq T=%d run to run", s.T));
-    expect_bits(dk, dk2, label("dk T=%d run to run", s.T));
-    expect_bits(dv_cpu, dv, label("dv T=%d vs cpu", s.T));
-    expect_bits(dq_hd, dq, label("dq T=%d: device order = hd_compose", s.T));
-    expect_bits(dk_hd, dk, label("dk T=%d: device order = hd_compose", s.T));
-    // (tests/cuda_host bounds hd_compose against ref element by element; here a coarse sanity
-    // check against the CPU: the ds tree moves dq, dk by ~T·u ≈ 2e-5 of the tensor's scale at
-    // most, a wrong term by O(1))
-    expect_close(dq_cpu, dq, 1e-3 * max_abs(dq_cpu), 0.0, label("dq T=%d vs cpu", s.T));
-    expect_close(dk_cpu, dk, 1e-3 * max_abs(dk_cpu), 0.0, label("dk T=%d vs cpu", s.T));
-  }
+    Case c(label("attention backward T=%d", s.T));
+    // dq, dk: (tests/cuda_host bounds hd_compose against ref element by element; here a coarse
+    // sanity check against the CPU: the ds tree moves dq, dk by ~T·u ≈ 2e-5 of the tensor's scale
+    // at most, a wrong term by O(1)); dv: the CPU's order
+    c.outs = {accumulated("dq", dq0, close_to_scale(1e-3, 0.0), true),
+              accumulated("dk", dk0, close_to_scale(1e-3, 0.0), true),
+              accumulated("dv", dv0, bits())};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.attention_backward(o.f[0].data(), o.f[1].data(), o.f[2].data(), dout.data(), att.data(),
+                           q.data(), k.data(), v.data(), s.B, s.T, s.H, s.Dh);
+    };
+    c.host = [=](Bufs& o) {
+      std::vector<float> g(na);
+      hd_compose::attention_backward(o.f[0].data(), o.f[1].data(), o.f[2].data(), g.data(),
+                                     dout.data(), att.data(), q.data(), k.data(), v.data(), s.B,
+                                     s.T, s.H, s.Dh);
+    };
+    return c;
+  });
 }
 
 // ---- softmax family ----------------------------------------------------------------------------
-TEST(OpsGpu, SoftmaxFamily) {
-  MOERL_REQUIRE_GPU();
-  const int N = 19;
-  for (int C : {1, 7, 300, 1029}) {
-    const auto x = normals(static_cast<size_t>(N) * C, 60, C, 0, 3.0f);
-    std::vector<float> p(x.size()), p2(x.size()), p_cpu(x.size()), lp(x.size()), lp_cpu(x.size());
-    cuda::softmax_forward(p.data(), x.data(), N, C);
-    cuda::softmax_forward(p2.data(), x.data(), N, C);
-    cpu::softmax_forward(p_cpu.data(), x.data(), N, C);
-    expect_bits(p, p2, label("softmax C=%d run to run", C));
-    expect_close(p_cpu, p, 0.0, (2 * C + 4 + kExpUlps) * kEps, label("softmax C=%d", C));
-    cuda::log_softmax_forward(lp.data(), x.data(), N, C);
-    cpu::log_softmax_forward(lp_cpu.data(), x.data(), N, C);
-    expect_close(lp_cpu, lp, (2 * C + 2 + kExpUlps) * kEps, 4 * kEps, label("log_softmax C=%d", C));
+constexpr int kSoftmaxN = 19;
+std::vector<float> softmax_input(int C) { return normals(sz(kSoftmaxN, C), 60, C, 0, 3.0f); }
 
-    const auto dy = normals(x.size(), 61, C), dx0 = normals(x.size(), 62, C);
-    auto dx = dx0, dx_hd = dx0, dx_cpu = dx0;
-    cuda::softmax_backward(dx.data(), dy.data(), p_cpu.data(), N, C);
-    hd_compose::softmax_backward(dx_hd.data(), dy.data(), p_cpu.data(), N, C);
-    cpu::softmax_backward(dx_cpu.data(), dy.data(), p_cpu.data(), N, C);
-    expect_bits(dx_hd, dx, label("softmax_backward C=%d: device order = hd/reduce.h", C));
-    // the dot's order error, 2C·u·Σ|p·dy| ≤ 2C·u·max|dy|, times p ≤ 1
-    expect_close(dx_cpu, dx, 2.0 * C * kEps * max_abs(dy), 4 * kEps, label("softmax_backward C=%d", C));
-  }
+std::vector<Case> cases_softmax_forward() {
+  return per_size(kWidths, [&](int C) {
+    const auto x = softmax_input(C);
+    Case c(label("softmax C=%d", C));
+    c.outs = {written("p", x.size(), close(0.0, (2 * C + 4 + kExpUlps) * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.softmax_forward(o.f[0].data(), x.data(), kSoftmaxN, C);
+    };
+    return c;
+  });
 }
 
-TEST(OpsGpu, Logprob) {
-  MOERL_REQUIRE_GPU();
-  const int N = 23;
-  for (int V : {1, 7, 300, 5003}) {
-    const auto x = normals(static_cast<size_t>(N) * V, 70, V, 0, 4.0f);
-    std::vector<int32_t> tgt(N);
-    for (int n = 0; n < N; ++n) tgt[n] = n % 5 == 2 ? -1 : (n * 7919) % V;  // some ignored rows
-    std::vector<float> lp(N, 9.0f), lp2(N), lp_cpu(N, 9.0f);
-    cuda::logprob_forward(lp.data(), x.data(), tgt.data(), N, V);
-    cuda::logprob_forward(lp2.data(), x.data(), tgt.data(), N, V);
-    cpu::logprob_forward(lp_cpu.data(), x.data(), tgt.data(), N, V);
-    expect_bits(lp, lp2, label("logprob V=%d run to run", V));
-    expect_close(lp_cpu, lp, (2 * V + 2 + kExpUlps) * kEps, 4 * kEps, label("logprob V=%d", V));
-    EXPECT_EQ(lp[2], 0.0f) << "target < 0 gives logp 0";
+std::vector<Case> cases_log_softmax_forward() {
+  return per_size(kWidths, [&](int C) {
+    const auto x = softmax_input(C);
+    Case c(label("log_softmax C=%d", C));
+    c.outs = {written("logp", x.size(), close((2 * C + 2 + kExpUlps) * kEps, 4 * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.log_softmax_forward(o.f[0].data(), x.data(), kSoftmaxN, C);
+    };
+    return c;
+  });
+}
 
+std::vector<Case> cases_softmax_backward() {
+  const int N = kSoftmaxN;
+  return per_size(kWidths, [&](int C) {
+    const auto x = softmax_input(C);
+    std::vector<float> y(x.size());
+    cpu().softmax_forward(y.data(), x.data(), N, C);
+    const auto dy = normals(x.size(), 61, C), dx0 = normals(x.size(), 62, C);
+    Case c(label("softmax_backward C=%d", C));
+    // the dot's order error, 2C·u·Σ|p·dy| ≤ 2C·u·max|dy|, times p ≤ 1
+    c.outs = {accumulated("dx", dx0, close(2.0 * C * kEps * max_abs(dy), 4 * kEps), true)};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.softmax_backward(o.f[0].data(), dy.data(), y.data(), N, C);
+    };
+    c.host = [=](Bufs& o) {
+      hd_compose::softmax_backward(o.f[0].data(), dy.data(), y.data(), N, C);
+    };
+    return c;
+  });
+}
+
+// ---- log-prob ----------------------------------------------------------------------------------
+constexpr int kLogprobN = 23;
+constexpr int kVocabs[] = {1, 7, 300, 5003};
+std::vector<int32_t> logprob_targets(int V) {
+  std::vector<int32_t> tgt(kLogprobN);
+  for (int n = 0; n < kLogprobN; ++n) tgt[n] = n % 5 == 2 ? -1 : (n * 7919) % V;  // ignored rows
+  return tgt;
+}
+std::vector<float> logprob_logits(int V) { return normals(sz(kLogprobN, V), 70, V, 0, 4.0f); }
+
+std::vector<Case> cases_logprob_forward() {
+  const int N = kLogprobN;
+  return per_size(kVocabs, [&](int V) {
+    const auto x = logprob_logits(V);
+    const auto tgt = logprob_targets(V);
+    Case c(label("logprob V=%d", V));
+    c.outs = {written("logp", N, close((2 * V + 2 + kExpUlps) * kEps, 4 * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.logprob_forward(o.f[0].data(), x.data(), tgt.data(), N, V);
+    };
+    c.more = [](const Bufs&, const Bufs& dev) {
+      EXPECT_EQ(dev.f[0][2], 0.0f) << "target < 0 gives logp 0";
+    };
+    return c;
+  });
+}
+
+std::vector<Case> cases_logprob_backward() {
+  const int N = kLogprobN;
+  return per_size(kVocabs, [&](int V) {
+    const auto x = logprob_logits(V);
+    const auto tgt = logprob_targets(V);
     const auto dlogp = normals(N, 71, V), dl0 = normals(x.size(), 72, V);
-    auto dl = dl0, dl2 = dl0, dl_cpu = dl0;
-    cuda::logprob_backward(dl.data(), dlogp.data(), x.data(), tgt.data(), N, V);
-    cuda::logprob_backward(dl2.data(), dlogp.data(), x.data(), tgt.data(), N, V);
-    cpu::logprob_backward(dl_cpu.data(), dlogp.data(), x.data(), tgt.data(), N, V);
-    expect_bits(dl, dl2, label("logprob_backward V=%d run to run", V));
-    expect_close(dl_cpu, dl, max_abs(dlogp) * (2 * V + 4 + kExpUlps) * kEps, 4 * kEps,
-                 label("logprob_backward V=%d", V));
-    EXPECT_TRUE(std::equal(dl.begin() + 2 * V, dl.begin() + 3 * V, dl0.begin() + 2 * V))
-        << "a row with target < 0 stays untouched";
-  }
+    Case c(label("logprob_backward V=%d", V));
+    c.outs = {accumulated("dlogits", dl0,
+                          close(max_abs(dlogp) * (2 * V + 4 + kExpUlps) * kEps, 4 * kEps))};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.logprob_backward(o.f[0].data(), dlogp.data(), x.data(), tgt.data(), N, V);
+    };
+    c.more = [=](const Bufs&, const Bufs& dev) {
+      const std::vector<float>& dl = dev.f[0];
+      EXPECT_TRUE(std::equal(dl.begin() + 2 * V, dl.begin() + 3 * V, dl0.begin() + 2 * V))
+          << "a row with target < 0 stays untouched";
+    };
+    return c;
+  });
 }
 
 // ---- element-wise ------------------------------------------------------------------------------
-TEST(OpsGpu, Swiglu) {
-  MOERL_REQUIRE_GPU();
-  const int N = 7, F = 1001;
-  auto gate = normals(static_cast<size_t>(N) * F, 80, 0, 0, 6.0f);
+constexpr int kSwigluN = 7, kSwigluF = 1001;
+std::vector<float> swiglu_gate() {
+  auto gate = normals(sz(kSwigluN, kSwigluF), 80, 0, 0, 6.0f);
   gate[0] = 100.0f;
   gate[1] = -100.0f;
   gate[2] = 0.0f;
-  const auto up = normals(gate.size(), 81), dout = normals(gate.size(), 82);
-  std::vector<float> out(gate.size()), out2(gate.size()), out_cpu(gate.size());
-  cuda::swiglu_forward(out.data(), gate.data(), up.data(), N, F);
-  cuda::swiglu_forward(out2.data(), gate.data(), up.data(), N, F);
-  cpu::swiglu_forward(out_cpu.data(), gate.data(), up.data(), N, F);
-  expect_bits(out, out2, "swiglu run to run");
-  // σ off by the device expf's 2 ulp (relative ≤ 2u after 1/(1+e)), then 3 roundings.
-  expect_close(out_cpu, out, 1e-30, kExpUlps * kEps, "swiglu forward");
-  const auto dg0 = normals(gate.size(), 83), du0 = normals(gate.size(), 84);
-  auto dg = dg0, du = du0, dg_cpu = dg0, du_cpu = du0;
-  cuda::swiglu_backward(dg.data(), du.data(), dout.data(), gate.data(), up.data(), N, F);
-  cpu::swiglu_backward(dg_cpu.data(), du_cpu.data(), dout.data(), gate.data(), up.data(), N, F);
-  // slope = σ·(1 + g·(1 − σ)): σ's error ~2u·σ is multiplied by up to |g| in g·(1 − σ); the
-  // products and the '+=' add a few u of |dout·up|·(1 + |g|) and of the start value.
-  std::vector<double> tol_g(gate.size()), tol_u(gate.size());
-  for (size_t i = 0; i < gate.size(); ++i) {
-    const double du_ = std::fabs(dout[i] * up[i]);
-    tol_g[i] = kExpUlps * kEps * (du_ * (1.0 + std::fabs(gate[i])) + std::fabs(dg_cpu[i]));
-    tol_u[i] = kExpUlps * kEps * (std::fabs(dout[i] * gate[i]) + std::fabs(du_cpu[i]));
-  }
-  expect_within(dg_cpu, dg, tol_g, "swiglu dgate");
-  expect_within(du_cpu, du, tol_u, "swiglu dup");
+  return gate;
 }
 
-TEST(OpsGpu, AdamwEqualsCpu) {
-  MOERL_REQUIRE_GPU();
+std::vector<Case> cases_swiglu_forward() {
+  const auto gate = swiglu_gate(), up = normals(gate.size(), 81);
+  Case c("swiglu forward");
+  // σ off by the device expf's 2 ulp (relative ≤ 2u after 1/(1+e)), then 3 roundings.
+  c.outs = {written("out", gate.size(), close(1e-30, kExpUlps * kEps))};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.swiglu_forward(o.f[0].data(), gate.data(), up.data(), kSwigluN, kSwigluF);
+  };
+  return {c};
+}
+
+std::vector<Case> cases_swiglu_backward() {
+  const auto gate = swiglu_gate(), up = normals(gate.size(), 81), dout = normals(gate.size(), 82);
+  const auto dg0 = normals(gate.size(), 83), du0 = normals(gate.size(), 84);
+  Case c("swiglu backward");
+  // slope = σ·(1 + g·(1 − σ)): σ's error ~2u·σ is multiplied by up to |g| in g·(1 − σ); the
+  // products and the '+=' add a few u of |dout·up|·(1 + |g|) and of the start value.
+  const auto tol_dgate = [=](size_t i, float cpu_i) {
+    const double du_ = std::fabs(dout[i] * up[i]);
+    return kExpUlps * kEps * (du_ * (1.0 + std::fabs(gate[i])) + std::fabs(cpu_i));
+  };
+  const auto tol_dup = [=](size_t i, float cpu_i) {
+    return kExpUlps * kEps * (std::fabs(dout[i] * gate[i]) + std::fabs(cpu_i));
+  };
+  c.outs = {accumulated("dgate", dg0, within(tol_dgate)), accumulated("dup", du0, within(tol_dup))};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.swiglu_backward(o.f[0].data(), o.f[1].data(), dout.data(), gate.data(), up.data(), kSwigluN,
+                      kSwigluF);
+  };
+  return {c};
+}
+
+// Two steps of the update, in place on w, m, v.
+std::vector<Case> cases_adamw_update() {
   const int64_t n = 100003;
   const auto g = normals(n, 90, 0, 0, 0.01f);
   auto w = normals(n, 91), m = normals(n, 92, 0, 0, 0.001f), v = normals(n, 93, 0, 0, 1e-3f);
   for (auto& x : v) x = x * x;
-  auto w_cpu = w, m_cpu = m, v_cpu = v;
   const double bc1 = 1.0 - std::pow(0.9, 7), bc2 = 1.0 - std::pow(0.95, 7);
-  for (int step = 0; step < 2; ++step) {
-    cuda::adamw_update(w.data(), m.data(), v.data(), g.data(), n, 0.7f, 0.9f, 0.95f, bc1, bc2,
-                       3e-4f, 3e-5f, 1e-8f);
-    cpu::adamw_update(w_cpu.data(), m_cpu.data(), v_cpu.data(), g.data(), n, 0.7f, 0.9f, 0.95f,
-                      bc1, bc2, 3e-4f, 3e-5f, 1e-8f);
-  }
-  expect_bits(w_cpu, w, "adamw w");
-  expect_bits(m_cpu, m, "adamw m");
-  expect_bits(v_cpu, v, "adamw v");
+  Case c("adamw");
+  c.outs = {accumulated("w", w, bits()), accumulated("m", m, bits()), accumulated("v", v, bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    for (int step = 0; step < 2; ++step)
+      b.adamw_update(o.f[0].data(), o.f[1].data(), o.f[2].data(), g.data(), n, 0.7f, 0.9f, 0.95f,
+                     bc1, bc2, 3e-4f, 3e-5f, 1e-8f);
+  };
+  return {c};
 }
 
 // ---- top-k -------------------------------------------------------------------------------------
-TEST(OpsGpu, TopkEqualsCpuInEveryTieRule) {
-  MOERL_REQUIRE_GPU();
+// Equal to the CPU in every tie rule, with and without exact ties, −0/+0, NaN and ±inf.
+std::vector<Case> cases_topk_forward() {
+  std::vector<Case> cases;
+  const int N = 133;
+  const NoiseKey key{11, 2, 6, 1000};
   for (TieBreak tie : {TieBreak::lowest, TieBreak::highest, TieBreak::random})
     for (int E : {5, 64, 257})
       for (int K : {1, 2, 8, E}) {
         if (K > E) continue;
-        const int N = 133;
         for (bool ties : {false, true}) {
-          auto s = normals(static_cast<size_t>(N) * E, 100, E, K, 2.0f);
+          auto s = normals(sz(N, E), 100, E, K, 2.0f);
           if (ties) {  // a 1/4 grid: many exact ties, −0/+0, NaN and ±inf
             for (size_t i = 0; i < s.size(); ++i) {
               s[i] = std::round(s[i] * 4.0f) / 4.0f;
@@ -382,17 +604,43 @@ TEST(OpsGpu, TopkEqualsCpuInEveryTieRule) {
               if (i % 29 == 3) s[i] = -0.0f;
             }
           }
-          const NoiseKey key{11, 2, 6, 1000};
-          std::vector<int32_t> ids(static_cast<size_t>(N) * K, -7), ids_cpu(ids.size(), -8);
-          std::vector<float> vals(ids.size()), vals_cpu(ids.size());
-          cuda::topk_forward(ids.data(), vals.data(), s.data(), N, E, K, tie, key);
-          cpu::topk_forward(ids_cpu.data(), vals_cpu.data(), s.data(), N, E, K, tie, key);
-          const auto what = label("E=%d K=%d tie=%s ties=%d", E, K, tie_break_name(tie), int(ties));
-          ASSERT_EQ(ids_cpu, ids) << what;
-          expect_bits(vals_cpu, vals, what);
+          Case c(label("top-k E=%d K=%d tie=%s ties=%d", E, K, tie_break_name(tie), int(ties)));
+          c.outs = {written("vals", sz(N, K), bits())};
+          c.ids = {{"ids", sz(N, K)}};
+          c.run = [=](const Backend& b, Bufs& o) {
+            b.topk_forward(o.i[0].data(), o.f[0].data(), s.data(), N, E, K, tie, key);
+          };
+          cases.push_back(std::move(c));
         }
       }
+  return cases;
 }
+
+// ---- the table over the op list ----------------------------------------------------------------
+struct OpCases {
+  Op op;
+  std::vector<Case> (*cases)();
+};
+// One row per kernel of kernels/ops.def: a new op without cases_<op> above fails to compile here.
+const OpCases kOpCases[] = {
+#define MOERL_OP(name, params, args) {Op::name, &cases_##name},
+#define MOERL_LINEAR_OP(name, params, args)  // test_gemm_gpu.cpp
+#include "kernels/ops.def"
+};
+
+class OpsGpu : public ::testing::TestWithParam<OpCases> {};
+
+TEST_P(OpsGpu, AgreesWithCpu) {
+  MOERL_REQUIRE_GPU();
+  const std::vector<Case> cases = GetParam().cases();
+  ASSERT_FALSE(cases.empty()) << op_name(GetParam().op) << " has no case";
+  for (const Case& c : cases) check(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Op, OpsGpu, ::testing::ValuesIn(kOpCases),
+                         [](const ::testing::TestParamInfo<OpCases>& info) {
+                           return std::string(op_name(info.param.op));
+                         });
 
 }  // namespace
 }  // namespace moerl

@@ -22,50 +22,9 @@ class CountingBackend final : public Backend {
 
   BackendKind kind() const override { return BackendKind::cpu; }
   std::string describe() const override { return "counting " + cpu.describe(); }
-#define FWD(name, params, args) \
+#define MOERL_OP(name, params, args) \
   void name params const override { hit(Op::name); cpu.name args; }
-  FWD(embedding_forward, (float* o, const int32_t* t, const float* w, int N, int D), (o, t, w, N, D))
-  FWD(embedding_backward, (float* dw, const float* d, const int32_t* t, int N, int D), (dw, d, t, N, D))
-  FWD(rmsnorm_forward, (float* o, float* r, const float* x, const float* w, int N, int D, float e,
-                        const ReduceCtx& c), (o, r, x, w, N, D, e, c))
-  FWD(rmsnorm_backward, (float* dx, float* dw, const float* d, const float* x, const float* w,
-                         const float* r, int N, int D), (dx, dw, d, x, w, r, N, D))
-  FWD(rope_forward, (float* x, const int32_t* p, int N, int H, int Dh, float th), (x, p, N, H, Dh, th))
-  FWD(rope_backward, (float* x, const int32_t* p, int N, int H, int Dh, float th), (x, p, N, H, Dh, th))
-  FWD(attention_forward, (float* o, float* a, const float* q, const float* k, const float* v, int B,
-                          int T, int H, int Dh, const ReduceCtx& c), (o, a, q, k, v, B, T, H, Dh, c))
-  FWD(attention_backward, (float* dq, float* dk, float* dv, const float* d, const float* a,
-                           const float* q, const float* k, const float* v, int B, int T, int H,
-                           int Dh), (dq, dk, dv, d, a, q, k, v, B, T, H, Dh))
-  FWD(attention_decode, (float* o, const float* q, const float* kc, const float* vc,
-                         const int32_t* len, int B, int Tm, int H, int Dh, const ReduceCtx& c),
-      (o, q, kc, vc, len, B, Tm, H, Dh, c))
-  FWD(softmax_forward, (float* o, const float* x, int N, int C), (o, x, N, C))
-  FWD(log_softmax_forward, (float* o, const float* x, int N, int C), (o, x, N, C))
-  FWD(softmax_backward, (float* dx, const float* dy, const float* y, int N, int C), (dx, dy, y, N, C))
-  FWD(swiglu_forward, (float* o, const float* g, const float* u, int N, int F), (o, g, u, N, F))
-  FWD(swiglu_backward, (float* dg, float* du, const float* d, const float* g, const float* u, int N,
-                        int F), (dg, du, d, g, u, N, F))
-  FWD(topk_forward, (int32_t* i, float* v, const float* s, int N, int E, int K, TieBreak t,
-                     const NoiseKey& k), (i, v, s, N, E, K, t, k))
-  FWD(logprob_forward, (float* lp, const float* z, const int32_t* t, int N, int V), (lp, z, t, N, V))
-  FWD(logprob_backward, (float* dz, const float* d, const float* z, const int32_t* t, int N, int V),
-      (dz, d, z, t, N, V))
-  FWD(adamw_update, (float* w, float* m, float* v, const float* g, int64_t n, float c, float b1,
-                     float b2, double bc1, double bc2, float lr, float dec, float eps),
-      (w, m, v, g, n, c, b1, b2, bc1, bc2, lr, dec, eps))
-  FWD(linear_pack_weight, (PackedWeight* o, const float* w, int N, int K, const LinearNumerics& nm),
-      (o, w, N, K, nm))
-  FWD(linear_forward, (float* o, const float* x, const PackedWeight& w, int M,
-                       const LinearNumerics& nm), (o, x, w, M, nm))
-  FWD(linear_forward_grouped, (float* o, const float* x, const PackedWeight* w, const int* off,
-                               int E, const LinearNumerics& nm), (o, x, w, off, E, nm))
-  FWD(linear_backward, (float* dx, float* dw, const float* d, const float* x, const float* w, int M,
-                        int N, int K), (dx, dw, d, x, w, M, N, K))
-  FWD(linear_backward_grouped, (float* dx, float* dw, const float* d, const float* x,
-                                const float* w, const int* off, int E, int N, int K),
-      (dx, dw, d, x, w, off, E, N, K))
-#undef FWD
+#include "kernels/ops.def"
 };
 
 // One training step and 2 decode steps on `backend` (null: the model's default).
