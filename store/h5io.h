@@ -15,7 +15,8 @@
 //    data is also chunked with HDF5's Fletcher32 checksum, so readers that skip the header (h5py)
 //    still fail the read of a damaged chunk, naming the dataset. Files without the header (written
 //    by other tools) open unchecked;
-//  * writers build the file in memory and commit() writes it with POSIX calls, so a full disk
+//  * writers build the file in memory (it must fit there; the largest moerl writes, a score output,
+//    is tens of MB) and commit() writes it with POSIX calls, so a full disk
 //    (ENOSPC), a size limit (EFBIG) or EIO is one H5Error naming the file and errno; the previous
 //    file at the final name stays intact and the temporary file is removed. Temporaries left by
 //    killed processes ("<path>.tmp-<pid>" whose pid is gone) are removed by the next create().
