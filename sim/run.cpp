@@ -307,6 +307,20 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         done.final_eval = results.last("eval_accuracy");
         return done;
       }
+      // Stopped between the last checkpoint and the final status (killed): the run had ended, so
+      // it ends now, with the status the uninterrupted run wrote, instead of training on.
+      const int64_t cs = results.int_attrs["collapse_step"];
+      if (start >= s.rl.steps || (cs >= 0 && !s.rl.continue_after_collapse)) {
+        results.attrs["status"] = run_status_name(cs >= 0 ? RunStatus::collapsed : RunStatus::complete);
+        on_writer([&] { results.write(opt.out); });
+        RunSummary done;
+        done.status = results.attrs["status"];
+        done.steps = start;
+        done.collapse_step = cs;
+        done.final_reward = results.last("reward_mean");
+        done.final_eval = results.last("eval_accuracy");
+        return done;
+      }
     }
     if (verbose) std::printf("resuming %s at step %lld from %s\n", opt.out.c_str(), static_cast<long long>(start), ckpt.c_str());
   }

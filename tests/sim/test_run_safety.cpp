@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include "sim/cli/cli.h"
 #include "sim/io/model_io.h"
@@ -123,6 +124,36 @@ TEST_F(RunSafety, ARunWhoseLastWriteFailsIsNotComplete) {
   std::filesystem::create_directories(run_checkpoint_path(out) + "/blocker");
   EXPECT_THROW(run(s, out), std::exception);
   EXPECT_EQ(status_of(out), "running");
+}
+
+// Killed after the final checkpoint but before the final status: --resume ends the run with the
+// status the uninterrupted run wrote, and changes no number.
+TEST_F(RunSafety, ResumeAfterTheLastCheckpointFinishesTheRun) {
+  const Scenario s = test::tiny_scenario({"rl.steps=2"});
+  const std::string ref = dir_.file("ref.h5"), out = dir_.file("a.h5");
+  run(s, ref);
+  run(s, out);
+  {  // what the kill leaves: status still "running"
+    const hid_t f = H5Fopen(out.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t ty = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ty, H5T_VARIABLE);
+    H5Tset_cset(ty, H5T_CSET_UTF8);
+    const hid_t a = H5Aopen(f, "status", H5P_DEFAULT);
+    const char* running = "running";
+    H5Awrite(a, ty, &running);
+    H5Aclose(a);
+    H5Tclose(ty);
+    H5Fclose(f);
+    h5_seal_file(out);
+  }
+  ASSERT_EQ(status_of(out), "running");
+  const RunSummary sum = run(s, out, true);
+  EXPECT_EQ(sum.status, "complete");
+  EXPECT_EQ(sum.steps, 2);
+  EXPECT_EQ(status_of(out), "complete");
+  EXPECT_EQ(steps_of(out), 2);
+  EXPECT_EQ(test::run_metric(out, "reward_mean"), test::run_metric(ref, "reward_mean"));
 }
 
 TEST_F(RunSafety, UnwritableOutputFailsBeforeAnyWork) {
