@@ -49,6 +49,9 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
     rows = group_rows(groups)
     group_title = ", ".join(keys) if keys else "run"
     md = markdown(rows, group_title)
+    skipped = info.get("skipped", [])
+    if skipped:  # left out, with the reason: the report says what it did not read
+        md += "\n## Skipped files\n\n" + "".join(f"- `{p}`: {why}\n" for p, why in skipped)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "summary.csv"), "w") as f:
@@ -132,7 +135,7 @@ def _html(title, info, keys, rows, figures, runs, tables=()):
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>moerl report — {e(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
              "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 7px;"
-             "text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+             "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
              "img{max-width:100%;border:1px solid #eee}.failed{color:#b00}.note{color:#555;font-size:13px}</style>",
              "</head><body>", f"<h1>moerl report — {e(title)}</h1>",
              f"<p class='note'>{len(runs)} run(s) from <code>{e(info['dir'])}</code>"
@@ -168,6 +171,9 @@ def _html(title, info, keys, rows, figures, runs, tables=()):
                 parts.append(table_of[sec][0] + f"<p class='note'>{e(table_of[sec][1])}</p>")
         parts.append(f"<figure><img src='{e(name)}' alt='{e(name)}'><figcaption class='note'>{e(caption)}"
                      "</figcaption></figure>")
+    if info.get("skipped"):
+        parts.append("<h2>Skipped files</h2><ul>" + "".join(
+            f"<li><code>{e(p)}</code>: <span class='failed'>{e(why)}</span></li>" for p, why in info["skipped"]) + "</ul>")
     parts.append("<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>steps</th><th>keys / error</th></tr>")
     for r in runs:
         kv = " ".join(f"{k}={v}" for k, v in r.keys.items())

@@ -6,10 +6,70 @@ Files and attributes are those of docs/hdf5-schema.md ("Run results", "Sweep dir
 import glob
 import json
 import os
+import sys
+import zlib
 from collections import OrderedDict
 
 import h5py
 import numpy as np
+
+
+class BadFile(Exception):
+    """A file that cannot be used as a run: unreadable, corrupted, truncated or not a run's results."""
+
+    def __init__(self, path, reason):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+_HEADER_MAGIC = b"moerl-integrity 1\n"
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def check_integrity(path):
+    """Checks the 512-byte integrity header moerl writes before the HDF5 data (store/h5io.h): the
+    file's size and the CRC-32 of everything after the header. Raises BadFile; files without the
+    header (other writers) pass."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+            if head[:8] == _HDF5_SIGNATURE:
+                return
+            if not head.startswith(_HEADER_MAGIC):
+                f.seek(512)
+                if f.read(8) == _HDF5_SIGNATURE:
+                    raise BadFile(path, "corrupted: the header before the HDF5 data is not a moerl integrity header")
+                return  # not HDF5 at all: h5py says so
+            if len(head) < 512:
+                raise BadFile(path, f"truncated file: {len(head)} bytes, shorter than its integrity header")
+            try:
+                lines = head.rstrip(b"\0").decode("ascii").split("\n")
+                size = int(lines[1].split(" ")[1])
+                crc = int(lines[2].split(" ")[1], 16)
+                expected = _HEADER_MAGIC + f"size {size}\ncrc32 {crc:08x}\n".encode()
+            except (UnicodeDecodeError, IndexError, ValueError):
+                raise BadFile(path, "corrupted: damaged integrity header")
+            if head != expected.ljust(512, b"\0"):
+                raise BadFile(path, "corrupted: damaged integrity header")
+            actual = os.fstat(f.fileno()).st_size
+            if actual != size:
+                raise BadFile(path, f"{'truncated' if actual < size else 'corrupted'} file: {actual} bytes, "
+                                    f"written with {size}")
+            c = 0
+            while True:
+                block = f.read(1 << 20)
+                if not block:
+                    break
+                c = zlib.crc32(block, c)
+            if c != crc:
+                raise BadFile(path, f"corrupted: CRC-32 of the content is {c:08x}, written as {crc:08x}")
+    except OSError as e:
+        raise BadFile(path, f"cannot read: {e.strerror or e}")
+
+
+def warn(msg):
+    print(f"analysis: warning: {msg}", file=sys.stderr)
 
 
 class Run:
@@ -31,11 +91,21 @@ class Run:
         self.has_dumps = False
 
     def load(self):
-        with h5py.File(self.path, "r") as f:
-            self.attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-            if "metrics" in f:
+        """Reads the file; raises BadFile when it is damaged or not a run's results."""
+        check_integrity(self.path)
+        try:
+            with h5py.File(self.path, "r") as f:
+                if "metrics" not in f or "scenario" not in f.attrs:
+                    kind = f.attrs.get("format", "")
+                    kind = kind.decode() if isinstance(kind, bytes) else kind
+                    raise BadFile(self.path, f"not a run's results ({kind or 'no metrics/ or scenario attribute'})")
+                self.attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
                 self.metrics = {k: np.asarray(f["metrics"][k][()], dtype=float) for k in f["metrics"]}
-            self.has_dumps = "dump" in f
+                self.has_dumps = "dump" in f
+        except BadFile:
+            raise
+        except Exception as e:  # h5py raises OSError, KeyError, ValueError, RuntimeError on damaged files
+            raise BadFile(self.path, f"unreadable: {e}")
         self.scenario = parse_scenario(self.attrs.get("scenario", ""))
         self.status = self.attrs.get("status", "?")
         return self
@@ -74,6 +144,16 @@ def load_sweep(path):
     info: {"kind": "sweep" | "directory" | "files", "swept_keys": [...], "dir": ...}.
     """
     paths = [path] if isinstance(path, str) else list(path)
+    skipped = []  # (path, reason): files left out of the report, with a warning each
+
+    def try_load(r):
+        try:
+            return r.load()
+        except BadFile as e:
+            warn(f"skipping {e}")
+            skipped.append((e.path, e.reason))
+            return None
+
     if len(paths) == 1 and os.path.isdir(paths[0]):
         d = paths[0]
         index = os.path.join(d, "index.json")
@@ -84,31 +164,27 @@ def load_sweep(path):
             for row in idx["runs"]:
                 r = Run(os.path.join(d, row["file"]), row["id"])
                 r.keys = OrderedDict(row.get("keys", {}))
+                bad = False
                 if os.path.exists(r.path) and row.get("status") != "failed":
-                    r.load()
-                r.status = row.get("status", r.status)
-                r.error = row.get("error", "")
+                    bad = try_load(r) is None
+                r.status = "unreadable" if bad else row.get("status", r.status)
+                r.error = skipped[-1][1] if bad else row.get("error", "")
                 runs.append(r)
-            return runs, {"kind": "sweep", "swept_keys": list(idx.get("swept_keys", [])), "dir": d}
+            return runs, {"kind": "sweep", "swept_keys": list(idx.get("swept_keys", [])), "dir": d,
+                          "skipped": skipped}
         files = sorted(p for p in glob.glob(os.path.join(d, "*.h5")) if not p.endswith(".ckpt.h5"))
-        runs = [Run(p).load() for p in files if _is_run_file(p)]
+        runs = [r for r in (try_load(Run(p)) for p in files) if r is not None]
         if not runs:
-            raise SystemExit(f"{d}: no sweep index and no run files (*.h5)")
-        return runs, {"kind": "directory", "swept_keys": differing_keys(runs), "dir": d}
+            raise SystemExit(f"{d}: no sweep index and no readable run files (*.h5)")
+        return runs, {"kind": "directory", "swept_keys": differing_keys(runs), "dir": d, "skipped": skipped}
     for p in paths:
         if not os.path.isfile(p):
             raise SystemExit(f"{p}: no such run file or sweep directory")
-    runs = [Run(p).load() for p in paths]
+    runs = [r for r in (try_load(Run(p)) for p in paths) if r is not None]
+    if not runs:
+        raise SystemExit("no readable run files: " + "; ".join(f"{p}: {why}" for p, why in skipped))
     return runs, {"kind": "files", "swept_keys": differing_keys(runs) if len(runs) > 1 else [],
-                  "dir": os.path.dirname(os.path.abspath(paths[0]))}
-
-
-def _is_run_file(p):
-    try:
-        with h5py.File(p, "r") as f:
-            return "metrics" in f and "scenario" in f.attrs
-    except OSError:
-        return False
+                  "dir": os.path.dirname(os.path.abspath(paths[0])), "skipped": skipped}
 
 
 def differing_keys(runs):

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <sstream>
 
 #include "store/checkpoint.h"
@@ -46,6 +48,47 @@ std::string fmt_eta(double s) {
 }
 }  // namespace
 
+namespace {
+std::string scenario_body(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  return out;
+}
+
+std::map<std::string, std::string> scenario_keys(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(scenario_body(text));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) kv[line] = "";
+    else kv[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return kv;
+}
+}  // namespace
+
+std::vector<std::string> run_scenario_diff(const std::string& before, const std::string& now) {
+  const auto a = scenario_keys(before), b = scenario_keys(now);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) out.push_back(k + ": " + v + " → (unset)");
+    else if (it->second != v) out.push_back(k + ": " + v + " → " + it->second);
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) out.push_back(k + ": (unset) → " + v);
+  return out;
+}
+
+std::string run_scenario_hash(const std::string& effective_text) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(scenario_body(effective_text))));
+  return buf;
+}
+
 std::string run_checkpoint_path(const std::string& out) {
   std::filesystem::path p(out);
   return (p.parent_path() / (p.stem().string() + ".ckpt.h5")).string();
@@ -58,9 +101,18 @@ std::unique_ptr<Model> run_train_base(const Scenario& s, int sft_steps, bool ver
   if (sft_steps >= 0) sft.steps = sft_steps;
   const auto task = task_create(s.task);
   const bool tty = verbose && isatty(STDOUT_FILENO);
+  // The warm-up takes a minute on the quickstart: a live line on a terminal, a line per tenth
+  // of the steps otherwise (logs, pipes).
+  const int every = std::max(1, sft.steps / 10);
+  const auto t0 = std::chrono::steady_clock::now();
   *rep = sft_train(model.get(), sft, *task, s.run.seed, s.rl.eval_prompts, [&](int step, double loss) {
-    if (!tty) return;
-    std::printf("\rsft %d/%d  loss %.4f", step + 1, sft.steps, loss);
+    if (!verbose) return;
+    const bool line = !tty && ((step + 1) % every == 0) && step + 1 < sft.steps;
+    if (!tty && !line) return;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double eta = el / (step + 1) * (sft.steps - step - 1);
+    std::printf("%ssft %d/%d  loss %.4f  eta %s%s", tty ? "\r" : "", step + 1, sft.steps, loss,
+                fmt_eta(eta).c_str(), tty ? "   " : "\n");
     std::fflush(stdout);
   });
   if (verbose)
@@ -136,6 +188,53 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   };
   if (grid) grid->checked(check);  // bad input fails on every rank at once: no rank left waiting
   else check();
+  // A phase only the writer does (files), failing on every rank at once: one message, no rank left
+  // waiting in the next collective, no MPI_Abort.
+  const auto on_writer = [&](const std::function<void()>& fn) {
+    if (grid) grid->checked([&] { if (writer) fn(); });
+    else fn();
+  };
+  const std::string ckpt = run_checkpoint_path(opt.out);
+  bool start_over = false;  // resume asked for, but there is nothing to resume
+  // Before any work: a run is one thing — its results, its checkpoint and its scenario belong
+  // together, and output paths must be writable.
+  on_writer([&] {
+    namespace fs = std::filesystem;
+    std::error_code ec;  // a directory that cannot be made is reported by h5_check_writable below
+    if (fs::path(opt.out).has_parent_path()) fs::create_directories(fs::path(opt.out).parent_path(), ec);
+    const bool have_results = fs::exists(opt.out), have_ckpt = fs::exists(ckpt);
+    if (!opt.resume && have_results && !opt.force)
+      throw std::invalid_argument(opt.out + ": holds the results of an earlier run; --resume continues it, "
+                                  "--force overwrites it, or choose another --out");
+    if (opt.resume && have_results && !have_ckpt) {
+      if (!opt.force)
+        throw std::invalid_argument(opt.out + ": holds results but its checkpoint " + ckpt +
+                                    " is missing, so the run cannot be resumed; --force starts it over");
+      start_over = true;
+    }
+    if (opt.resume && !have_results && have_ckpt) {
+      if (!opt.force)
+        throw std::invalid_argument(ckpt + ": a checkpoint without its results file " + opt.out +
+                                    "; --force starts the run over");
+      start_over = true;
+    }
+    if (opt.resume && have_results && have_ckpt && !start_over) {
+      const H5File prev = H5File::open(opt.out);
+      if (prev.has_attr("/", "scenario")) {
+        const std::vector<std::string> d = run_scenario_diff(prev.attr_string("/", "scenario"), s.effective_text());
+        if (!d.empty()) {
+          std::string msg = opt.out + ": --resume with a different scenario (" + std::to_string(d.size()) +
+                            " key" + (d.size() == 1 ? "" : "s") + " differ: ";
+          for (size_t i = 0; i < d.size() && i < 8; ++i) msg += (i ? "; " : "") + d[i];
+          if (d.size() > 8) msg += "; …";
+          throw std::invalid_argument(msg + "); a resumed run must continue the run it started as");
+        }
+      }
+    }
+    h5_check_writable(opt.out);
+    h5_check_writable(ckpt);
+  });
+  if (grid) start_over = grid->broadcast(start_over ? "1" : "0") == "1";
   std::string base = opt.base;
   if (base.empty()) {  // trained and cached by the root alone; the others wait, sleeping
     if (writer) base = run_base_checkpoint(s, opt.cache_dir, verbose);
@@ -151,9 +250,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   std::unique_ptr<Model> model;
   auto load = [&] {
     model = model_load_checkpoint(base);
-    if (model->config().d_model != s.model.d_model || model->config().n_layers != s.model.n_layers ||
-        model->config().n_experts != s.model.n_experts || model->config().vocab_size != s.model.vocab_size)
-      throw std::invalid_argument(base + ": checkpoint shape differs from the scenario's [model]");
+    model_check_matches(base, model->config(), s.model);
     model->set_parallel(par);
     model->set_backend(*backend);
   };
@@ -174,6 +271,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
 
   RunResults results;
   results.attrs["scenario"] = s.effective_text();
+  results.attrs["scenario_hash"] = run_scenario_hash(s.effective_text());
   results.attrs["algorithm"] = setup.rl.loss.algorithm;
   results.attrs["routing_replay"] = routing_replay_name(setup.rl.routing_replay);
   results.attrs["old_logprobs"] = old_logprobs_name(setup.rl.old_logprobs);
@@ -184,13 +282,13 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   results.int_attrs["seed"] = static_cast<int64_t>(s.run.seed);
   results.int_attrs["collapse_step"] = -1;
 
-  const std::string ckpt = run_checkpoint_path(opt.out);
   int64_t start = 0;
-  if (opt.resume && std::filesystem::exists(ckpt)) {
+  if (opt.resume && !start_over && std::filesystem::exists(ckpt)) {
     ModelConfig cfg;
     ParamStore params;
     CheckpointExtras ex;
     checkpoint_load(ckpt, &cfg, &params, &ex);
+    model_check_matches(ckpt, cfg, s.model);
     model->params().data() = params.data();
     trainer.load_state(ex);
     for (auto& [name, v] : ex.scalars)
@@ -205,6 +303,20 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         done.status = st;
         done.steps = start;
         done.collapse_step = results.int_attrs["collapse_step"];
+        done.final_reward = results.last("reward_mean");
+        done.final_eval = results.last("eval_accuracy");
+        return done;
+      }
+      // Stopped between the last checkpoint and the final status (killed): the run had ended, so
+      // it ends now, with the status the uninterrupted run wrote, instead of training on.
+      const int64_t cs = results.int_attrs["collapse_step"];
+      if (start >= s.rl.steps || (cs >= 0 && !s.rl.continue_after_collapse)) {
+        results.attrs["status"] = run_status_name(cs >= 0 ? RunStatus::collapsed : RunStatus::complete);
+        on_writer([&] { results.write(opt.out); });
+        RunSummary done;
+        done.status = results.attrs["status"];
+        done.steps = start;
+        done.collapse_step = cs;
         done.final_reward = results.last("reward_mean");
         done.final_eval = results.last("eval_accuracy");
         return done;
@@ -224,7 +336,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         if (name == "optim/m" || name == "optim/v" || name.rfind("stale/params_", 0) == 0)
           gather_experts(&v, params, s.model.n_experts, *par.ep);
     }
-    if (writer) checkpoint_save(ckpt, s.model, params, &ex);
+    on_writer([&] { checkpoint_save(ckpt, s.model, params, &ex); });
   };
 
   RunSummary sum;
@@ -240,11 +352,17 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     const bool last = step + 1 == s.rl.steps;
     if (collapsed && !s.rl.continue_after_collapse) status = RunStatus::collapsed;
     else if (last) status = collapsed || results.int_attrs["collapse_step"] >= 0 ? RunStatus::collapsed : RunStatus::complete;
-    results.attrs["status"] = run_status_name(status);
-    if (writer) results.write(opt.out);
+    // The step's rows, then the checkpoint, and only then the final status: a run whose last
+    // write fails is never marked complete.
+    results.attrs["status"] = run_status_name(RunStatus::running);
+    on_writer([&] { results.write(opt.out); });
     if ((s.rl.checkpoint_every > 0 && (step + 1) % s.rl.checkpoint_every == 0) || last ||
         status != RunStatus::running || step + 1 == end)
       save_checkpoint(step + 1);
+    if (status != RunStatus::running) {
+      results.attrs["status"] = run_status_name(status);
+      on_writer([&] { results.write(opt.out); });
+    }
     if (opt.on_step) opt.on_step();
     if (verbose) {
       const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

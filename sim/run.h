@@ -7,6 +7,7 @@
 #include <string>
 
 #include <memory>
+#include <vector>
 
 #include "models/model.h"
 #include "sim/scenario.h"
@@ -21,6 +22,11 @@ struct RunOptions {
   std::string base;            // base checkpoint to start from ("" = cached SFT of the scenario)
   std::string cache_dir = "results/cache";  // where base checkpoints are cached by content hash
   bool resume = false;         // continue from the run's checkpoint when there is one
+  // Overwrite existing results (without it, `out` holding results is an error unless resuming),
+  // and with `resume`, start over when results exist without their checkpoint. On for library
+  // callers that manage their own files (tests, the sweep, which checks its directory itself);
+  // `moerl run` sets it from --force, off by default.
+  bool force = true;
   bool dump_tensors = false;
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
@@ -51,6 +57,13 @@ std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir,
 std::string run_base_path(const Scenario& s, const std::string& cache_dir);
 
 RunSummary run_rl(const Scenario& s, const RunOptions& opt);
+
+// The keys whose values differ between two effective scenario texts, as "key: a → b" (a key
+// present in one only shows "(unset)"); comment lines are ignored.
+std::vector<std::string> run_scenario_diff(const std::string& before, const std::string& now);
+// Hex FNV-1a 64 of a scenario's effective text without its comment lines: the results file's
+// "scenario_hash" attribute.
+std::string run_scenario_hash(const std::string& effective_text);
 
 // Path of the checkpoint that goes with a results file.
 std::string run_checkpoint_path(const std::string& out);

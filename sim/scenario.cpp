@@ -56,6 +56,8 @@ class Fields {
            [p](const std::string& v) {
              int x = 0;
              auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
+               throw BadValue{"is outside the range of a 32-bit integer [-2147483648, 2147483647]"};
              if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
                throw BadValue{"must be an integer"};
              *p = x;
@@ -545,7 +547,12 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       }
     }
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(source + ": " + e.what());
+    // Blame where the value came from: the file, or --set.
+    const std::string what = e.what();
+    std::string origin = source;
+    for (const auto& [key, v] : raw)
+      if (what.rfind(key + " = ", 0) == 0) origin = v.origin;
+    throw std::invalid_argument(origin + ": " + what);
   }
 
   // 5. The effective text: every key, canonical form.

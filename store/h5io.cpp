@@ -1,11 +1,16 @@
 // h5io.cpp — RAII HDF5 helpers: atomic commit, typed and shape-checked dataset I/O, attributes.
 #include "store/h5io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -107,6 +112,20 @@ int64_t element_count(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// Chunks of at most ~1 MiB, cut along the leading dimensions (block writes go along dim 0).
+std::vector<hsize_t> chunk_dims(const std::vector<int64_t>& shape, int64_t elem_bytes) {
+  constexpr int64_t kBudget = int64_t{1} << 20;
+  std::vector<hsize_t> chunk(shape.begin(), shape.end());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t rest = elem_bytes;
+    for (size_t j = i + 1; j < shape.size(); ++j) rest *= shape[j];
+    if (rest * shape[i] <= kBudget) break;
+    chunk[i] = static_cast<hsize_t>(std::max<int64_t>(1, std::min(shape[i], kBudget / rest)));
+    if (rest <= kBudget) break;
+  }
+  return chunk;
+}
+
 std::string strip_slash(const std::string& name) {
   size_t i = 0;
   while (i < name.size() && name[i] == '/') ++i;
@@ -146,13 +165,15 @@ std::string h5_shape_str(const std::vector<int64_t>& shape) {
 
 // ---- life cycle --------------------------------------------------------------------------------
 
-H5File::H5File(std::string path, std::string tmp_path, hid_t id, bool writable)
-    : path_(std::move(path)), tmp_path_(std::move(tmp_path)), id_(id), writable_(writable) {}
+H5File::H5File(std::string path, std::string tmp_path, hid_t id, bool writable, int fd)
+    : path_(std::move(path)), tmp_path_(std::move(tmp_path)), id_(id), writable_(writable),
+      fd_(fd) {}
 
 H5File::H5File(H5File&& o) noexcept
     : path_(std::move(o.path_)), tmp_path_(std::move(o.tmp_path_)), id_(o.id_),
-      writable_(o.writable_) {
+      writable_(o.writable_), fd_(o.fd_) {
   o.id_ = -1;
+  o.fd_ = -1;
   o.tmp_path_.clear();
 }
 
@@ -163,7 +184,9 @@ H5File& H5File::operator=(H5File&& o) noexcept {
     tmp_path_ = std::move(o.tmp_path_);
     id_ = o.id_;
     writable_ = o.writable_;
+    fd_ = o.fd_;
     o.id_ = -1;
+    o.fd_ = -1;
     o.tmp_path_.clear();
   }
   return *this;
@@ -176,6 +199,10 @@ void H5File::close_quietly() {
     H5Fclose(id_);
     H5Eclear2(H5E_DEFAULT);
     id_ = -1;
+  }
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
   }
   if (writable_ && !tmp_path_.empty()) {
     ::unlink(tmp_path_.c_str());
@@ -197,19 +224,210 @@ hid_t strong_close_fapl() {
   H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
   return fapl;
 }
+
+// Writers build the file in memory (HDF5's core driver without backing store), so HDF5 itself never
+// writes to disk: commit() writes the finished image with plain POSIX calls, so a full disk or a
+// file-size limit is one errno for us to report, never a half-closed HDF5 file that the library
+// tries (and fails, fatally) to flush again at exit.
+hid_t memory_fapl() {
+  hid_t fapl = strong_close_fapl();
+  H5Pset_fapl_core(fapl, 1 << 20, 0);
+  return fapl;
+}
+
+// Writes all of buf to fd; false with errno set on failure.
+bool write_all(int fd, const char* buf, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, buf, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (w == 0) {
+      errno = EIO;
+      return false;
+    }
+    buf += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// True when "<base>.tmp-<digits>" names a temporary of `base` whose process is gone.
+bool is_stale_temporary(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = name.substr(prefix.size());
+  if (!std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return false;
+  if (digits.size() > 9) return true;
+  const long pid = std::stol(digits);
+  if (pid == static_cast<long>(::getpid())) return false;  // our own: the caller truncates it
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 }  // namespace
+
+namespace {
+// CRC-32 as zlib computes it (polynomial 0xEDB88320), so Python checks it with zlib.crc32.
+uint32_t crc32_update(uint32_t crc, const char* data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i)
+    crc = table[(crc ^ static_cast<unsigned char>(data[i])) & 0xFFu] ^ (crc >> 8);
+  return ~crc;
+}
+
+constexpr size_t kHeaderBytes = 512;  // HDF5 finds its superblock after a 512-byte user block
+constexpr const char* kHeaderMagic = "moerl-integrity 1\n";
+
+std::string format_header(uint64_t size, uint32_t crc) {
+  char text[128];
+  std::snprintf(text, sizeof text, "%ssize %llu\ncrc32 %08x\n", kHeaderMagic,
+                static_cast<unsigned long long>(size), crc);
+  std::string h(kHeaderBytes, '\0');
+  std::memcpy(h.data(), text, std::strlen(text));
+  return h;
+}
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
+}  // namespace
+
+std::string integrity_header(const char* image, size_t n) {
+  return format_header(kHeaderBytes + n, crc32_update(0, image, n));
+}
+
+void h5_verify_integrity(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw H5Error(path + ": cannot open: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::string head(kHeaderBytes, '\0');
+  const ssize_t got = ::pread(fd, head.data(), kHeaderBytes, 0);
+  if (got < 0) throw H5Error(path + ": cannot read: " + std::strerror(errno));
+  head.resize(static_cast<size_t>(got));
+  static const char kSignature[] = "\x89HDF\r\n\x1a\n";
+  if (head.compare(0, 8, kSignature, 8) == 0) return;  // no header: a file from another writer
+  const bool ours = starts_with(head, kHeaderMagic);
+  if (!ours) {
+    // Damage to the header's first line must not turn a checked file into an unchecked one.
+    char sig[8] = {};
+    if (::pread(fd, sig, 8, static_cast<off_t>(kHeaderBytes)) == 8 && std::memcmp(sig, kSignature, 8) == 0)
+      throw H5Error(path + ": corrupted: the 512-byte header before the HDF5 data is not a moerl "
+                    "integrity header");
+    return;  // not HDF5 at all: open() says so
+  }
+  if (head.size() < kHeaderBytes)
+    throw H5Error(path + ": truncated file: " + std::to_string(head.size()) +
+                  " bytes, shorter than its integrity header");
+  unsigned long long size = 0;
+  unsigned crc = 0;
+  int used = 0;
+  const std::string body = head.substr(std::strlen(kHeaderMagic));
+  if (std::sscanf(body.c_str(), "size %llu\ncrc32 %8x\n%n", &size, &crc, &used) != 2 || used == 0 ||
+      head != format_header(size, crc))
+    throw H5Error(path + ": corrupted: damaged integrity header");
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw H5Error(path + ": cannot stat: " + std::strerror(errno));
+  if (static_cast<unsigned long long>(st.st_size) != size)
+    throw H5Error(path + ": " + (static_cast<unsigned long long>(st.st_size) < size ? "truncated" : "corrupted") +
+                  " file: " + std::to_string(st.st_size) + " bytes, written with " +
+                  std::to_string(size));
+  std::vector<char> buf(1 << 20);
+  uint32_t c = 0;
+  off_t off = static_cast<off_t>(kHeaderBytes);
+  while (static_cast<unsigned long long>(off) < size) {
+    const ssize_t r = ::pread(fd, buf.data(), buf.size(), off);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw H5Error(path + ": cannot read: " + std::strerror(errno));
+    }
+    if (r == 0) break;
+    c = crc32_update(c, buf.data(), static_cast<size_t>(r));
+    off += r;
+  }
+  if (c != crc) {
+    char msg[160];
+    std::snprintf(msg, sizeof msg, ": corrupted: CRC-32 of the content is %08x, written as %08x "
+                  "(the file changed after it was written)", c, crc);
+    throw H5Error(path + msg);
+  }
+}
+
+void h5_seal_file(const std::string& path) {
+  std::vector<char> bytes;
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw H5Error(path + ": cannot open: " + std::strerror(errno));
+    char buf[1 << 16];
+    ssize_t r;
+    while ((r = ::read(fd, buf, sizeof buf)) > 0) bytes.insert(bytes.end(), buf, buf + r);
+    ::close(fd);
+  }
+  if (bytes.size() < kHeaderBytes || !starts_with(std::string(bytes.data(), 32), kHeaderMagic))
+    throw H5Error(path + ": has no moerl integrity header to renew");
+  const std::string h = integrity_header(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ::pwrite(fd, h.data(), h.size(), 0) != static_cast<ssize_t>(h.size()))
+    throw H5Error(path + ": cannot rewrite its integrity header: " + std::strerror(errno));
+  ::close(fd);
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (is_stale_temporary(e->d_name, base) && ::unlink((dir + "/" + e->d_name).c_str()) == 0)
+      ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
+void h5_check_writable(const std::string& path) {
+  remove_stale_temporaries(path);
+  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw H5Error(path + ": cannot create " + tmp + ": " + std::strerror(errno) +
+                  " (directory missing or not writable?)");
+  ::close(fd);
+  ::unlink(tmp.c_str());
+}
 
 H5File H5File::create(const std::string& path) {
   h5_silence();
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  Handle fapl(strong_close_fapl(), H5Pclose);
+  // The temporary file is created now, so a missing or read-only directory fails before any work.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw H5Error(path + ": cannot create " + tmp + ": " + std::strerror(errno) +
+                  " (directory missing or not writable?)");
+  Handle fapl(memory_fapl(), H5Pclose);
   const hid_t id = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) {
     const std::string detail = h5_detail();
-    throw H5Error(path + ": cannot create " + tmp + " (directory missing or not writable?)" +
-                  detail);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw H5Error(path + ": cannot create an HDF5 file in memory" + detail);
   }
-  return H5File(path, tmp, id, true);
+  return H5File(path, tmp, id, true, fd);
 }
 
 H5File H5File::open(const std::string& path) {
@@ -218,6 +436,8 @@ H5File H5File::open(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     throw H5Error(path + ": cannot open: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw H5Error(path + ": is a directory, not an HDF5 file");
+  // Before HDF5 parses anything: HDF5 trusts its metadata, and a damaged file can crash it.
+  h5_verify_integrity(path);
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());
   if (is_h5 == 0) throw H5Error(path + ": not an HDF5 file (no HDF5 signature)");
   if (is_h5 < 0) {
@@ -233,21 +453,33 @@ H5File H5File::open(const std::string& path) {
                                  : "corrupted or unreadable HDF5 file";
     throw H5Error(path + ": " + kind + detail);
   }
-  return H5File(path, "", id, false);
+  return H5File(path, "", id, false, -1);
 }
 
 void H5File::commit() {
   if (!writable_ || id_ < 0) fail("", "commit() on a file not open for writing");
-  if (H5Fflush(id_, H5F_SCOPE_LOCAL) < 0) fail("", "flush failed");
+  if (H5Fflush(id_, H5F_SCOPE_GLOBAL) < 0) fail("", "flush failed");
+  const ssize_t size = H5Fget_file_image(id_, nullptr, 0);
+  if (size < 0) fail("", "cannot take the file image");
+  std::vector<char> image(static_cast<size_t>(size));
+  if (H5Fget_file_image(id_, image.data(), image.size()) != size) fail("", "cannot take the file image");
   const herr_t rc = H5Fclose(id_);
   id_ = -1;
   if (rc < 0) fail("", "close failed");
+  // Our own writes: ENOSPC, EFBIG, EIO come back as one clear error; the destructor removes the
+  // temporary file and the previous file at the final name is untouched.
+  const auto io_fail = [&](const char* what) {
+    throw H5Error(path_ + ": cannot " + what + " " + tmp_path_ + ": " + std::strerror(errno) +
+                  " (the previous " + path_ + ", if any, is unchanged)");
+  };
+  const std::string header = integrity_header(image.data(), image.size());
+  if (!write_all(fd_, header.data(), header.size()) || !write_all(fd_, image.data(), image.size()))
+    io_fail("write");
   // fsync before rename: after a crash the final name holds either the old or the new file.
-  const int fd = ::open(tmp_path_.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (::fsync(fd_) != 0 && errno != EINVAL) io_fail("sync");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) io_fail("close");
   if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
     fail("", "cannot rename " + tmp_path_ + " into place: " + std::strerror(errno));
   tmp_path_.clear();
@@ -332,6 +564,14 @@ void H5File::create_dataset(const std::string& name, H5Type t, const std::vector
   if (slash != std::string::npos) ensure_groups(n.substr(0, slash));
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   H5Pset_obj_track_times(dcpl.get(), 0);
+  if (!shape.empty() && element_count(shape) > 0) {
+    // Every dataset with data is chunked and carries HDF5's Fletcher32 checksum per chunk, so a
+    // corrupted chunk fails the read (here and in h5py) instead of returning wrong numbers.
+    const std::vector<hsize_t> chunk = chunk_dims(shape, t == H5Type::f64 || t == H5Type::i64 ? 8 : 4);
+    if (H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 ||
+        H5Pset_fletcher32(dcpl.get()) < 0)
+      fail(name, "cannot set chunking and checksum");
+  }
   Handle ds(H5Dcreate2(id_, n.c_str(), file_type(t), space.get(), H5P_DEFAULT, dcpl.get(),
                        H5P_DEFAULT),
             H5Dclose);
@@ -395,7 +635,7 @@ void H5File::block_io(const std::string& name, const std::vector<int64_t>& start
     if (H5Dwrite(ds.get(), mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, in) < 0)
       fail(name, "block write failed");
   } else if (H5Dread(ds.get(), mem_type(t), mspace.get(), fspace.get(), H5P_DEFAULT, out) < 0) {
-    fail(name, "block read failed (truncated or corrupted file?)");
+    fail(name, "block read failed: corrupted data (Fletcher32 checksum mismatch) or truncated file");
   }
 }
 
@@ -446,7 +686,7 @@ void H5File::read_any(const std::string& name, const std::vector<int64_t>& expec
   if (element_count(dims) == 0) return;
   Handle ds(H5Dopen2(id_, strip_slash(name).c_str(), H5P_DEFAULT), H5Dclose);
   if (H5Dread(ds.get(), mem_type(t), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-    fail(name, "read failed (truncated or corrupted file?)");
+    fail(name, "read failed: corrupted data (Fletcher32 checksum mismatch) or truncated file");
 }
 
 void H5File::read(const std::string& name, const std::vector<int64_t>& e, float* out) const {

@@ -7,7 +7,19 @@
 //    destroyed without commit (exception, early return) removes its temporary file;
 //  * every failure throws H5Error whose what() reads "<file>: <object>: <what is wrong>", with
 //    HDF5's own diagnosis appended; HDF5's automatic printing of its error stack is switched off;
-//  * reads check dtype and shape against what the caller expects.
+//  * reads check dtype and shape against what the caller expects;
+//  * integrity: a written file starts with a 512-byte header (an HDF5 user block, which HDF5 and
+//    h5py skip) holding its size and the CRC-32 of everything after it; open() checks both before
+//    HDF5 parses a byte, so a flipped bit or a cut anywhere is refused with the file named — never
+//    handed to HDF5, which trusts its metadata and can crash on damaged files. Every dataset with
+//    data is also chunked with HDF5's Fletcher32 checksum, so readers that skip the header (h5py)
+//    still fail the read of a damaged chunk, naming the dataset. Files without the header (written
+//    by other tools) open unchecked;
+//  * writers build the file in memory (it must fit there; the largest moerl writes, a score output,
+//    is tens of MB) and commit() writes it with POSIX calls, so a full disk
+//    (ENOSPC), a size limit (EFBIG) or EIO is one H5Error naming the file and errno; the previous
+//    file at the final name stays intact and the temporary file is removed. Temporaries left by
+//    killed processes ("<path>.tmp-<pid>" whose pid is gone) are removed by the next create().
 // Datasets are row-major with shape vector<int64_t> (empty = scalar); names are paths ("a/b/c"),
 // and writing creates intermediate groups. Attributes hang on "/" or any group path (created on
 // write if missing). Strings are stored as variable-length UTF-8 (h5py reads them as str).
@@ -36,12 +48,28 @@ const char* h5_type_name(H5Type t);  // "float32", "float64", "int32", "int64"
 // "[2, 3]" — for messages.
 std::string h5_shape_str(const std::vector<int64_t>& shape);
 
+// Checks, before any work, that create(path) would succeed (creates and removes the temporary
+// file); throws H5Error naming the path and errno.
+void h5_check_writable(const std::string& path);
+// Removes "<path>.tmp-<pid>" files whose process no longer exists; returns how many.
+int remove_stale_temporaries(const std::string& path);
+
+// Checks a file's integrity header (see above); throws H5Error naming the file and what is
+// wrong. Files without a header pass.
+void h5_verify_integrity(const std::string& path);
+// Renews the integrity header of a file edited in place by another HDF5 writer (tests that make
+// well-formed but unacceptable files; tools that patch attributes).
+void h5_seal_file(const std::string& path);
+// The header for a file image of n bytes (what commit() writes before the image).
+std::string integrity_header(const char* image, size_t n);
+
 class H5File {
  public:
-  // Creates "<path>.tmp-<pid>" for writing (truncating any stale one); commit() publishes it.
+  // Creates "<path>.tmp-<pid>" for writing (truncating any stale one; a missing or read-only
+  // directory fails here, before any work); commit() publishes it.
   static H5File create(const std::string& path);
-  // Opens an existing file read-only; errors distinguish missing, not HDF5, and unreadable
-  // (e.g. truncated) files.
+  // Opens an existing file read-only after checking its integrity header; errors distinguish
+  // missing, not HDF5, corrupted and truncated files.
   static H5File open(const std::string& path);
 
   H5File(H5File&& o) noexcept;
@@ -107,7 +135,7 @@ class H5File {
   double attr_double(const std::string& obj, const std::string& key) const;
 
  private:
-  H5File(std::string path, std::string tmp_path, hid_t id, bool writable);
+  H5File(std::string path, std::string tmp_path, hid_t id, bool writable, int fd);
   void close_quietly();
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
   void write_any(const std::string& name, const std::vector<int64_t>& shape, H5Type t,
@@ -125,6 +153,7 @@ class H5File {
   std::string tmp_path_;  // where a writer actually writes
   hid_t id_ = -1;
   bool writable_ = false;
+  int fd_ = -1;           // a writer's temporary file, written by commit()
 };
 
 }  // namespace moerl

@@ -23,6 +23,7 @@ const std::vector<Command>& cli_commands() {
       {"bench", "time training, generation and the GEMM ceiling on the reference workload",
        cmd_bench},
       {"inspect", "a run's scenario, status and headline numbers; several runs side by side", cmd_inspect},
+      {"report", "the analysis report of a sweep directory or run files (python -m analysis, from anywhere)", cmd_report},
   };
   return commands;
 }

@@ -29,6 +29,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args);
 int cmd_audit(const Comms& comms, const std::vector<std::string>& args);
 int cmd_bench(const Comms& comms, const std::vector<std::string>& args);
 int cmd_inspect(const Comms& comms, const std::vector<std::string>& args);
+int cmd_report(const Comms& comms, const std::vector<std::string>& args);
 
 const std::vector<Command>& cli_commands();
 

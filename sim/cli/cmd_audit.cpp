@@ -127,6 +127,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   const Backend *be_a = nullptr, *be_b = nullptr;
   std::unique_ptr<Model> model;
   grid.checked([&] {  // bad input fails on every rank at once
+    if (grid.is_root() && !out.empty()) h5_check_writable(out);  // before the work, not after it
     scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
     if (name_a.empty()) name_a = scenario.engines.rollout;
     if (name_b.empty()) name_b = scenario.engines.train;
@@ -229,13 +230,15 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
                        static_cast<int>(rows), V);
   }
   const AuditMetrics m = audit_finish(acc);
-  if (!grid.is_root()) return 0;
-  std::fputs(audit_format_table(m, info).c_str(), stdout);
-  if (!out.empty()) {
-    if (ends_with(out, ".json")) text_write_atomic(out, audit_format_json(m, info));
-    else audit_write_h5(out, m, info);
-    std::printf("wrote %s\n", out.c_str());
-  }
+  grid.checked([&] {  // a failed write (full disk) ends every rank with the root's message
+    if (!grid.is_root()) return;
+    std::fputs(audit_format_table(m, info).c_str(), stdout);
+    if (!out.empty()) {
+      if (ends_with(out, ".json")) text_write_atomic(out, audit_format_json(m, info));
+      else audit_write_h5(out, m, info);
+      std::printf("wrote %s\n", out.c_str());
+    }
+  });
   return 0;
 }
 

@@ -9,6 +9,7 @@
 
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
+#include "store/checkpoint.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace po = boost::program_options;
@@ -118,6 +119,43 @@ Headline read(const std::string& path, std::string* scenario) {
   }
   return h;
 }
+// The "format" attribute of a file that is not a run's results ("" for results files).
+std::string other_format(const std::string& path) {
+  const H5File f = H5File::open(path);
+  if (f.has_attr("/", "format")) return f.attr_string("/", "format");
+  if (!f.has_attr("/", "steps") || !f.has_attr("/", "status"))
+    throw std::runtime_error(path + ": not a moerl file (no 'format' attribute, and not a run's results: "
+                             "no 'steps' and 'status' attributes)");
+  return "";
+}
+bool is_other(const std::string& path) { return !other_format(path).empty(); }
+
+// Describes a checkpoint or score file in a line or two; false for a run's results.
+bool describe_other(const std::string& path) {
+  const std::string format = other_format(path);
+  if (format.empty()) return false;
+  if (format == "moerl-checkpoint") {
+    ModelConfig c;
+    ParamStore p;
+    CheckpointExtras ex;
+    checkpoint_load(path, &c, &p, &ex);  // checks it whole: integrity, config, every parameter
+    std::string state, extras;
+    for (const auto& [k, v] : ex.scalars) state += (state.empty() ? "" : ", ") + k + " " + std::to_string(v);
+    for (const auto& [k, v] : ex.arrays) extras += (extras.empty() ? "" : ", ") + k;
+    std::printf("%s: moerl checkpoint (version 1), %lld parameters: %s, vocab %d, d_model %d, %d layers, %d heads, "
+                "%s, d_ff %d%s\n  state: %s%s%s\n",
+                path.c_str(), static_cast<long long>(p.size()), c.is_moe() ? "MoE" : "dense", c.vocab_size,
+                c.d_model, c.n_layers, c.n_heads,
+                c.is_moe() ? (std::to_string(c.n_experts) + " experts top-" + std::to_string(c.top_k)).c_str() : "no experts",
+                c.d_ff, c.shared_expert_ff ? (", shared expert " + std::to_string(c.shared_expert_ff)).c_str() : "",
+                state.empty() ? "-" : state.c_str(), extras.empty() ? "" : "; also ", extras.c_str());
+    return true;
+  }
+  const H5File f = H5File::open(path);
+  std::printf("%s: a %s file (not a run's results; datasets: %s)\n", path.c_str(), format.c_str(),
+              cli_join(f.datasets_below("/"), ", ").c_str());
+  return true;
+}
 }  // namespace
 
 int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
@@ -147,12 +185,16 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
   }
   files = run_files;
   if (files.empty()) return 0;
+  bool any_run = false;
+  for (const std::string& path : files) any_run = any_run || !is_other(path);
   std::vector<Headline> rows;
   for (const std::string& path : files) {
+    if (describe_other(path)) continue;
     std::string scenario;
     rows.push_back(read(path, &scenario));
     if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
   }
+  if (!any_run) return 0;
   std::printf("%-28s %-7s %-7s %-10s %6s %9s %9s %7s %9s %7s %8s %7s %7s\n", "run", "algo", "replay",
               "status", "steps", "reward0", "reward", "eval", "KL(k3)", "flip%", "extreme", "clip", "s/step");
   for (const Headline& h : rows) {

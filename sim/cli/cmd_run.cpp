@@ -27,6 +27,7 @@ const char* kRunNotes =
 int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   std::string scenario_path;
   RunOptions opt;
+  opt.force = false;  // the command line's promise: existing results are never overwritten silently
   std::vector<std::string> sets;
   int ranks_per_run = 0;
   po::options_description desc("moerl run options");
@@ -35,7 +36,8 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
       ("out", po::value(&opt.out), "results file (default results/<scenario name>.h5)")
       ("base", po::value(&opt.base), "start from this checkpoint instead of the scenario's cached SFT base")
       ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
-      ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5)")
+      ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5); the scenario must be the run's")
+      ("force", po::bool_switch(&opt.force), "overwrite existing results (with --resume: start over when the checkpoint is missing)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")
       ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation")
       ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
@@ -46,9 +48,15 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   bool go = true;
   Scenario s;
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
-    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume]") + kRunNotes,
+    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume | --force]") + kRunNotes,
                    desc, pos, args, &vm);
-    if (go) s = Scenario::load(scenario_path, sets);
+    if (!go) return;
+    if (opt.max_steps < -1 || opt.max_steps == 0)
+      throw usage_error("run: --max-steps " + std::to_string(opt.max_steps) +
+                        ": must be a positive number of steps (or -1, the default: all)");
+    if (ranks_per_run < 0)
+      throw usage_error("run: --ranks-per-run " + std::to_string(ranks_per_run) + ": must be >= 1 (or 0, the default: all ranks)");
+    s = Scenario::load(scenario_path, sets);
   });
   if (!go) return 0;
   const RankGrid grid(comms, ranks_per_run);

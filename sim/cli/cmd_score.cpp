@@ -95,7 +95,8 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
         f->write_block("topk_ids", {l, n0, 0, 0}, {1, B, T, K},
                        res.topk_ids.data() + static_cast<size_t>(l) * B * T * K);
   }
-  if (f) {
+  grid.checked([&] {  // a failed write (full disk) ends every rank with the root's message
+    if (!f) return;
     f->set_attr("/", "format", "moerl-score");
     f->set_attr("/", "version", int64_t{1});
     f->set_attr("/", "profile", profile.name);
@@ -104,7 +105,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     if (!scenario_path.empty() || !sets.empty())
       f->set_attr("/", "scenario", scenario.effective_text());
     f->commit();
-  }
+  });
   if (!grid.is_root()) return 0;
   std::printf("moerl score: %lld sequences x %d tokens under %s: mean log-prob %.6f%s%s\n",
               static_cast<long long>(N), T, profile.name.c_str(),

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/cli/cli.h"
+#include "store/h5io.h"
 #include "sim/scenario.h"
 #include "sim/run.h"
 
@@ -24,13 +25,18 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("scenario", 1);
   po::variables_map vm;
-  if (!cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--set section.key=value]...",
-                 desc, pos, args, &vm))
-    return 0;
-  if (vm.count("steps") && steps < 0)
-    throw usage_error("sft: --steps " + std::to_string(steps) + ": must be >= 0");
-
-  const Scenario s = Scenario::load(scenario_path, sets);
+  bool go = true;
+  Scenario s;
+  comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
+    go = cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--set section.key=value]...",
+                   desc, pos, args, &vm);
+    if (!go) return;
+    if (vm.count("steps") && steps < 0)
+      throw usage_error("sft: --steps " + std::to_string(steps) + ": must be >= 0");
+    s = Scenario::load(scenario_path, sets);
+    if (comms.is_root) h5_check_writable(out);  // before the warm-up, not after it
+  });
+  if (!go) return 0;
   SftReport rep;
   const auto model = run_train_base(s, steps, comms.is_root, &rep);
   if (comms.is_root) {

@@ -34,13 +34,21 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   po::positional_options_description pos;
   pos.add("grid", 1);
   po::variables_map vm;
-  if (!cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--seeds LIST] [--variants LIST] [--ranks-per-run N] [--resume] [--set section.key=value]...",
-                 desc, pos, args, &vm))
-    return 0;
-  SweepSelection select;
-  if (!seeds.empty()) select.seeds = sweep_seed_list("--seeds", seeds);
-  if (!variants.empty()) select.variants = sweep_name_list("--variants", variants);
-  const SweepGrid grid = sweep_grid_load(grid_path, sets, select);
+  bool go = true;
+  SweepGrid grid;
+  // Bad options or grid: one message, every rank exits with it (no MPI_Abort).
+  comms_checked(comms, [&] {
+    go = cli_parse(comms, "sweep", "GRID.ini [--out DIR] [--seeds LIST] [--variants LIST] [--ranks-per-run N] [--resume] [--set section.key=value]...",
+                   desc, pos, args, &vm);
+    if (!go) return;
+    if (opt.ranks_per_run < 1)
+      throw usage_error("sweep: --ranks-per-run " + std::to_string(opt.ranks_per_run) + ": must be >= 1");
+    SweepSelection select;
+    if (!seeds.empty()) select.seeds = sweep_seed_list("--seeds", seeds);
+    if (!variants.empty()) select.variants = sweep_name_list("--variants", variants);
+    grid = sweep_grid_load(grid_path, sets, select);
+  });
+  if (!go) return 0;
   if (opt.out.empty()) opt.out = "results/" + std::filesystem::path(grid_path).stem().string();
   opt.progress = !quiet;
   if (dry_run) {
@@ -57,7 +65,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   if (comms.is_root) {
     std::fputs(sweep_index_table(sweep_index_read(opt.out)).c_str(), stdout);
     std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s) → %s/index.csv\n"
-                "  report: /usr/bin/python3 -m analysis %s\n",
+                "  report: moerl report %s\n",
                 sum.runs, sum.complete, sum.collapsed, sum.failed,
                 sum.skipped ? (", " + std::to_string(sum.skipped) + " finished before").c_str() : "",
                 opt.out.c_str(), opt.out.c_str());

@@ -1,6 +1,7 @@
 // main.cpp — the `moerl` program: pick OpenBLAS's AVX-512 kernels, start MPI, apply MOERL_SIMD
 // (kernels/simd.h), run one command.
 #include <malloc.h>
+#include <signal.h>
 
 #include <cstdlib>
 #include <string>
@@ -51,6 +52,9 @@ void keep_freed_memory() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, reported like a full disk,
+  // instead of killing the process with SIGXFSZ.
+  signal(SIGXFSZ, SIG_IGN);
   reexec_with_openblas_coretype(argv);
   keep_freed_memory();
   moerl::Comms comms = moerl::comms_init(&argc, &argv);

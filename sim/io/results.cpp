@@ -38,7 +38,9 @@ void RunResults::set_row(const std::string& name, const std::vector<int64_t>& ro
   Series& s = series_[name];
   if (s.data.empty()) s.row_shape = row_shape;
   if (s.row_shape != row_shape || static_cast<int64_t>(row.size()) != row_size(s))
-    throw std::logic_error("results: metric " + name + " changed shape");
+    throw std::runtime_error("results: metric " + name + " has rows of " + std::to_string(row.size()) +
+                             " values now, " + std::to_string(row_size(s)) +
+                             " before (a run resumed on another number of ranks? resume it on the ranks it started on)");
   pad(&s);
   std::copy(row.begin(), row.end(), s.data.end() - static_cast<std::ptrdiff_t>(row.size()));
 }

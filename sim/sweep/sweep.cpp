@@ -101,6 +101,20 @@ double last_finite(const H5File& f, const std::string& name) {
   return kSweepNaN;
 }
 
+// The sum of a run's step times (metrics/time_step): its seconds when the index never heard of its
+// end (the sweep was killed between the run's last write and the index's).
+double sum_finite(const H5File& f, const std::string& name) {
+  if (!f.is_dataset(name)) return kSweepNaN;
+  const auto shape = f.shape(name);
+  if (shape.size() != 1) return kSweepNaN;
+  std::vector<double> v(static_cast<size_t>(shape[0]));
+  f.read(name, shape, v.data());
+  double t = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) t += x;
+  return t;
+}
+
 // The state of a run's results file before this invocation: fills row and returns true when the
 // run is finished (or must not be touched), false when it is to be run.
 bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* row) {
@@ -120,6 +134,7 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     row->final_eval = last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
       row->status = status;
+      row->seconds = sum_finite(f, "metrics/time_step");
       return true;
     }
   } catch (const H5Error&) {
@@ -161,6 +176,8 @@ class Sweep {
   size_t next_ = 0;
   int waiting_leaders_ = 0;  // other leaders not yet told to stop
   int done_ = 0, skipped_ = 0;
+  int done_before_ = 0;  // runs finished before this invocation's first run (skipped ones)
+  std::chrono::steady_clock::time_point t_start_;  // when this invocation's runs began
 };
 
 void Sweep::bcast_index(int* index) const {
@@ -256,6 +273,7 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.out = (fs::path(o_.out) / (r.id + ".h5")).string();
   ro.cache_dir = cache_;
   ro.resume = o_.resume;
+  ro.force = true;  // (explicitly) the sweep checked its directory itself (prepare_index): partial runs without a checkpoint start over
   ro.dump_tensors = o_.dump_tensors;
   ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
   ro.grid = grid_.get();
@@ -290,14 +308,22 @@ void Sweep::record(const Report& r) {
   ++done_;
   sweep_index_write(o_.out, index_);
   if (!o_.progress) return;
+  // ETA from this invocation's pace (runs finished per second of wall time, all groups together).
+  const int now_done = done_ - done_before_, left = static_cast<int>(index_.rows.size()) - done_;
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start_).count();
+  char eta[48] = "";
+  if (left > 0 && now_done > 0) {
+    const int secs = static_cast<int>(el / now_done * left + 0.5);
+    std::snprintf(eta, sizeof eta, "  (%d left, eta %dm%02ds)", left, secs / 60, secs % 60);
+  }
   if (r.status == "failed") {
-    std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s\n", done_, index_.rows.size(), row.id.c_str(),
-                r.rank, r.seconds, r.error.c_str());
+    std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s%s\n", done_, index_.rows.size(), row.id.c_str(),
+                r.rank, r.seconds, r.error.c_str(), eta);
   } else {
-    std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s\n", done_,
+    std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s%s\n", done_,
                 index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
                 r.collapse_step >= 0 ? (" at step " + std::to_string(r.collapse_step)).c_str() : "",
-                static_cast<long long>(r.steps), r.final_reward, r.final_eval, r.seconds);
+                static_cast<long long>(r.steps), r.final_reward, r.final_eval, r.seconds, eta);
   }
   std::fflush(stdout);
 }
@@ -355,6 +381,8 @@ SweepSummary Sweep::execute() {
     std::fflush(stdout);
   }
   prepare_bases(todo);
+  done_before_ = done_;
+  t_start_ = std::chrono::steady_clock::now();
 
   if (c_.is_root) {
     todo_ = todo;

@@ -175,13 +175,15 @@ class CheckpointErrors : public ::testing::Test {
     ParamStore p;
     expect_throw_with<CheckpointError>([&] { checkpoint_load(path, &c, &p); }, all);
   }
-  // Raw HDF5 edits of a copy (the library itself never edits files in place).
+  // Raw HDF5 edits of a copy (the library itself never edits files in place), then a renewed
+  // integrity header: the result stands for a well-formed file that another writer produced.
   template <class Fn>
   void edit(const std::string& path, Fn&& fn) {
     const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     ASSERT_GE(f, 0);
     fn(f);
     H5Fclose(f);
+    h5_seal_file(path);
   }
   static void set_int_attr(hid_t f, const char* key, int64_t v) {
     const hid_t a = H5Aopen(f, key, H5P_DEFAULT);

@@ -1,0 +1,67 @@
+"""A bad or foreign file never kills the report (docs/reliability.md): it is skipped with a warning
+naming it, the report is still written and lists what it skipped; moerl's integrity header is
+checked, so a flipped byte is caught even where HDF5 would read it; `moerl report` runs the
+report from any directory."""
+import os
+import shutil
+import subprocess
+
+from analysis.report import build
+from analysis.runs import BadFile, check_integrity, load_sweep
+
+from .conftest import moerl_binary
+
+
+def _copy(sweep_dir, tmp_path):
+    d = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, d, ignore=shutil.ignore_patterns("report", "cache"))
+    return d
+
+
+def test_truncated_and_foreign_files_are_skipped_and_listed(sweep_dir, tmp_path, capsys):
+    d = _copy(sweep_dir, tmp_path)
+    victim = d / "grpo-seed0.h5"
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) // 3)
+    res = build(str(d), out=str(tmp_path / "rep"), verbose=False)
+    err = capsys.readouterr().err
+    assert f"skipping {victim}" in err and "truncated" in err
+    md = open(os.path.join(res["out"], "summary.md")).read()
+    assert "Skipped files" in md and str(victim) in md
+    assert "Skipped files" in open(os.path.join(res["out"], "index.html")).read()
+    runs, _ = load_sweep(str(d))
+    assert [r.status for r in runs if r.path == str(victim)] == ["unreadable"]
+    # a directory of run files with a foreign HDF5 file (a checkpoint) among them
+    d2 = tmp_path / "files"
+    d2.mkdir()
+    shutil.copy(d / "r3-seed0.h5", d2 / "r3-seed0.h5")
+    shutil.copy(d / "r3-seed0.ckpt.h5", d2 / "foreign.h5")
+    runs, info = load_sweep(str(d2))
+    assert [r.name for r in runs] == ["r3-seed0"]
+    assert [os.path.basename(p) for p, _ in info["skipped"]] == ["foreign.h5"]
+
+
+def test_a_flipped_byte_is_caught_by_the_integrity_header(sweep_dir, tmp_path):
+    src = os.path.join(sweep_dir, "r3-seed1.h5")
+    check_integrity(src)  # intact
+    bad = tmp_path / "flip.h5"
+    data = bytearray(open(src, "rb").read())
+    for off in (0, 100, 600, len(data) // 2, len(data) - 1):
+        flipped = bytearray(data)
+        flipped[off] ^= 0x04
+        bad.write_bytes(bytes(flipped))
+        try:
+            check_integrity(str(bad))
+        except BadFile as e:
+            assert str(bad) in str(e)
+        else:
+            raise AssertionError(f"flip at byte {off} not caught")
+
+
+def test_moerl_report_runs_from_any_directory(sweep_dir, tmp_path):
+    b = moerl_binary()
+    d = _copy(sweep_dir, tmp_path)
+    p = subprocess.run([b, "report", str(d), "--quiet", "--out", str(tmp_path / "r")], cwd="/",
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert os.path.exists(tmp_path / "r" / "index.html")
