@@ -4,6 +4,8 @@
 #include <string>
 
 #include "sim/cli/cli.h"
+#include "sim/rl/corrections.h"
+#include "sim/rl/registry.h"
 #include "sim/run.h"
 
 namespace po = boost::program_options;
@@ -11,17 +13,29 @@ namespace po = boost::program_options;
 namespace moerl {
 
 namespace {
-// Shown under the usage line of --help: the choices that interact (docs/algorithms.md).
-const char* kRunNotes =
-    "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n"
-    "  none | tis | mis | seq-tis | seq-tis-geo | seq-mis | tis+seq-mis | seq-max-k3, with\n"
-    "  rl.correction_cap, rl.correction_cap_low, rl.seq_mask_low, rl.seq_mask_high, rl.seq_k3_max.\n"
-    "  They compose with rl.algorithm = grpo, r3, rspo and gspo (under gspo a token-level weight\n"
-    "  weights each token of the GSPO-token form). They make no sense with rl.algorithm = icepop,\n"
-    "  which forces its own band mask (rl.correction is ignored), nor with rl.old_logprobs = rollout\n"
-    "  (bypass: pi_old = mu, so rho = 1 and every correction is the identity). Every run records\n"
-    "  what each correction would do (rc_* metrics) and the collapse precursor flags (pre_*,\n"
-    "  thresholds in [precursors]); docs/metrics.md.";
+// Shown under the usage line of --help: the choices that interact (docs/algorithms.md). The names
+// come from the algorithm and correction tables (sim/rl/registry.h, sim/rl/corrections.h).
+std::string run_notes() {
+  std::string corrections, composing, forcing;
+  for (const rl::CorrectionInfo& k : rl::correction_registry())
+    if (k.kind != Correction::icepop)
+      corrections += (corrections.empty() ? "" : " | ") + std::string(correction_name(k.kind));
+  for (const AlgorithmInfo& a : algorithm_registry())
+    (a.correction ? forcing : composing) += std::string(", ") + a.name;
+  return "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n  " +
+         corrections +
+         ", with\n"
+         "  rl.correction_cap, rl.correction_cap_low, rl.seq_mask_low, rl.seq_mask_high, rl.seq_k3_max.\n"
+         "  They compose with rl.algorithm = " + composing.substr(2) +
+         " (under gspo a token-level weight\n"
+         "  weights each token of the GSPO-token form). They make no sense with rl.algorithm = " +
+         forcing.substr(2) +
+         ",\n"
+         "  which forces its own band mask (rl.correction is ignored), nor with rl.old_logprobs = rollout\n"
+         "  (bypass: pi_old = mu, so rho = 1 and every correction is the identity). Every run records\n"
+         "  what each correction would do (rc_* metrics) and the collapse precursor flags (pre_*,\n"
+         "  thresholds in [precursors]); docs/metrics.md.";
+}
 }  // namespace
 
 int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
@@ -48,7 +62,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   bool go = true;
   Scenario s;
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
-    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume | --force]") + kRunNotes,
+    go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume | --force]") + run_notes(),
                    desc, pos, args, &vm);
     if (!go) return;
     if (opt.max_steps < -1 || opt.max_steps == 0)
