@@ -839,56 +839,11 @@ AttrOpen open_scalar_attr(hid_t obj, const std::string& key) {
 }
 }  // namespace
 
-std::string H5File::attr_string(const std::string& obj, const std::string& key) const {
-  const std::string where = strip_slash(obj).empty() ? "/" : strip_slash(obj);
-  Handle o(open_object(obj, false), H5Oclose);
-  AttrOpen ao = open_scalar_attr(o.get(), key);
-  if (ao.attr < 0) fail(where, ao.error);
-  Handle a(ao.attr, H5Aclose);
-  Handle ty(H5Aget_type(a.get()), H5Tclose);
-  if (H5Tget_class(ty.get()) != H5T_STRING) {
-    H5Type t;
-    std::string desc;
-    classify(ty.get(), &t, &desc);
-    fail(where, "attribute '" + key + "' is " + desc + ", expected a string");
-  }
-  // Read with the stored type itself as memory type: no charset conversion is attempted.
-  Handle mt(H5Tcopy(ty.get()), H5Tclose);
-  if (H5Tis_variable_str(ty.get()) > 0) {
-    char* s = nullptr;
-    if (H5Aread(a.get(), mt.get(), &s) < 0) fail(where, "cannot read attribute '" + key + "'");
-    std::string out = s ? s : "";
-    if (s) H5free_memory(s);
-    return out;
-  }
-  const size_t size = H5Tget_size(ty.get());
-  std::string buf(size, '\0');
-  if (H5Aread(a.get(), mt.get(), buf.data()) < 0) fail(where, "cannot read attribute '" + key + "'");
-  const size_t nul = buf.find('\0');
-  if (nul != std::string::npos) buf.resize(nul);
-  while (!buf.empty() && buf.back() == ' ') buf.pop_back();  // space-padded strings
-  return buf;
-}
-
-int64_t H5File::attr_int(const std::string& obj, const std::string& key) const {
-  const std::string where = strip_slash(obj).empty() ? "/" : strip_slash(obj);
-  Handle o(open_object(obj, false), H5Oclose);
-  AttrOpen ao = open_scalar_attr(o.get(), key);
-  if (ao.attr < 0) fail(where, ao.error);
-  Handle a(ao.attr, H5Aclose);
-  Handle ty(H5Aget_type(a.get()), H5Tclose);
-  if (H5Tget_class(ty.get()) != H5T_INTEGER) {
-    H5Type t;
-    std::string desc;
-    classify(ty.get(), &t, &desc);
-    fail(where, "attribute '" + key + "' is " + desc + ", expected an integer");
-  }
-  int64_t v = 0;
-  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) fail(where, "cannot read attribute '" + key + "'");
-  return v;
-}
-
-double H5File::attr_double(const std::string& obj, const std::string& key) const {
+// The scalar attribute `key` of `obj`: opened, its type class checked against `classes` (the
+// message says `expected`), then handed to `read`, which returns false when H5Aread fails.
+void H5File::read_scalar_attr(const std::string& obj, const std::string& key,
+                              std::initializer_list<H5T_class_t> classes, const char* expected,
+                              const std::function<bool(hid_t attr, hid_t type)>& read) const {
   const std::string where = strip_slash(obj).empty() ? "/" : strip_slash(obj);
   Handle o(open_object(obj, false), H5Oclose);
   AttrOpen ao = open_scalar_attr(o.get(), key);
@@ -896,14 +851,48 @@ double H5File::attr_double(const std::string& obj, const std::string& key) const
   Handle a(ao.attr, H5Aclose);
   Handle ty(H5Aget_type(a.get()), H5Tclose);
   const H5T_class_t cls = H5Tget_class(ty.get());
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) {
+  if (std::find(classes.begin(), classes.end(), cls) == classes.end()) {
     H5Type t;
     std::string desc;
     classify(ty.get(), &t, &desc);
-    fail(where, "attribute '" + key + "' is " + desc + ", expected a number");
+    fail(where, "attribute '" + key + "' is " + desc + ", expected " + expected);
   }
+  if (!read(a.get(), ty.get())) fail(where, "cannot read attribute '" + key + "'");
+}
+
+std::string H5File::attr_string(const std::string& obj, const std::string& key) const {
+  std::string out;
+  read_scalar_attr(obj, key, {H5T_STRING}, "a string", [&](hid_t a, hid_t ty) {
+    // Read with the stored type itself as memory type: no charset conversion is attempted.
+    Handle mt(H5Tcopy(ty), H5Tclose);
+    if (H5Tis_variable_str(ty) > 0) {
+      char* s = nullptr;
+      if (H5Aread(a, mt.get(), &s) < 0) return false;
+      out = s ? s : "";
+      if (s) H5free_memory(s);
+      return true;
+    }
+    out.assign(H5Tget_size(ty), '\0');
+    if (H5Aread(a, mt.get(), out.data()) < 0) return false;
+    const size_t nul = out.find('\0');
+    if (nul != std::string::npos) out.resize(nul);
+    while (!out.empty() && out.back() == ' ') out.pop_back();  // space-padded strings
+    return true;
+  });
+  return out;
+}
+
+int64_t H5File::attr_int(const std::string& obj, const std::string& key) const {
+  int64_t v = 0;
+  read_scalar_attr(obj, key, {H5T_INTEGER}, "an integer",
+                   [&](hid_t a, hid_t) { return H5Aread(a, H5T_NATIVE_INT64, &v) >= 0; });
+  return v;
+}
+
+double H5File::attr_double(const std::string& obj, const std::string& key) const {
   double v = 0;
-  if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) fail(where, "cannot read attribute '" + key + "'");
+  read_scalar_attr(obj, key, {H5T_FLOAT, H5T_INTEGER}, "a number",
+                   [&](hid_t a, hid_t) { return H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0; });
   return v;
 }
 

@@ -28,6 +28,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -140,6 +142,9 @@ class H5File {
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
   void write_any(const std::string& name, const std::vector<int64_t>& shape, H5Type t,
                  const void* data);
+  void read_scalar_attr(const std::string& obj, const std::string& key,
+                        std::initializer_list<H5T_class_t> classes, const char* expected,
+                        const std::function<bool(hid_t attr, hid_t type)>& read) const;
   void block_io(const std::string& name, const std::vector<int64_t>& start,
                 const std::vector<int64_t>& count, H5Type t, void* out, const void* in) const;
   void write_block_any(const std::string& name, const std::vector<int64_t>& start,
