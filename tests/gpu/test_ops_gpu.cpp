@@ -21,6 +21,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -627,6 +628,9 @@ const OpCases kOpCases[] = {
 #define MOERL_LINEAR_OP(name, params, args)  // test_gemm_gpu.cpp
 #include "kernels/ops.def"
 };
+
+// gtest prints a parameter in the test's listing: the op's name, not the row's bytes.
+void PrintTo(const OpCases& c, std::ostream* os) { *os << op_name(c.op); }
 
 class OpsGpu : public ::testing::TestWithParam<OpCases> {};
 
