@@ -41,16 +41,18 @@ struct EnumNames {
     }
     return false;
   }
-  // The message of a bad value, leaving out values a key does not accept.
-  std::string must_be(std::initializer_list<E> except = {}) const {
-    std::vector<std::string> allowed;
+  // "a, b or c": the values allowed, leaving out those a key does not accept ...
+  std::string allowed(std::initializer_list<E> except = {}) const {
+    std::vector<std::string> kept;
     for (std::size_t i = 0; i < N; ++i) {
       bool skip = false;
       for (E e : except) skip = skip || static_cast<std::size_t>(e) == i;
-      if (!skip) allowed.emplace_back(names[i]);
+      if (!skip) kept.emplace_back(names[i]);
     }
-    return moerl::must_be(allowed);
+    return allowed_list(kept);
   }
+  // ... and the message of a bad value: "must be a, b or c".
+  std::string must_be(std::initializer_list<E> except = {}) const { return "must be " + allowed(except); }
 };
 
 }  // namespace moerl

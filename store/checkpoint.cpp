@@ -59,6 +59,16 @@ bool read_bool(const H5File& f, const char* key) {
   return v == 1;
 }
 
+// An enum stored by its name (kernels/enum_names.h).
+template <class E, std::size_t N>
+E read_enum(const H5File& f, const char* key, const EnumNames<E, N>& names) {
+  const std::string v = f.attr_string("/", key);
+  E e{};
+  if (!names.parse(v, &e))
+    throw CheckpointError(f.path() + ": attribute '" + key + "' = '" + v + "', expected " + names.allowed());
+  return e;
+}
+
 // float32 values are stored as float64 exactly; a value that does not survive the narrowing was
 // not written by us, but it is still a valid config value, so it is rounded, not rejected.
 float read_float(const H5File& f, const char* key) {
@@ -79,16 +89,10 @@ ModelConfig read_config(const H5File& f) {
   c.rope_theta = read_float(f, "rope_theta");
   c.norm_eps = read_float(f, "norm_eps");
   c.norm_topk_prob = read_bool(f, "norm_topk_prob");
-  const std::string scoring = f.attr_string("/", "scoring");
-  if (!scoring_parse(scoring, &c.scoring))
-    throw CheckpointError(f.path() + ": attribute 'scoring' = '" + scoring +
-                          "', expected softmax or sigmoid");
+  c.scoring = read_enum(f, "scoring", kScoringNames);
   c.expert_bias = read_bool(f, "expert_bias");
   c.bias_update_rate = read_float(f, "bias_update_rate");
-  const std::string lb = f.attr_string("/", "load_balance");
-  if (!load_balance_parse(lb, &c.load_balance))
-    throw CheckpointError(f.path() + ": attribute 'load_balance' = '" + lb +
-                          "', expected none, aux_loss or seq_aux_loss");
+  c.load_balance = read_enum(f, "load_balance", kLoadBalanceNames);
   c.aux_loss_coef = read_float(f, "aux_loss_coef");
   c.z_loss_coef = read_float(f, "z_loss_coef");
   c.init_std = read_float(f, "init_std");
