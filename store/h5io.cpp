@@ -399,26 +399,34 @@ int remove_stale_temporaries(const std::string& path) {
   return removed;
 }
 
-void h5_check_writable(const std::string& path) {
+std::string temporary_path(const std::string& path) {
+  return path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+}
+
+namespace {
+// Clears stale temporaries of `path` and creates this process's one (returned in *tmp): a missing
+// or read-only directory fails here, before any work.
+int create_temporary(const std::string& path, std::string* tmp) {
   remove_stale_temporaries(path);
-  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  *tmp = temporary_path(path);
+  const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    throw H5Error(path + ": cannot create " + tmp + ": " + std::strerror(errno) +
+    throw H5Error(path + ": cannot create " + *tmp + ": " + std::strerror(errno) +
                   " (directory missing or not writable?)");
-  ::close(fd);
+  return fd;
+}
+}  // namespace
+
+void h5_check_writable(const std::string& path) {
+  std::string tmp;
+  ::close(create_temporary(path, &tmp));
   ::unlink(tmp.c_str());
 }
 
 H5File H5File::create(const std::string& path) {
   h5_silence();
-  remove_stale_temporaries(path);
-  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
-  // The temporary file is created now, so a missing or read-only directory fails before any work.
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw H5Error(path + ": cannot create " + tmp + ": " + std::strerror(errno) +
-                  " (directory missing or not writable?)");
+  std::string tmp;
+  const int fd = create_temporary(path, &tmp);
   Handle fapl(memory_fapl(), H5Pclose);
   const hid_t id = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (id < 0) {

@@ -55,6 +55,8 @@ std::string h5_shape_str(const std::vector<int64_t>& shape);
 void h5_check_writable(const std::string& path);
 // Removes "<path>.tmp-<pid>" files whose process no longer exists; returns how many.
 int remove_stale_temporaries(const std::string& path);
+// "<path>.tmp-<pid>": where this process writes `path` before renaming it into place.
+std::string temporary_path(const std::string& path);
 
 // Checks a file's integrity header (see above); throws H5Error naming the file and what is
 // wrong. Files without a header pass.

@@ -1,8 +1,6 @@
 // text_io.cpp — see text_io.h.
 #include "sim/io/text_io.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +13,7 @@ namespace moerl {
 
 void text_write_atomic(const std::string& path, const std::string& text) {
   remove_stale_temporaries(path);
-  const std::string tmp = path + ".tmp-" + std::to_string(static_cast<long>(::getpid()));
+  const std::string tmp = temporary_path(path);
   {
     std::ofstream out(tmp, std::ios::binary);
     out << text;
