@@ -1,8 +1,10 @@
 """python3 -m analysis SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR]
 
 Writes SWEEP_DIR/report/ (or <run>-report/ beside a single run file): summary.md, summary.csv,
-reward.png, stability.png, load-<group>.png, ratios-<group>.png (runs with --dump-tensors) and
-index.html showing them together.
+reward.png, stability.png, the figures the runs' metrics allow (diagnostics, corrections, response
+length, truncation, mismatch along the response, gradient norm, entropy, ...), load-<group>.png,
+ratios-<group>.png (runs with --dump-tensors) and index.html showing them together; the full
+list: docs/sweeps.md.
 """
 import argparse
 

@@ -1,6 +1,8 @@
 """The report of a sweep, a directory of runs, or run files: summary table (Markdown, CSV), curves,
-expert-load heatmaps, IS-ratio histograms (runs with dumps) and a static report/index.html that
-shows them together. `python3 -m analysis --help` for the command line.
+the panels of variable-length responses, gradient norm and entropy (each only when some run has
+its metrics), expert-load heatmaps, IS-ratio histograms (runs with dumps) and a static
+report/index.html that shows them together; the files: docs/sweeps.md. `python3 -m analysis
+--help` for the command line.
 """
 import html
 import os
@@ -76,6 +78,7 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
                             "corrections see it (docs/metrics.md): effective sample size of the IS weights, the share "
                             "of sequences the sequence masks would drop (active or not), and where by token "
                             "probability the mismatch lives."))
+        figures += _response_figures(ok_groups, out, w)
         vmax = plots.load_vmax(ok_groups)  # one colour scale for every group's heatmap
         for label, grp in ok_groups.items():
             name = f"load-{_safe(label)}.png"
@@ -128,6 +131,45 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
         print(md)
         print(f"wrote {out}/: " + ", ".join(files))
     return {"out": out, "files": files, "groups": groups, "rows": rows}
+
+
+def _response_figures(groups, out, w):
+    """The panels of variable-length responses, gradient norm and entropy (analysis/plots.py), each
+    written only when some run has its metrics: [(section, file, caption)]."""
+    L, M, G, H = ("Response length", "Mismatch along the response", "Gradient norm", "Entropy")
+    panels = [
+        (L, "response-length.png", plots.has_response_length, plots.plot_response_length,
+         "Tokens per response, EOS included: mean (solid) with its 95% band over seeds, p90 (dashed), and the "
+         "range from the shortest to the longest response of the step (shaded between dotted lines, mean over "
+         "the group's runs); dash-dot: rl.max_response_len."),
+        (L, "truncated-filtered.png", plots.has_truncation, plots.plot_truncation,
+         "Share of responses that reached rl.max_response_len without EOS (truncated_frac) and share of prompt "
+         "groups that DAPO dynamic sampling (rl.filter_groups) dropped because all their rewards were equal "
+         "(filtered_group_frac)."),
+        (M, "mismatch-by-position.png", plots.has_mismatch_by_position,
+         lambda g, path, w: plots.plot_mismatch_by_position(g, path),  # not over steps: no smoothing
+         "Mean k3 = ρ − 1 − log ρ (ρ = π_old/μ) of the response tokens in each position bucket (k3_by_position, "
+         "token-weighted over steps), over each run's last 20% of steps (solid) and its first 20% (dashed); "
+         "geometric mean over the group's runs with a 95% band. Right, for runs with tokens_by_position: response "
+         "tokens per step in each bucket (a bucket with few tokens is a noisy one)."),
+        (M, "seq-log-ratio.png", plots.has_seq_log_ratio, plots.plot_seq_log_ratio,
+         "Per-sequence log-ratio Σ_t log ρ_t = Σ_t (log π_old − log μ) over each response, what sequence-level "
+         "corrections weight by: mean (rc_seq_log_ratio_abs_mean), p90 and max of its magnitude over the step's "
+         "sequences; right, for runs with seq_log_ratio_mean: its signed mean."),
+        (G, "grad-norm.png", plots.has_grad_norm, plots.plot_grad_norm,
+         "Global gradient L2 norm before clipping: mean over the step's mini-batches (grad_norm, solid, geometric "
+         "mean with a 95% band over seeds) and its largest mini-batch (grad_norm_max, dashed: a burst the mean "
+         "dilutes); dotted: optim.grad_clip. Right, for runs with lr: the learning rate."),
+        (H, "entropy.png", plots.has_entropy, plots.plot_entropy,
+         "Entropy of the rollout policy μ over the response tokens (nats per token): over steps (entropy), and "
+         "along the response (entropy_by_position) over each run's last 20% of steps (solid) and its first 20% (dashed)."),
+    ]
+    figures = []
+    for section, name, has, plot, caption in panels:
+        if has(groups):
+            plot(groups, os.path.join(out, name), w)
+            figures.append((section, name, caption))
+    return figures
 
 
 def _html(title, info, keys, rows, figures, runs, tables=()):
