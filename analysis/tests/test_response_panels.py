@@ -212,3 +212,11 @@ def test_position_profile_uses_the_bucket_width_and_the_token_weights(tmp_path):
     np.testing.assert_allclose(x, np.arange(NB))
     np.testing.assert_allclose(prof[:-1], b.metrics["k3_by_position"][-2:, :-1].mean(axis=0))
     assert position_profile(b, "entropy_by_position", "last") is None
+
+
+def test_docs_list_every_file_the_report_writes(new_runs, tmp_path):
+    res, _ = build(new_runs, tmp_path)
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "sweeps.md")) as f:
+        doc = f.read()
+    for name in res["files"]:
+        assert f"`{name}`" in doc, f"docs/sweeps.md does not list the report's {name}"
