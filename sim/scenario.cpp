@@ -190,7 +190,8 @@ void bind_task(Fields& f, TaskConfig* t) {
   f.str("task.name", &t->name, task_key_doc());
   f.i32("task.length", &t->length, "values per prompt (modadd: digits per operand)");
   f.i32("task.base", &t->base, "value range / digit base");
-  f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions");
+  f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions (EOS tasks: over the longer of answer and response)");
+  f.boolean("task.eos", &t->eos, "sort/reverse/modadd: the answer ends with an EOS token and generation ends at EOS (bubble always does)");
 }
 
 void bind_sft(Fields& f, SftConfig* s) {
@@ -231,6 +232,12 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.i32("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
   f.i32("rl.minibatches", &r->minibatches, "optimizer steps per rollout batch (later ones off-policy)");
   f.f32("rl.temperature", &r->sampling.temperature, "sampling temperature (0 = greedy)");
+  f.i32("rl.max_response_len", &r->max_response_len, "EOS tasks: response length limit in tokens, EOS included (0 = the task's longest answer); a response reaching it without EOS is truncated");
+  f.f32("rl.truncated_reward", &r->truncated_reward, "reward of a truncated response");
+  f.i32("rl.overlong_buffer", &r->overlong_buffer, "DAPO soft overlong penalty over the last N tokens before rl.max_response_len (0 = off)");
+  f.f32("rl.overlong_penalty", &r->overlong_penalty, "the overlong penalty falls linearly from 0 to -this across the buffer");
+  f.boolean("rl.mask_truncated", &r->mask_truncated, "leave truncated responses out of the loss (DAPO overlong filtering)");
+  f.boolean("rl.filter_groups", &r->filter_groups, "DAPO dynamic sampling: groups whose rewards are all equal leave the loss (the batch shrinks, no refill)");
   f.f32("rl.top_p", &r->sampling.top_p, "nucleus sampling mass");
   f.boolean("rl.adv_std_norm", &r->adv_std_norm, "divide advantages by the group std (false = Dr.GRPO)");
   f.f32("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
@@ -526,10 +533,11 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
                                     " uses " + std::to_string(task->vocab_size()) +
                                     " token ids: needs model.vocab_size >= " + std::to_string(task->vocab_size()) +
                                     " (is " + std::to_string(s.model.vocab_size) + ")");
-      const int T = task->prompt_len() + task->answer_len();
+      const int T = task->prompt_len() + rl_response_limit(s.rl, *task);
       if (T > s.model.max_seq_len)
         throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
-                                    " makes sequences of " + std::to_string(T) +
+                                    (task->ends_at_eos() ? " and rl.max_response_len = " + std::to_string(s.rl.max_response_len) : std::string()) +
+                                    " makes sequences of " + (task->ends_at_eos() ? "up to " : "") + std::to_string(T) +
                                     " tokens: needs model.max_seq_len >= " + std::to_string(T) +
                                     " (is " + std::to_string(s.model.max_seq_len) + ")");
     }

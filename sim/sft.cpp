@@ -1,6 +1,7 @@
 // sft.cpp — see sft.h.
 #include "sim/sft.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -18,27 +19,34 @@ void SftConfig::validate() const {
 SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64_t seed,
                     int eval_prompts, const std::function<void(int, double)>& progress) {
   cfg.validate();
-  const int B = cfg.batch, P = task.prompt_len(), R = task.answer_len(), T = P + R;
-  const ResponseSlice answer{P, R, T};  // the answer is scored like an RL response
+  const int B = cfg.batch, P = task.prompt_len(), A = task.max_answer_len(), T = P + A;
+  const ResponseSlice answer{P, A, T};  // the answer is scored like an RL response
+  const int32_t pad = task.ends_at_eos() ? task.eos() : 0;  // past an answer's end: scored nowhere
   AdamW adamw(cfg.optim, model->params());
   adamw.set_backend(model->backend());
   SftReport rep;
   std::vector<int32_t> tok(static_cast<size_t>(B) * T);
-  std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1), 0.0f);
-  // d(−mean answer log-prob)/dlogp: −1/(B·R) at the positions predicting answer tokens
-  for (int b = 0; b < B; ++b)
-    for (int r = 0; r < R; ++r) dlogp[answer.logprob_at(b, r)] = -1.0f / (B * R);
+  std::vector<int> len(B);
+  std::vector<float> dlogp(static_cast<size_t>(B) * (T - 1));
   for (int step = 0; step < cfg.steps; ++step) {
+    int tokens = 0;  // answer tokens of the batch, EOS included
+    for (int b = 0; b < B; ++b) {
+      int32_t* row = &tok[static_cast<size_t>(b) * T];
+      std::fill(row + P, row + T, pad);
+      len[b] = task.example(row, row + P, seed, 2, static_cast<uint64_t>(step) * B + b);
+      tokens += len[b];
+    }
+    // d(−mean answer log-prob)/dlogp: −1/tokens at the positions predicting answer tokens
+    std::fill(dlogp.begin(), dlogp.end(), 0.0f);
     for (int b = 0; b < B; ++b)
-      task.example(&tok[static_cast<size_t>(b) * T], &tok[static_cast<size_t>(b) * T + P], seed, 2,
-                   static_cast<uint64_t>(step) * B + b);
+      for (int r = 0; r < len[b]; ++r) dlogp[answer.logprob_at(b, r)] = -1.0f / tokens;
     ForwardRequest req;
     req.tokens = tok.data(); req.B = B; req.T = T; req.save_for_backward = true;
     ForwardResult res;
     model->forward(&res, req);
     double loss = res.aux_loss;
     for (int b = 0; b < B; ++b)
-      for (int r = 0; r < R; ++r) loss -= res.logprobs[answer.logprob_at(b, r)] / (B * R);
+      for (int r = 0; r < len[b]; ++r) loss -= res.logprobs[answer.logprob_at(b, r)] / tokens;
     model->grads().zero();
     model->backward(dlogp.data());
     adamw.step(&model->params(), &model->grads(), optim_lr_at(cfg.optim, step, cfg.steps), step);

@@ -27,6 +27,8 @@ void gather_rollout(RolloutBatch* rb, Collectives& dp, int L, bool moe) {
   int64_t S = 0;
   for (int64_t n : collectives_gather_counts(dp, rb->S)) S += n;
   rb->S = static_cast<int>(S);
+  rows(&rb->len, dp);
+  rows(&rb->truncated, dp);
   rows(&rb->tokens, dp);
   rows(&rb->logp, dp);
   rows(&rb->logp_all, dp);

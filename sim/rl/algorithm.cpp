@@ -15,11 +15,13 @@ void aggregation_scales(double* scale, Aggregation agg, const LossBatch& b) {
   }
   const double nt = b.norm_tokens > 0.0 ? b.norm_tokens : std::max(tokens, 1.0);
   const double ns = b.norm_seqs > 0.0 ? b.norm_seqs : std::max(seqs, 1.0);
+  const double nl = b.norm_len > 0.0 ? b.norm_len : std::max(b.R, 1);
   for (int i = 0; i < b.S; ++i) {
     switch (agg) {
       case Aggregation::token_mean: scale[i] = 1.0 / nt; break;
       case Aggregation::seq_mean_token_mean: scale[i] = len[i] > 0.0 ? 1.0 / (len[i] * ns) : 0.0; break;
       case Aggregation::seq_mean_token_sum: scale[i] = 1.0 / ns; break;
+      case Aggregation::seq_mean_token_sum_norm: scale[i] = 1.0 / (ns * nl); break;
     }
   }
 }

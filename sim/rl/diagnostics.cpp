@@ -30,7 +30,7 @@ double chi_square(double sum, double sum_sq, double n) {
 }  // namespace
 
 CorrectionDiagnostics correction_diagnostics(const LossConfig& c, const float* logp_old, const float* logp_rollout,
-                                             int S, int R) {
+                                             const float* mask, int S, int R) {
   using rl::clamp20;
   CorrectionDiagnostics d;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -38,11 +38,12 @@ CorrectionDiagnostics correction_diagnostics(const LossConfig& c, const float* l
   d.bucket_abs_log_ratio.assign(kProbBuckets, 0.0);
   d.bucket_ratio_gt2.assign(kProbBuckets, 0.0);
   const double log2 = std::log(2.0);
-  double n = 0.0, rho_sum = 0.0, rho_sq = 0.0, seq_sum = 0.0, seq_sq = 0.0;
+  double n = 0.0, rho_sum = 0.0, rho_sq = 0.0, seq_sum = 0.0, seq_sq = 0.0, seqs = 0.0;
   for (int i = 0; i < S; ++i) {
     const size_t row = static_cast<size_t>(i) * R;
     for (int t = 0; t < R; ++t) {
       const size_t j = row + t;
+      if (mask && mask[j] == 0.0f) continue;
       const double x = static_cast<double>(logp_old[j]) - logp_rollout[j];
       const double xc = clamp20(x);
       const double rho = std::exp(xc);
@@ -59,26 +60,26 @@ CorrectionDiagnostics correction_diagnostics(const LossConfig& c, const float* l
       d.bucket_abs_log_ratio[b] += std::fabs(x);
       d.bucket_ratio_gt2[b] += std::fabs(x) > log2;
     }
-    const rl::SeqLogRatio s = rl::seq_log_ratio(logp_old + row, logp_rollout + row, nullptr, R);
+    const rl::SeqLogRatio s = rl::seq_log_ratio(logp_old + row, logp_rollout + row, mask ? mask + row : nullptr, R);
+    if (s.len == 0.0) continue;  // a sequence left out of the loss entirely
+    seqs += 1.0;
     const double rho_seq = std::exp(clamp20(s.sum));
     seq_sum += rho_seq;
     seq_sq += rho_seq * rho_seq;
     d.seq_log_ratio_abs_mean += std::fabs(s.sum);
-    d.response_length_mean += s.len;
     d.seq_tis_truncated += rl::seq_correction_weight(c, Correction::seq_tis, s) != rho_seq;
     d.seq_tis_geo_truncated += rl::seq_correction_weight(c, Correction::seq_tis_geo, s) != std::exp(clamp20(s.mean()));
     d.seq_mis_masked += rl::seq_correction_weight(c, Correction::seq_mis, s) == 0.0;
     d.seq_max_k3_masked += rl::seq_correction_weight(c, Correction::seq_max_k3, s) == 0.0;
   }
-  const double nt = n > 0.0 ? n : 1.0, ns = S > 0 ? S : 1.0;
+  const double nt = n > 0.0 ? n : 1.0, ns = seqs > 0.0 ? seqs : 1.0;
   d.k1 /= nt;
   d.k3 /= nt;
   d.chi2_token = chi_square(rho_sum, rho_sq, n);
-  d.chi2_seq = chi_square(seq_sum, seq_sq, S);
+  d.chi2_seq = chi_square(seq_sum, seq_sq, seqs);
   d.ess_token = effective_sample_size(rho_sum, rho_sq, n);
-  d.ess_seq = effective_sample_size(seq_sum, seq_sq, S);
+  d.ess_seq = effective_sample_size(seq_sum, seq_sq, seqs);
   d.seq_log_ratio_abs_mean /= ns;
-  d.response_length_mean /= ns;
   for (double* v : {&d.tis_truncated, &d.mis_masked, &d.icepop_masked}) *v /= nt;
   for (double* v : {&d.seq_tis_truncated, &d.seq_tis_geo_truncated, &d.seq_mis_masked, &d.seq_max_k3_masked}) *v /= ns;
   for (int b = 0; b < kProbBuckets; ++b) {
@@ -107,7 +108,6 @@ void correction_diagnostics_record(RunResults* res, const CorrectionDiagnostics&
   res->set_row("rc_bucket_tokens", {kProbBuckets}, d.bucket_tokens);
   res->set_row("rc_bucket_abs_log_ratio", {kProbBuckets}, d.bucket_abs_log_ratio);
   res->set_row("rc_bucket_ratio_gt2_frac", {kProbBuckets}, d.bucket_ratio_gt2);
-  res->set("response_length_mean", d.response_length_mean);
 }
 
 }  // namespace moerl

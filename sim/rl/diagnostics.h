@@ -3,7 +3,8 @@
 // the sampled response tokens, what every correction would do to the batch with its configured
 // thresholds (active or not), and where by token probability the mismatch lives.
 //
-// Computed on the whole batch (S sequences × R response tokens, every token counted), O(S·R).
+// Computed on the whole batch (S sequences × R response positions, the tokens the loss mask keeps;
+// sequences it leaves out entirely do not count), O(S·R).
 // ρ_t = π_old/μ with log ρ_t = logp_old − logp_rollout; ρ_seq = exp(clamp(Σ_t log ρ_t, ±20)).
 #pragma once
 
@@ -30,8 +31,7 @@ struct CorrectionDiagnostics {
   double chi2_seq = 0.0;    // over ρ_seq,i
   double ess_token = 1.0;   // (Σ_t ρ_t)² / (n Σ_t ρ_t²), in (0, 1]
   double ess_seq = 1.0;     // (Σ_i ρ_seq,i)² / (S Σ_i ρ_seq,i²)
-  double seq_log_ratio_abs_mean = 0.0;  // mean_i |Σ_t log ρ_t|
-  double response_length_mean = 0.0;    // mean_i Σ_t m
+  double seq_log_ratio_abs_mean = 0.0;  // mean_i |Σ_t m·log ρ_t|
   // Shares of tokens (token-level corrections) or sequences (sequence-level ones) whose weight
   // each correction changes, with the configured thresholds:
   double tis_truncated = 0.0;          // tokens with ρ > C or ρ < C_low
@@ -46,11 +46,11 @@ struct CorrectionDiagnostics {
   std::vector<double> bucket_tokens, bucket_abs_log_ratio, bucket_ratio_gt2;
 };
 
-// logp_old, logp_rollout: [S, R]; the bucket is read from logp_old.
+// logp_old, logp_rollout, mask: [S, R] (mask null: every token); the bucket is read from logp_old.
 CorrectionDiagnostics correction_diagnostics(const LossConfig& c, const float* logp_old, const float* logp_rollout,
-                                             int S, int R);
+                                             const float* mask, int S, int R);
 
-// Writes every rc_* metric (and response_length_mean) of the current step.
+// Writes every rc_* metric of the current step.
 void correction_diagnostics_record(RunResults* res, const CorrectionDiagnostics& d);
 
 }  // namespace moerl

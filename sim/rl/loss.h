@@ -21,9 +21,16 @@
 namespace moerl {
 
 // How per-token losses become the mini-batch loss (docs/algorithms.md, "Losses").
-enum class Aggregation : uint8_t { token_mean = 0, seq_mean_token_mean, seq_mean_token_sum };
-inline constexpr EnumNames<Aggregation, 3> kAggregationNames{{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum"}};
-static_assert(static_cast<int>(Aggregation::seq_mean_token_sum) + 1 == kAggregationNames.size());
+// With m the mask, n_i = Σ_t m_it, N = Σ_i n_i, S' the sequences with n_i > 0, L a constant:
+//  token-mean              Σ_i Σ_t m·ℓ / N                (DAPO)
+//  seq-mean-token-mean     Σ_i (Σ_t m·ℓ / n_i) / S'       (the original GRPO)
+//  seq-mean-token-sum      Σ_i Σ_t m·ℓ / S'
+//  seq-mean-token-sum-norm Σ_i Σ_t m·ℓ / (S'·L)           (Dr. GRPO: L = rl.max_response_len)
+// They agree up to constants when every response has the same length; with lengths of their own
+// they weight long and short responses differently.
+enum class Aggregation : uint8_t { token_mean = 0, seq_mean_token_mean, seq_mean_token_sum, seq_mean_token_sum_norm };
+inline constexpr EnumNames<Aggregation, 4> kAggregationNames{{"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"}};
+static_assert(static_cast<int>(Aggregation::seq_mean_token_sum_norm) + 1 == kAggregationNames.size());
 inline const char* aggregation_name(Aggregation v) { return kAggregationNames.name(v); }
 inline bool aggregation_parse(std::string_view s, Aggregation* out) { return kAggregationNames.parse(s, out); }
 
@@ -75,6 +82,9 @@ struct LossBatch {
   // batch (across mini-batch accumulation and data-parallel ranks). 0 = this mini-batch's own.
   double norm_tokens = 0.0;
   double norm_seqs = 0.0;
+  // L of seq-mean-token-sum-norm: the constant length normaliser (the run's rl.max_response_len);
+  // 0 = R, this batch's response positions.
+  double norm_len = 0.0;
 };
 
 struct LossOutput {

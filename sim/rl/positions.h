@@ -41,11 +41,14 @@ struct ResponseSlice {
 };
 
 // The positions whose outputs score the response: response token r (at position P+r) gets its
-// log-prob, and its routing-flip count, from position P−1+r. [S·T] mask, 1 at P−1..T−2.
-inline std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T) {
+// log-prob, and its routing-flip count, from position P−1+r. [S·T] mask, 1 at P−1..T−2, or, with
+// the responses' lengths len [S], at P−1..P−2+len[s] (padding past a response's end scores nothing).
+inline std::vector<uint8_t> rl_scored_positions_mask(int S, int P, int T, const int32_t* len = nullptr) {
   std::vector<uint8_t> mask(static_cast<size_t>(S) * T, 0);
-  for (int s = 0; s < S; ++s)
-    for (int t = P - 1; t < T - 1; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+  for (int s = 0; s < S; ++s) {
+    const int end = len ? P - 1 + len[s] : T - 1;
+    for (int t = P - 1; t < end; ++t) mask[static_cast<size_t>(s) * T + t] = 1;
+  }
   return mask;
 }
 

@@ -1,9 +1,11 @@
 // rl_config.cpp — names, alias resolution and validation of the [rl] section.
 #include "sim/rl/rl_config.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
+#include "sim/tasks/task.h"
 
 namespace moerl {
 
@@ -29,6 +31,11 @@ void RlConfig::validate() const {
     bad("minibatches", std::to_string(minibatches),
         "must divide the sequences per step (prompts_per_step × group_size = " +
             std::to_string(prompts_per_step * group_size) + ")");
+  if (max_response_len < 0) bad("max_response_len", std::to_string(max_response_len), "must be >= 0 (0 = the task's longest answer)");
+  if (!std::isfinite(truncated_reward)) bad("truncated_reward", std::to_string(truncated_reward), "must be finite");
+  if (overlong_buffer < 0) bad("overlong_buffer", std::to_string(overlong_buffer), "must be >= 0 (0 = off)");
+  if (!(overlong_penalty >= 0.0f && std::isfinite(overlong_penalty)))
+    bad("overlong_penalty", std::to_string(overlong_penalty), "must be finite and >= 0");
   if (!(sampling.temperature >= 0.0f)) bad("temperature", std::to_string(sampling.temperature), "must be >= 0");
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) bad("top_p", std::to_string(sampling.top_p), "must be in (0, 1]");
   if (!(loss.clip_low >= 0.0f && loss.clip_low < 1.0f)) bad("clip_low", std::to_string(loss.clip_low), "must be in [0, 1)");
@@ -66,6 +73,20 @@ void RlConfig::validate() const {
   if (algo->routing_replay && routing_replay != *algo->routing_replay)
     bad("routing_replay", routing_replay_name(routing_replay),
         std::string(algo->name) + " means routing_replay = " + routing_replay_name(*algo->routing_replay));
+}
+
+int rl_response_limit(const RlConfig& rl, const Task& task) {
+  const int A = task.max_answer_len();
+  if (!task.ends_at_eos() && rl.max_response_len != 0 && rl.max_response_len != A)
+    throw std::invalid_argument("rl.max_response_len = " + std::to_string(rl.max_response_len) + ": task." +
+                                task.name() + " has fixed-length answers of " + std::to_string(A) +
+                                " tokens, so it must be 0 or " + std::to_string(A) +
+                                " (task.eos = true makes the answers end at EOS)");
+  const int limit = rl.max_response_len > 0 ? rl.max_response_len : A;
+  if (rl.overlong_buffer >= limit)
+    throw std::invalid_argument("rl.overlong_buffer = " + std::to_string(rl.overlong_buffer) +
+                                ": must be below the response length limit (" + std::to_string(limit) + ")");
+  return limit;
 }
 
 }  // namespace moerl

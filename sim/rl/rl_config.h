@@ -34,6 +34,16 @@ struct RlConfig {
   int group_size = 8;
   int minibatches = 1;             // optimizer steps per rollout batch (later ones are off-policy)
   SamplingConfig sampling;
+  // Responses of their own length (EOS tasks; docs/algorithms.md, "Lengths"):
+  int max_response_len = 0;        // the length limit (0 = the task's longest answer); a response
+                                   // that reaches it without EOS is truncated
+  float truncated_reward = 0.0f;   // the reward of a truncated response
+  int overlong_buffer = 0;         // DAPO's soft overlong penalty over the last this many tokens
+                                   // before the limit (0 = off) ...
+  float overlong_penalty = 1.0f;   // ... falling linearly from 0 to −this at the limit
+  bool mask_truncated = false;     // truncated responses are left out of the loss
+  bool filter_groups = false;      // DAPO's dynamic sampling: groups whose rewards are all equal
+                                   // are left out of the loss (the batch shrinks; no refill)
   bool adv_std_norm = true;        // false: Dr.GRPO (no division by the group std)
   float adv_eps = 1e-6f;
   bool freeze_router = false;
@@ -64,5 +74,11 @@ struct RlConfig {
   void resolve();
   void validate() const;
 };
+
+class Task;
+// The run's response length limit: rl.max_response_len, or the task's longest answer when 0; a
+// fixed-length task's answers have exactly their length, so it takes no other. Throws
+// std::invalid_argument naming the key, the value and what is allowed.
+int rl_response_limit(const RlConfig& rl, const Task& task);
 
 }  // namespace moerl

@@ -12,12 +12,15 @@ namespace moerl {
 
 
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
-                      const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group) {
+                      const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos) {
   const ModelConfig& cfg = model.config();
+  const int R = R_max;
   const int V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k, T = P + R;
   const bool moe = cfg.is_moe();
   out->S = S; out->P = P; out->R = R; out->T = T;
+  out->len.assign(S, R);
+  out->truncated.assign(S, eos >= 0 ? 1 : 0);
   out->tokens.assign(static_cast<size_t>(S) * T, 0);
   out->logp.assign(static_cast<size_t>(S) * R, 0.0f);
   out->logp_all.assign(static_cast<size_t>(S) * R * V, 0.0f);
@@ -66,12 +69,21 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   if (moe) place(0, P);
 
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
+  const ModelParallel& par = model.parallel();
   std::vector<int32_t> next(S);
+  std::vector<uint8_t> done(S, 0);
+  int R_run = R;
   for (int r = 0; r < R; ++r) {
     std::vector<float> scaled(logits);
     for (float& z : scaled) z /= tau;
     model.backend().log_softmax_forward(lp.data(), scaled.data(), S, V);
+    int64_t active = 0;
     for (int s = 0; s < S; ++s) {
+      if (done[s]) {  // padding: fed EOS, scored nowhere, left at 0
+        next[s] = eos;
+        out->tokens[static_cast<size_t>(s) * T + P + r] = eos;
+        continue;
+      }
       const float* row = &lp[static_cast<size_t>(s) * V];
       Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
       const int32_t tok = sampling_draw(&logits[static_cast<size_t>(s) * V], V, sampling, &rng);
@@ -82,26 +94,66 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
       double h = 0.0;
       for (int v = 0; v < V; ++v) h -= std::exp(static_cast<double>(row[v])) * row[v];
       out->entropy[static_cast<size_t>(s) * R + r] = static_cast<float>(h);
+      if (eos >= 0 && tok == eos) {
+        done[s] = 1;
+        out->len[s] = r + 1;
+        out->truncated[s] = 0;
+      } else {
+        ++active;
+      }
+    }
+    bool last = r + 1 == R;
+    if (eos >= 0) {  // the batch ends when its last sequence has, on every data-parallel rank
+      if (par.dp && par.dp->size() > 1) par.dp->allreduce_sum(&active, 1);
+      if (active == 0) {
+        last = true;
+        R_run = r + 1;
+      }
     }
     // Feed the sampled token: this computes the routing of position P + r (kept for replay —
     // the last position's routing included, so R3 has a record for every position).
     ids.resize(moe ? static_cast<size_t>(L) * S * K : 0);
     rlp.resize(ids.size());
-    if (r + 1 < R || moe) {
+    if (!last || moe) {
       model.generation_step(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                             next.data());
       if (moe) place(P + r, 1);
     }
+    if (last) break;
   }
   model.generation_end(st);
+  if (R_run < R) rollout_trim(out, R_run, L);
+}
+
+void rollout_trim(RolloutBatch* rb, int R, int L) {
+  const int S = rb->S, P = rb->P, R0 = rb->R, T0 = rb->T, T = P + R;
+  if (R == R0) return;
+  auto keep = [](auto* v, int64_t blocks, int64_t old_block, int64_t new_block) {
+    for (int64_t b = 0; b < blocks; ++b)
+      std::copy_n(v->begin() + b * old_block, new_block, v->begin() + b * new_block);
+    v->resize(static_cast<size_t>(blocks * new_block));
+  };
+  const int64_t V = S > 0 && R0 > 0 ? static_cast<int64_t>(rb->logp_all.size()) / (static_cast<int64_t>(S) * R0) : 0;
+  keep(&rb->tokens, S, T0, T);
+  keep(&rb->logp, S, R0, R);
+  keep(&rb->entropy, S, R0, R);
+  keep(&rb->logp_all, S, R0 * V, R * V);
+  if (!rb->topk_ids.empty()) {
+    const int64_t K = static_cast<int64_t>(rb->topk_ids.size()) / (static_cast<int64_t>(L) * S * T0);
+    keep(&rb->topk_ids, static_cast<int64_t>(L) * S, T0 * K, T * K);
+    keep(&rb->router_logp, static_cast<int64_t>(L) * S, T0 * K, T * K);
+  }
+  rb->R = R;
+  rb->T = T;
 }
 
 double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int n,
                          const NumericsProfile& profile) {
-  const int P = task.prompt_len(), R = task.answer_len();
-  std::vector<int32_t> prompts(static_cast<size_t>(n) * P), answers(static_cast<size_t>(n) * R);
+  const int P = task.prompt_len(), A = task.max_answer_len();
+  std::vector<int32_t> prompts(static_cast<size_t>(n) * P), answers(static_cast<size_t>(n) * A);
+  std::vector<int> answer_len(n);
   for (int i = 0; i < n; ++i)
-    task.example(&prompts[static_cast<size_t>(i) * P], &answers[static_cast<size_t>(i) * R], seed, 1, i);
+    answer_len[i] = task.example(&prompts[static_cast<size_t>(i) * P], &answers[static_cast<size_t>(i) * A], seed, 1, i);
   RolloutBatch rb;
   SamplingConfig greedy;
   greedy.temperature = 0.0f;
@@ -109,10 +161,11 @@ double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int 
   const ModelParallel& par = model.parallel();
   const SeqBlock blk = dp_block(n, par.dp_size(), par.dp_rank());
   rollout_generate(&rb, model, profile, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
-                   P, R, greedy, seed, 0, static_cast<uint64_t>(blk.begin));
+                   P, A, greedy, seed, 0, static_cast<uint64_t>(blk.begin), 1, task.eos());
   double correct = 0.0;
   for (int i = 0; i < blk.size(); ++i)
-    correct += task.reward(&answers[static_cast<size_t>(blk.begin + i) * R], &rb.tokens[static_cast<size_t>(i) * rb.T + P], false);
+    correct += task.reward(&answers[static_cast<size_t>(blk.begin + i) * A], answer_len[blk.begin + i],
+                           &rb.tokens[static_cast<size_t>(i) * rb.T + P], rb.len[i], false);
   if (par.dp_size() > 1) par.dp->allreduce_sum(&correct, 1);  // counts: exact in any order
   return correct / n;
 }

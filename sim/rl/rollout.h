@@ -13,8 +13,14 @@
 
 namespace moerl {
 
+// R is the longest response of the batch (every rank of a data-parallel group has the same R:
+// generation stops when the last sequence of the whole batch has ended). Sequence s has len[s]
+// response tokens (EOS included); positions past it are padding: tokens EOS, log-probs,
+// log-distributions and entropies 0, routing the pad token's (R3 replays it, nothing scores it).
 struct RolloutBatch {
   int S = 0, P = 0, R = 0, T = 0;    // sequences, prompt, response, T = P + R
+  std::vector<int32_t> len;          // [S] response tokens of each sequence, EOS included
+  std::vector<int32_t> truncated;    // [S] 1: reached the length limit without EOS
   std::vector<int32_t> tokens;       // [S, T]
   std::vector<float> logp;           // [S, R] log μ(token) at the sampling temperature
   std::vector<float> logp_all;       // [S, R, V] log μ(·) (full-vocabulary KL)
@@ -23,18 +29,29 @@ struct RolloutBatch {
   std::vector<float> router_logp;    // [L, S·T, K]
 };
 
-// Generates R tokens after prompts[S, P]; log-probs are of the full tempered distribution (top-p
-// only restricts what is drawn). The sampling stream of sequence s at response position r
+// Generates up to R_max tokens after prompts[S, P]: exactly R_max when eos < 0 (fixed-length
+// tasks), else until each sequence has drawn eos or R_max tokens (truncated), with the decode
+// loop ending when every sequence of the batch has ended (on every data-parallel rank together:
+// the MoE exchanges of each decode step are collective). Finished sequences are fed EOS until then
+// (masked, not packed: their rows keep their place, so the other rows' numerics do not depend on
+// when a neighbour finished). out->R is the number of decode positions run, the buffers are
+// trimmed to it. Log-probs are of the full tempered distribution (top-p only restricts what is
+// drawn). The sampling stream of sequence s at response position r
 // is (seed, Stream::sampling, step, first_index + s, r): independent of batch composition.
 // shared_group > 1: consecutive groups of that many sequences share one prompt; its routing is
 // computed once (a prefill of the distinct prompts) and replayed for every sample of the group,
 // as an engine reusing the prefix's KV cache would.
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
-                      const int32_t* prompts, int S, int P, int R, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group = 1);
+                      const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group = 1,
+                      int eos = -1);
+
+// Keeps the first R response positions of every buffer of *rb (R ≤ rb->R); L: the model's layers.
+void rollout_trim(RolloutBatch* rb, int R, int L);
 
 class Task;
-// Greedy exact-match accuracy on the first n examples of the task's held-out split under profile.
+// Greedy exact-match accuracy on the first n examples of the task's held-out split under profile
+// (EOS tasks: generation up to the task's longest answer, the answer's length must match).
 double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int n,
                              const NumericsProfile& profile);
 

@@ -17,9 +17,12 @@
 namespace moerl {
 
 // Sizes of one step (docs/notation.md): S = prompts × G sequences of T = P + R tokens; a model of
-// L layers, E experts (0: the dense twin), K per token, vocabulary V.
+// L layers, E experts (0: the dense twin), K per token, vocabulary V. R is the run's response
+// length limit R_max until the rollout, then the longest response of the step's batch (the buffers
+// are trimmed to it); A is the answer buffer's stride, the task's longest answer.
 struct StepShape {
   int G = 0, S = 0, P = 0, R = 0, T = 0, L = 0, K = 0, E = 0, V = 0;
+  int R_max = 0, A = 0;
   bool moe = false;
   float tau = 1.0f;  // sampling temperature the log-probs are taken at
   ResponseSlice slice() const { return ResponseSlice{P, R, T}; }
@@ -43,9 +46,14 @@ struct StepState {
   // results are gathered, so rewards, advantages and metrics cover the whole batch on every rank.
   SeqBlock block;
   std::vector<int> block_seqs;            // [block.size()] their indices
-  std::vector<int32_t> prompts, answers;  // [S, P], [S, R]
-  RolloutBatch rollout;
+  std::vector<int32_t> prompts, answers;  // [S, P], [S, A]
+  std::vector<int> answer_len;            // [S] the reference answers' lengths (EOS included)
+  RolloutBatch rollout;                   // rollout.len: the responses' lengths
   std::vector<float> reward, advantages;  // [S]
+  // [S, R] 1 where a response token counts in the loss: before its sequence's end, and not in a
+  // truncated response under rl.mask_truncated nor in a group dropped by rl.filter_groups.
+  std::vector<float> mask;
+  int groups_dropped = 0;                 // by rl.filter_groups
   // π_old: the train engine's forward over the batch (log-probs, logits, routing, router logits,
   // load), its request (the calibration and staleness forwards start from it) and its replay ids.
   ForwardRequest old_request;

@@ -3,6 +3,7 @@
 // are sliced by ResponseSlice (sim/rl/positions.h).
 #include "sim/rl/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "sim/rl/diagnostics.h"
 #include "sim/rl/loss.h"
 #include "sim/rl/precursors.h"
+#include "sim/rl/response_metrics.h"
 #include "sim/rl/rollout.h"
 
 namespace moerl {
@@ -43,9 +45,10 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
     throw std::invalid_argument("task." + std::string(task_->name()) + " needs vocab_size >= " +
                                 std::to_string(task_->vocab_size()) + " but model.vocab_size = " +
                                 std::to_string(cfg.vocab_size));
-  if (task_->prompt_len() + task_->answer_len() > cfg.max_seq_len)
+  response_limit_ = rl_response_limit(s_.rl, *task_);
+  if (task_->prompt_len() + response_limit_ > cfg.max_seq_len)
     throw std::invalid_argument("task needs sequences of " +
-                                std::to_string(task_->prompt_len() + task_->answer_len()) +
+                                std::to_string(task_->prompt_len() + response_limit_) +
                                 " tokens but model.max_seq_len = " + std::to_string(cfg.max_seq_len));
   if (s_.rl.routing_replay != RoutingReplay::none && !cfg.is_moe())
     throw std::invalid_argument("rl.routing_replay = " + std::string(routing_replay_name(s_.rl.routing_replay)) +
@@ -144,7 +147,8 @@ StepState RlTrainer::step_begin(int64_t step) const {
   shape.G = rl.group_size;
   shape.S = rl.prompts_per_step * shape.G;
   shape.P = task_->prompt_len();
-  shape.R = task_->answer_len();
+  shape.R = shape.R_max = response_limit_;
+  shape.A = task_->max_answer_len();
   shape.T = shape.P + shape.R;
   shape.L = cfg.n_layers;
   shape.K = cfg.top_k;
@@ -163,22 +167,26 @@ StepState RlTrainer::step_begin(int64_t step) const {
 
 // §1 prompts_per_step prompts of the task's train split, each repeated group_size times.
 void RlTrainer::sample_prompts(StepState* st) const {
-  const int G = st->shape.G, P = st->shape.P, R = st->shape.R;
+  const int G = st->shape.G, P = st->shape.P, A = st->shape.A;
   const int n_prompts = s_.rl.prompts_per_step;
   st->prompts.resize(static_cast<size_t>(st->shape.S) * P);
-  st->answers.resize(static_cast<size_t>(st->shape.S) * R);
+  st->answers.assign(static_cast<size_t>(st->shape.S) * A, 0);
+  st->answer_len.resize(static_cast<size_t>(st->shape.S));
   for (int p = 0; p < n_prompts; ++p) {
     int32_t* prompt = &st->prompts[static_cast<size_t>(p) * G * P];
-    int32_t* answer = &st->answers[static_cast<size_t>(p) * G * R];
-    task_->example(prompt, answer, s_.seed, 0, static_cast<uint64_t>(st->index) * n_prompts + p);
-    for (int g = 1; g < G; ++g) {
+    int32_t* answer = &st->answers[static_cast<size_t>(p) * G * A];
+    const int len = task_->example(prompt, answer, s_.seed, 0, static_cast<uint64_t>(st->index) * n_prompts + p);
+    for (int g = 0; g < G; ++g) {
+      st->answer_len[static_cast<size_t>(p) * G + g] = len;
+      if (g == 0) continue;
       std::memcpy(prompt + static_cast<size_t>(g) * P, prompt, sizeof(int32_t) * P);
-      std::memcpy(answer + static_cast<size_t>(g) * R, answer, sizeof(int32_t) * R);
+      std::memcpy(answer + static_cast<size_t>(g) * A, answer, sizeof(int32_t) * A);
     }
   }
 }
 
-// §2 the rollout engine generates this rank's block of the sequences; the batch is gathered.
+// §2 the rollout engine generates this rank's block of the sequences (until EOS or R_max); the
+// batch is gathered, and the step's shape takes the batch's longest response.
 void RlTrainer::rollout(StepState* st) {
   const auto t0 = Clock::now();
   const RlConfig& rl = s_.rl;
@@ -195,22 +203,37 @@ void RlTrainer::rollout(StepState* st) {
     throw std::invalid_argument("rl.router_kl_coef / rl.calib_coef: the router KL regularisers run on one "
                                 "data-parallel rank only (got " + std::to_string(par.dp_size()) + " ranks)");
   rollout_generate(&st->rollout, *engine, st->rollout_profile, st->prompts.data() + st->block.begin * shape.P,
-                   static_cast<int>(st->block.size()), shape.P, shape.R, rl.sampling, s_.seed,
+                   static_cast<int>(st->block.size()), shape.P, shape.R_max, rl.sampling, s_.seed,
                    static_cast<uint64_t>(st->index), static_cast<uint64_t>(st->block.begin),
-                   rl.shared_prefix_routing ? shape.G : 1);
+                   rl.shared_prefix_routing ? shape.G : 1, task_->eos());
   if (par.dp) gather_rollout(&st->rollout, *par.dp, shape.L, shape.moe);
+  st->shape.R = st->rollout.R;
+  st->shape.T = st->rollout.T;
   st->time_rollout = seconds_since(t0);
 }
 
-// §3 rewards and group-normalised advantages (unbiased std; Dr.GRPO: no division).
+// §3 rewards (a truncated response's is rl.truncated_reward; DAPO's overlong penalty on top),
+// group-normalised advantages (unbiased std; Dr.GRPO: no division), and the loss mask: each
+// response's own tokens, less truncated responses (rl.mask_truncated) and groups whose rewards are
+// all equal (rl.filter_groups; their advantages are 0 anyway, so what changes is the normaliser).
 void RlTrainer::compute_advantages(StepState* st) const {
   const RlConfig& rl = s_.rl;
-  const int G = st->shape.G, S = st->shape.S, P = st->shape.P, R = st->shape.R, T = st->shape.T;
+  const int G = st->shape.G, S = st->shape.S, P = st->shape.P, R = st->shape.R, T = st->shape.T, A = st->shape.A;
+  const RolloutBatch& ro = st->rollout;
   st->reward.resize(S);
   st->advantages.resize(S);
+  for (int s = 0; s < S; ++s) {
+    float reward = ro.truncated[s] ? rl.truncated_reward
+                                   : task_->reward(&st->answers[static_cast<size_t>(s) * A], st->answer_len[s],
+                                                   &ro.tokens[static_cast<size_t>(s) * T + P], ro.len[s],
+                                                   s_.task.partial_credit);
+    if (rl.overlong_buffer > 0) reward += overlong_penalty(ro.len[s]);
+    st->reward[s] = reward;
+  }
+  st->mask.assign(static_cast<size_t>(S) * R, 0.0f);
   for (int s = 0; s < S; ++s)
-    st->reward[s] = task_->reward(&st->answers[static_cast<size_t>(s) * R],
-                                  &st->rollout.tokens[static_cast<size_t>(s) * T + P], s_.task.partial_credit);
+    if (!(rl.mask_truncated && ro.truncated[s])) std::fill_n(&st->mask[static_cast<size_t>(s) * R], ro.len[s], 1.0f);
+  st->groups_dropped = 0;
   for (int p = 0; p < rl.prompts_per_step; ++p) {
     const float* reward = &st->reward[static_cast<size_t>(p) * G];
     double mean = 0.0, var = 0.0;
@@ -224,7 +247,20 @@ void RlTrainer::compute_advantages(StepState* st) const {
       st->advantages[static_cast<size_t>(p) * G + g] =
           static_cast<float>(rl.adv_std_norm ? centred / (stdev + rl.adv_eps) : centred);
     }
+    if (rl.filter_groups && std::all_of(reward, reward + G, [&](float r) { return r == reward[0]; })) {
+      ++st->groups_dropped;
+      std::fill_n(&st->mask[static_cast<size_t>(p) * G * R], static_cast<size_t>(G) * R, 0.0f);
+    }
   }
+}
+
+// DAPO's soft overlong punishment (arXiv 2503.14476, eq. 13) with L_max = the length limit and
+// L_cache = rl.overlong_buffer: 0 up to L_max − L_cache tokens, then falling linearly to
+// −rl.overlong_penalty at L_max.
+double RlTrainer::overlong_penalty(int len) const {
+  const int start = response_limit_ - s_.rl.overlong_buffer;
+  if (len <= start) return 0.0;
+  return -static_cast<double>(s_.rl.overlong_penalty) * (len - start) / s_.rl.overlong_buffer;
 }
 
 // §4 the train engine recomputes π_old over the batch (always: the mismatch metrics need it even
@@ -289,23 +325,25 @@ void RlTrainer::split_staleness_and_numerics(StepState* st, RunResults* res) {
   ForwardResult current;
   model_->forward(&current, q);
   if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, shape.L, shape.moe, false);
-  double k_stale = 0.0, k_num = 0.0;
+  double k_stale = 0.0, k_num = 0.0, n = 0.0;
   for (int s = 0; s < S; ++s)
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < st->rollout.len[s]; ++r) {
       const double lc = current.logprobs[slice.logprob_at(s, r)];
       const double a = lc - st->rollout.logp[static_cast<size_t>(s) * R + r];  // log μ_cur/μ_stale
       const double b = st->logp_train[static_cast<size_t>(s) * R + r] - lc;    // log π_old/μ_cur
       k_stale += std::exp(a) - 1.0 - a;
       k_num += std::exp(b) - 1.0 - b;
+      n += 1.0;
     }
-  res->set("kl_staleness", k_stale / (static_cast<double>(S) * R));
-  res->set("kl_numerics", k_num / (static_cast<double>(S) * R));
+  res->set("kl_staleness", k_stale / n);
+  res->set("kl_numerics", k_num / n);
   st->time_old_logprobs += seconds_since(t0);
 }
 
-// The mismatch between the engines on the response tokens (rollout = A, train = B): the
-// staleness / numerics split (stale rollouts), routing flips, KL, IS ratios, and what every
-// correction would do to this batch (on the recomputed π_old, so bypass runs see it too).
+// The mismatch between the engines on the response tokens (rollout = A, train = B; each
+// response's own tokens, padding left out): the staleness / numerics split (stale rollouts),
+// routing flips, KL, IS ratios, what every correction would do to this batch (on the recomputed
+// π_old, so bypass runs see it too), and the mismatch along the response.
 void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   const StepShape& shape = st->shape;
   const ResponseSlice slice = shape.slice();
@@ -317,22 +355,30 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   AuditAccum acc;
   audit_init(&acc, L);
   if (shape.moe) {
-    const std::vector<uint8_t> mask = rl_scored_positions_mask(S, shape.P, shape.T);
+    const std::vector<uint8_t> mask = rl_scored_positions_mask(S, shape.P, shape.T, sampled.len.data());
     audit_add_routing(&acc, sampled.topk_ids.data(), st->old.own_topk_ids.data(), mask.data(), L, S * shape.T, shape.K);
   }
-  std::vector<float> train_lp(static_cast<size_t>(S) * R * V);
-  std::vector<int32_t> targets(static_cast<size_t>(S) * R);
+  // the response tokens, in order: n of the S·R positions
+  int64_t n = 0;
+  for (int s = 0; s < S; ++s) n += sampled.len[s];
+  std::vector<float> train_lp(static_cast<size_t>(n) * V), rollout_lp(static_cast<size_t>(n) * V);
+  std::vector<int32_t> targets(static_cast<size_t>(n));
+  std::vector<double> rho(static_cast<size_t>(n));
+  size_t j = 0;
   for (int s = 0; s < S; ++s)
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < sampled.len[s]; ++r, ++j) {
+      const size_t sr = static_cast<size_t>(s) * R + r;
       const float* logits = &st->old.logits[slice.row_at(s, r) * V];
-      float* dst = &train_lp[(static_cast<size_t>(s) * R + r) * V];
+      float* dst = &train_lp[j * V];
       for (int v = 0; v < V; ++v) dst[v] = logits[v] / shape.tau;
-      targets[static_cast<size_t>(s) * R + r] = sampled.tokens[slice.token_at(s, r)];
+      std::memcpy(&rollout_lp[j * V], &sampled.logp_all[sr * V], sizeof(float) * V);
+      targets[j] = sampled.tokens[slice.token_at(s, r)];
+      rho[j] = std::exp(static_cast<double>(logp_train[sr]) - sampled.logp[sr]);
     }
   // the same log-softmax the rollout applied, so identical engines compare identical bits
   const std::vector<float> scaled(train_lp);
-  model_->backend().log_softmax_forward(train_lp.data(), scaled.data(), S * R, V);
-  audit_add_logprobs(&acc, sampled.logp_all.data(), train_lp.data(), targets.data(), nullptr, S * R, V);
+  model_->backend().log_softmax_forward(train_lp.data(), scaled.data(), static_cast<int>(n), V);
+  audit_add_logprobs(&acc, rollout_lp.data(), train_lp.data(), targets.data(), nullptr, static_cast<int>(n), V);
   const AuditMetrics am = audit_finish(acc);
   res->set("kl_rollout_train", am.k3);
   res->set("kl_rollout_train_full", am.kl);
@@ -341,16 +387,20 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   res->set("flip_rate_mean", shape.moe ? am.mean_flipped_layers / L : 0.0);
   if (shape.moe) res->set_row("flip_rate", {L}, am.flip_rate);
   double rho_min = std::numeric_limits<double>::infinity(), rho_max = 0.0, rho_sum = 0.0;
-  for (size_t j = 0; j < logp_train.size(); ++j) {
-    const double rho = std::exp(static_cast<double>(logp_train[j]) - sampled.logp[j]);
-    rho_min = std::min(rho_min, rho);
-    rho_max = std::max(rho_max, rho);
-    rho_sum += rho;
+  for (const double x : rho) {
+    rho_min = std::min(rho_min, x);
+    rho_max = std::max(rho_max, x);
+    rho_sum += x;
   }
-  res->set("is_ratio_mean", rho_sum / logp_train.size());
+  res->set("is_ratio_mean", rho_sum / rho.size());
   res->set("is_ratio_min", rho_min);
   res->set("is_ratio_max", rho_max);
-  correction_diagnostics_record(res, correction_diagnostics(s_.rl.loss, logp_train.data(), sampled.logp.data(), S, R));
+  correction_diagnostics_record(
+      res, correction_diagnostics(s_.rl.loss, logp_train.data(), sampled.logp.data(), st->mask.data(), S, R));
+  response_metrics_record(res, response_metrics(sampled.len.data(), sampled.truncated.data(), logp_train.data(),
+                                                sampled.logp.data(), sampled.entropy.data(), S, R, shape.R_max,
+                                                s_.rl.prompts_per_step, st->groups_dropped));
+  res->int_attrs["position_bucket_width"] = position_bucket_width(shape.R_max);
 }
 
 // §5–6 a seeded permutation of the sequences in rl.minibatches mini-batches, one forward,
@@ -387,13 +437,14 @@ Minibatch RlTrainer::minibatch_rows(const StepState& st, const std::vector<int>&
   mb.logp_old.resize(static_cast<size_t>(n) * R);
   mb.logp_rollout.resize(mb.logp_old.size());
   mb.logp_ref.resize(mb.logp_old.size());
-  mb.mask.assign(mb.logp_old.size(), 1.0f);
+  mb.mask.resize(mb.logp_old.size());
   mb.advantages.resize(n);
   for (int i = 0; i < n; ++i) {
     const size_t s = static_cast<size_t>(mb.seqs[i]);
     std::memcpy(&mb.tokens[static_cast<size_t>(i) * T], &st.rollout.tokens[s * T], sizeof(int32_t) * T);
     std::memcpy(&mb.logp_old[static_cast<size_t>(i) * R], &(*st.logp_old)[s * R], sizeof(float) * R);
     std::memcpy(&mb.logp_rollout[static_cast<size_t>(i) * R], &st.rollout.logp[s * R], sizeof(float) * R);
+    std::memcpy(&mb.mask[static_cast<size_t>(i) * R], &st.mask[s * R], sizeof(float) * R);
     if (ref_model_) std::memcpy(&mb.logp_ref[static_cast<size_t>(i) * R], &st.logp_ref[s * R], sizeof(float) * R);
     mb.advantages[i] = st.advantages[s];
   }
@@ -446,6 +497,7 @@ void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
   b.logp_rollout = mb->logp_rollout.data();
   b.mask = mb->mask.data();
   b.advantages = mb->advantages.data();
+  b.norm_len = shape.R_max;
   b.logp_ref = ref_model_ ? mb->logp_ref.data() : nullptr;
   MinibatchView view;
   view.slice = shape.slice();
@@ -534,14 +586,15 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   const StepShape& shape = st->shape;
   const TrainTotals& t = st->totals;
   const int S = shape.S, M = rl.minibatches;
-  double rmean = 0.0, rvar = 0.0, ent = 0.0;
+  double rmean = 0.0, rvar = 0.0, ent = 0.0, tokens = 0.0;
   for (float r : st->reward) rmean += r;
   rmean /= S;
   for (float r : st->reward) rvar += (r - rmean) * (r - rmean);
-  for (float h : st->rollout.entropy) ent += h;
+  for (int s = 0; s < S; ++s)
+    for (int r = 0; r < st->rollout.len[s]; ++r, tokens += 1.0) ent += st->rollout.entropy[static_cast<size_t>(s) * shape.R + r];
   res->set("reward_mean", rmean);
   res->set("reward_std", std::sqrt(rvar / std::max(S - 1, 1)));
-  res->set("entropy", ent / st->rollout.entropy.size());
+  res->set("entropy", ent / tokens);
   res->set("loss", t.loss / M);
   res->set("grad_norm", t.grad_norm / M);
   res->set("grad_norm_max", t.grad_norm_max);

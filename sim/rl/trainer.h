@@ -66,6 +66,7 @@ class RlTrainer {
   void sample_prompts(StepState* st) const;
   void rollout(StepState* st);
   void compute_advantages(StepState* st) const;
+  double overlong_penalty(int len) const;
   void recompute_old_logprobs(StepState* st, RunResults* res);
   void measure_mismatch(StepState* st, RunResults* res);
   void split_staleness_and_numerics(StepState* st, RunResults* res);
@@ -85,6 +86,7 @@ class RlTrainer {
   RlSetup s_;
   Model* model_;
   std::unique_ptr<Task> task_;
+  int response_limit_ = 0;  // R_max: rl.max_response_len, or the task's longest answer
   std::unique_ptr<Algorithm> algo_;
   StepHooks hooks_;  // the active stabilisers, and the metrics the inactive ones report
   std::unique_ptr<AdamW> adamw_;

@@ -1,11 +1,13 @@
 // task.cpp — the shared parts of tasks and the task table (task.h).
 #include "sim/tasks/task.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace moerl {
 
 // Factories, one file each (sim/tasks/<name>.cpp), declared beside their rows.
+std::unique_ptr<Task> make_bubble_task(const TaskConfig& cfg);
 std::unique_ptr<Task> make_modadd_task(const TaskConfig& cfg);
 std::unique_ptr<Task> make_reverse_task(const TaskConfig& cfg);
 std::unique_ptr<Task> make_sort_task(const TaskConfig& cfg);
@@ -13,6 +15,7 @@ std::unique_ptr<Task> make_sort_task(const TaskConfig& cfg);
 const std::vector<TaskInfo>& task_registry() {
   // in alphabetical order: the order of every list derived from the table
   static const std::vector<TaskInfo> table = {
+      {"bubble", "sort task.length values in [0, task.base) by writing every bubble-sort pass until the list is sorted, then EOS (answers of 1..n passes of n+1 tokens)", make_bubble_task},
       {"modadd", "add two task.length-digit numbers in base task.base, modulo base^length", make_modadd_task},
       {"reverse", "reverse task.length values in [0, task.base)", make_reverse_task},
       {"sort", "sort task.length values in [0, task.base) ascending", make_sort_task},
@@ -57,12 +60,29 @@ std::string Task::render(const int32_t* tokens, int n) const {
   return s;
 }
 
-float Task::reward(const int32_t* answer, const int32_t* response, bool partial) const {
-  const int R = answer_len();
+bool Task::well_formed(const int32_t* response, int n) const {
+  if (!ends_at_eos()) return true;
+  if (n < 1 || response[n - 1] != eos()) return false;
+  for (int i = 0; i + 1 < n; ++i)
+    if (response[i] == eos()) return false;
+  return true;
+}
+
+float Task::reward(const int32_t* answer, int answer_len, const int32_t* response, int response_len,
+                   bool partial) const {
+  if (!ends_at_eos()) {  // fixed length: answer_len == response_len == R
+    const int R = answer_len;
+    int equal = 0;
+    for (int i = 0; i < R; ++i) equal += answer[i] == response[i];
+    if (partial) return static_cast<float>(equal) / R;
+    return equal == R ? 1.0f : 0.0f;
+  }
+  if (!well_formed(response, response_len)) return 0.0f;
+  const int common = std::min(answer_len, response_len), longer = std::max(answer_len, response_len);
   int equal = 0;
-  for (int i = 0; i < R; ++i) equal += answer[i] == response[i];
-  if (partial) return static_cast<float>(equal) / R;
-  return equal == R ? 1.0f : 0.0f;
+  for (int i = 0; i < common; ++i) equal += answer[i] == response[i];
+  if (partial) return static_cast<float>(equal) / longer;
+  return equal == longer ? 1.0f : 0.0f;
 }
 
 std::unique_ptr<Task> task_create(const TaskConfig& cfg) {

@@ -31,7 +31,7 @@ TEST(Diagnostics, MatchTheirFormulas) {
   c.seq_mask_low = 0.9f;
   c.seq_mask_high = 1.1f;
   c.seq_k3_max = 0.2f;
-  const CorrectionDiagnostics d = correction_diagnostics(c, lold.data(), lroll.data(), S, R);
+  const CorrectionDiagnostics d = correction_diagnostics(c, lold.data(), lroll.data(), nullptr, S, R);
 
   double k1 = 0, k3 = 0, sw = 0, sw2 = 0, qw = 0, qw2 = 0, tis = 0, mis = 0, ice = 0;
   double seq_tis = 0, seq_geo = 0, seq_mis = 0, seq_k3 = 0;
@@ -82,7 +82,6 @@ TEST(Diagnostics, MatchTheirFormulas) {
   EXPECT_GT(d.tis_truncated, 0);  // the data reach the thresholds
   EXPECT_GT(d.seq_mis_masked, 0);
   EXPECT_LT(d.seq_mis_masked, 1);
-  EXPECT_EQ(d.response_length_mean, R);
   double total = 0;
   for (int b = 0; b < 5; ++b) {
     EXPECT_EQ(d.bucket_tokens[b], cnt[b]) << b;
@@ -97,7 +96,7 @@ TEST(Diagnostics, MatchTheirFormulas) {
 TEST(Diagnostics, IdenticalEnginesGiveTheNeutralValues) {
   const int S = 3, R = 4;
   std::vector<float> lp(S * R, -0.7f);
-  const CorrectionDiagnostics d = correction_diagnostics(LossConfig{}, lp.data(), lp.data(), S, R);
+  const CorrectionDiagnostics d = correction_diagnostics(LossConfig{}, lp.data(), lp.data(), nullptr, S, R);
   EXPECT_EQ(d.k1, 0.0);
   EXPECT_EQ(d.k3, 0.0);
   EXPECT_EQ(d.chi2_token, 0.0);

@@ -18,7 +18,8 @@ TEST(Tasks, SortAndReverseAnswers) {
     c.name = name; c.length = 7; c.base = 13;
     const auto t = task_create(c);
     EXPECT_EQ(t->prompt_len(), 8);
-    EXPECT_EQ(t->answer_len(), 7);
+    EXPECT_EQ(t->max_answer_len(), 7);
+    EXPECT_EQ(t->eos(), -1);  // fixed length unless task.eos
     EXPECT_EQ(t->vocab_size(), 14);
     std::vector<int32_t> p(8), a(7);
     for (int i = 0; i < 50; ++i) {
@@ -37,7 +38,7 @@ TEST(Tasks, ModAddAnswersMatchIntegerArithmetic) {
   TaskConfig c;
   c.name = "modadd"; c.length = 3; c.base = 10;
   const auto t = task_create(c);
-  std::vector<int32_t> p(t->prompt_len()), a(t->answer_len());
+  std::vector<int32_t> p(t->prompt_len()), a(t->max_answer_len());
   for (int i = 0; i < 100; ++i) {
     t->example(p.data(), a.data(), 2, 0, i);
     const int x = p[0] * 100 + p[1] * 10 + p[2], y = p[4] * 100 + p[5] * 10 + p[6];
@@ -76,9 +77,90 @@ TEST(Tasks, RewardExactAndPartial) {
   c.length = 4;
   const auto t = task_create(c);
   const int32_t ans[] = {1, 2, 3, 4}, half[] = {1, 2, 0, 0}, all[] = {1, 2, 3, 4};
-  EXPECT_EQ(t->reward(ans, all, false), 1.0f);
-  EXPECT_EQ(t->reward(ans, half, false), 0.0f);
-  EXPECT_EQ(t->reward(ans, half, true), 0.5f);
+  EXPECT_EQ(t->reward(ans, 4, all, 4, false), 1.0f);
+  EXPECT_EQ(t->reward(ans, 4, half, 4, false), 0.0f);
+  EXPECT_EQ(t->reward(ans, 4, half, 4, true), 0.5f);
+}
+
+TEST(Tasks, EosAppendsTheEndTokenToFixedTasks) {
+  for (const char* name : {"sort", "reverse", "modadd"}) {
+    TaskConfig c;
+    c.name = name; c.length = 5; c.base = 10; c.eos = true;
+    const auto t = task_create(c);
+    TaskConfig plain = c;
+    plain.eos = false;
+    const auto u = task_create(plain);
+    EXPECT_EQ(t->max_answer_len(), u->max_answer_len() + 1) << name;
+    EXPECT_EQ(t->vocab_size(), u->vocab_size() + 1) << name;
+    EXPECT_EQ(t->eos(), u->vocab_size()) << name;  // the next id after the task's own
+    std::vector<int32_t> p(t->prompt_len()), a(t->max_answer_len()), q(u->prompt_len()), b(u->max_answer_len());
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_EQ(t->example(p.data(), a.data(), 3, 0, i), t->max_answer_len());
+      u->example(q.data(), b.data(), 3, 0, i);
+      EXPECT_EQ(p, q);  // the same prompts and answers, EOS after them
+      EXPECT_TRUE(std::equal(b.begin(), b.end(), a.begin())) << name;
+      EXPECT_EQ(a.back(), t->eos());
+    }
+  }
+}
+
+// One bubble-sort pass, written independently of the task: the largest value moves right.
+std::vector<int32_t> bubble_pass(std::vector<int32_t> x) {
+  for (size_t i = 1; i < x.size(); ++i)
+    if (x[i - 1] > x[i]) std::swap(x[i - 1], x[i]);
+  return x;
+}
+
+TEST(Tasks, BubbleWritesEveryPassUntilSorted) {
+  TaskConfig c;
+  c.name = "bubble"; c.length = 6; c.base = 10;
+  const auto t = task_create(c);
+  const int n = 6, sep = 10, eos = 11;
+  EXPECT_EQ(t->eos(), eos);
+  EXPECT_EQ(t->vocab_size(), 12);
+  EXPECT_EQ(t->prompt_len(), 7);
+  EXPECT_EQ(t->max_answer_len(), 5 * 7);  // at most n − 1 passes of n + 1 tokens
+  std::vector<int32_t> p(t->prompt_len()), a(t->max_answer_len());
+  std::set<int> lengths;
+  for (int i = 0; i < 300; ++i) {
+    const int len = t->example(p.data(), a.data(), 4, 0, i);
+    ASSERT_EQ(len % (n + 1), 0);
+    lengths.insert(len);
+    std::vector<int32_t> x(p.begin(), p.begin() + n);
+    const int passes = len / (n + 1);
+    for (int k = 0; k < passes; ++k) {
+      x = bubble_pass(x);
+      EXPECT_TRUE(std::equal(x.begin(), x.end(), a.begin() + k * (n + 1))) << "example " << i << " pass " << k;
+      const bool last = k + 1 == passes;
+      EXPECT_EQ(a[k * (n + 1) + n], last ? eos : sep);
+      EXPECT_EQ(std::is_sorted(x.begin(), x.end()), last) << "the answer stops at the first sorted pass";
+    }
+    EXPECT_TRUE(t->well_formed(a.data(), len));
+    EXPECT_EQ(t->reward(a.data(), len, a.data(), len, false), 1.0f);
+  }
+  EXPECT_GE(lengths.size(), 4u) << "the answer's length depends on the problem";
+}
+
+TEST(Tasks, EosRewardsNeedTheAnswersFormAndLength) {
+  TaskConfig c;
+  c.name = "bubble"; c.length = 3; c.base = 10; c.partial_credit = true;
+  const auto t = task_create(c);
+  // "2 1 0 |" → "1 0 2 | 0 1 2 <eos>"
+  const int32_t ans[] = {1, 0, 2, 10, 0, 1, 2, 11};
+  const int32_t one_wrong[] = {1, 0, 2, 10, 0, 2, 2, 11};
+  const int32_t short_pass[] = {1, 0, 2, 11};      // well formed, stops a pass early
+  const int32_t no_eos[] = {1, 0, 2, 10, 0, 1, 2, 10};  // truncated: never ended
+  const int32_t bad_sep[] = {1, 0, 10, 2, 0, 1, 2, 11};  // separator inside a pass
+  EXPECT_EQ(t->reward(ans, 8, ans, 8, true), 1.0f);
+  EXPECT_FLOAT_EQ(t->reward(ans, 8, one_wrong, 8, true), 7.0f / 8);
+  EXPECT_EQ(t->reward(ans, 8, one_wrong, 8, false), 0.0f);
+  EXPECT_FLOAT_EQ(t->reward(ans, 8, short_pass, 4, true), 3.0f / 8);  // equal positions / longer length
+  EXPECT_EQ(t->reward(ans, 8, no_eos, 8, true), 0.0f);
+  EXPECT_EQ(t->reward(ans, 8, bad_sep, 8, true), 0.0f);
+  EXPECT_FALSE(t->well_formed(no_eos, 8));
+  EXPECT_FALSE(t->well_formed(bad_sep, 8));
+  const int32_t eos_early[] = {11, 0, 2, 11};
+  EXPECT_FALSE(t->well_formed(eos_early, 4));
 }
 
 TEST(Tasks, BadConfigNamesKeyAndValue) {
