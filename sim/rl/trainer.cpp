@@ -575,6 +575,15 @@ void RlTrainer::minibatch_dump(const StepState& st, const Minibatch& mb, RunResu
   res->dump(step, "loss_terms", shape, mb.loss.term);
   res->dump(step, "loss", {}, {static_cast<float>(mb.loss.loss)});
   res->dump(step, "sequence_index", {n}, std::vector<float>(mb.seqs.begin(), mb.seqs.end()));
+  std::vector<float> len(n), truncated(n), reward(n);
+  for (int i = 0; i < n; ++i) {
+    len[i] = static_cast<float>(st.rollout.len[mb.seqs[i]]);
+    truncated[i] = static_cast<float>(st.rollout.truncated[mb.seqs[i]]);
+    reward[i] = st.reward[mb.seqs[i]];
+  }
+  res->dump(step, "response_length", {n}, len);
+  res->dump(step, "truncated", {n}, truncated);
+  res->dump(step, "reward", {n}, reward);
 }
 
 // The step's row of metrics (docs/metrics.md): rewards, losses, the algorithm's and the

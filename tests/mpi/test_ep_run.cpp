@@ -68,7 +68,14 @@ TEST(EpRun, TwoStepRunMetricsAndCheckpointBitIdenticalToOneRank) {
       {"rl.algorithm=grpo", "model.load_balance=aux_loss", "model.z_loss_coef=0.01", "rl.kl_coef=0.05"},
       {"rl.algorithm=r3", "model.expert_bias=true", "profile.fp8det.ep_layout=strided:2"},
       {"rl.algorithm=rspo", "model.load_balance=seq_aux_loss", "rl.shared_prefix_routing=true"},
-      {"rl.algorithm=gspo", "rl.routing_replay=old", "rl.rollout_staleness=1"}};
+      {"rl.algorithm=gspo", "rl.routing_replay=old", "rl.rollout_staleness=1"},
+      // responses of their own length (EOS or truncated at 12), different within a group; the
+      // decode loop ends together on every rank
+      {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24", "rl.max_response_len=12",
+       "rl.truncated_reward=0.5", "rl.filter_groups=true"},
+      {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24", "rl.max_response_len=12",
+       "rl.algorithm=r3", "rl.aggregation=seq-mean-token-sum-norm", "rl.overlong_buffer=4",
+       "rl.mask_truncated=true"}};
   for (size_t v = 0; v < variants.size(); ++v) {
     SCOPED_TRACE(variants[v].front());
     const Scenario s = scenario(variants[v]);

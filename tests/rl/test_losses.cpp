@@ -14,6 +14,9 @@
 namespace moerl {
 namespace {
 
+// L of seq-mean-token-sum-norm in these tests (a run's rl.max_response_len; longer than R).
+constexpr double kNormLen = 12.0;
+
 struct Data {
   int S = 6, R = 9;
   std::vector<float> lnew, lold, lroll, mask, adv, gamma, lref;
@@ -22,6 +25,7 @@ struct Data {
     b.S = S; b.R = R;
     b.logp_new = lnew.data(); b.logp_old = lold.data(); b.logp_rollout = lroll.data();
     b.mask = mask.data(); b.advantages = adv.data(); b.gamma = gamma.data(); b.logp_ref = lref.data();
+    b.norm_len = kNormLen;
     return b;
   }
 };
@@ -125,6 +129,7 @@ double ref_loss(const Data& d, const std::vector<double>& lnew, const LossConfig
     if (agg == Aggregation::token_mean) loss += seq_sum / total_tokens;
     if (agg == Aggregation::seq_mean_token_mean && len[i] > 0) loss += seq_sum / len[i] / seqs;
     if (agg == Aggregation::seq_mean_token_sum) loss += seq_sum / seqs;
+    if (agg == Aggregation::seq_mean_token_sum_norm) loss += seq_sum / seqs / kNormLen;
   }
   return loss;
 }
@@ -162,6 +167,65 @@ TEST(Losses, GrpoAllAggregationsAndDualClip) {
     c.dual_clip = 1.5f;
     check(d, c);
   }
+}
+
+// Every aggregation on responses of unequal lengths (the ragged masks of make_data), under the
+// three algorithms whose ratios differ: value and gradient against the reference (GSPO forces
+// seq-mean-token-mean, whatever is asked).
+TEST(Losses, EveryAggregationOnUnequalLengthsUnderGrpoGspoRspo) {
+  const Data d = make_data(11, 0.3);
+  int lengths_differ = 0;
+  for (int i = 1; i < d.S; ++i)
+    for (int t = 0; t < d.R; ++t) lengths_differ += d.mask[i * d.R + t] != d.mask[t];
+  ASSERT_GT(lengths_differ, 0);
+  for (const char* algo : {"grpo", "gspo", "rspo"})
+    for (Aggregation agg : {Aggregation::token_mean, Aggregation::seq_mean_token_mean, Aggregation::seq_mean_token_sum,
+                            Aggregation::seq_mean_token_sum_norm}) {
+      SCOPED_TRACE(std::string(algo) + " / " + aggregation_name(agg));
+      LossConfig c;
+      c.algorithm = algo;
+      c.aggregation = agg;
+      check(d, c);
+    }
+}
+
+// The four aggregations by hand: two responses of 1 and 3 tokens, ratio 1 everywhere (so each
+// token's loss is −A and its gradient −A, inside the clip band), A = +1 and −1, L = 4.
+TEST(Losses, AggregationsByHandOnTwoLengths) {
+  const std::vector<float> lp = {-1.0f, 0.0f, 0.0f, -0.5f, -0.7f, -0.2f};
+  const std::vector<float> mask = {1, 0, 0, 1, 1, 1}, adv = {1.0f, -1.0f};
+  LossBatch b;
+  b.S = 2; b.R = 3;
+  b.logp_new = b.logp_old = b.logp_rollout = lp.data();
+  b.mask = mask.data();
+  b.advantages = adv.data();
+  b.norm_len = 4.0;
+  struct Case {
+    Aggregation agg;
+    double loss, g0, g1;  // the loss, the gradient at the short response's token and at the long one's
+  };
+  // token-mean (−1 + 3)/4; seq-mean-token-mean (−1/1 + 3/3)/2; seq-mean-token-sum (−1 + 3)/2;
+  // seq-mean-token-sum-norm (−1 + 3)/(2·4)
+  const Case cases[] = {{Aggregation::token_mean, 0.5, -0.25, 0.25},
+                        {Aggregation::seq_mean_token_mean, 0.0, -0.5, 1.0 / 6},
+                        {Aggregation::seq_mean_token_sum, 1.0, -0.5, 0.5},
+                        {Aggregation::seq_mean_token_sum_norm, 0.25, -0.125, 0.125}};
+  for (const char* algo : {"grpo", "gspo", "rspo"})
+    for (const Case& k : cases) {
+      if (std::string(algo) == "gspo" && k.agg != Aggregation::seq_mean_token_mean) continue;  // forced
+      SCOPED_TRACE(std::string(algo) + " / " + aggregation_name(k.agg));
+      LossConfig c;
+      c.algorithm = algo;
+      c.aggregation = k.agg;
+      LossOutput o;
+      algorithm_create(c)->loss(&o, b);
+      EXPECT_NEAR(o.loss, k.loss, 1e-12);
+      EXPECT_NEAR(o.dlogp[0], k.g0, 1e-7);
+      for (int t = 3; t < 6; ++t) EXPECT_NEAR(o.dlogp[t], k.g1, 1e-7);
+      EXPECT_EQ(o.dlogp[1], 0.0f);  // past the short response's end
+      EXPECT_EQ(o.dlogp[2], 0.0f);
+      EXPECT_EQ(o.tokens, 4.0);
+    }
 }
 
 TEST(Losses, TisAndMisCorrections) {
