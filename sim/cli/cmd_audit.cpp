@@ -4,7 +4,9 @@
 // Tokens: given (--tokens, every position t >= 1 audited), or sampled from the model under
 // profile A with the generation API: audit.prompt_len uniform random prompt tokens
 // (Stream::data) and audit.response_len tokens at audit.temperature (Stream::sampling), both
-// streams keyed by (run.seed, sequence index); then only response positions are audited.
+// streams keyed by (run.seed, sequence index); then only response positions are audited. When the
+// scenario's task ends its answers at EOS, a sampled response ends at its first EOS (the rest is
+// padding, audited nowhere), and a tokens file may say each row's length (dataset `lengths`).
 // A token at position t is audited with its own routing (row t, the token as input) and its
 // log-prob (the logits of row t−1 predicting it), from both profiles' training-mode forward.
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
 #include "sim/sampling.h"
+#include "sim/tasks/task.h"
 #include "sim/scenario.h"
 
 namespace po = boost::program_options;
@@ -31,11 +34,14 @@ namespace {
 
 // Samples N sequences of P prompt + R response tokens under `profile`, in batches; every batch
 // split over the data-parallel ranks and gathered (streams are keyed by the sequence index).
+// eos >= 0: a response ends at its first eos (*lengths [N] = P + its tokens; the rest is eos).
 std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profile,
-                                      const AuditConfig& a, uint64_t seed, int batch) {
+                                      const AuditConfig& a, uint64_t seed, int batch, int eos,
+                                      std::vector<int32_t>* lengths) {
   const int N = a.prompts, P = a.prompt_len, R = a.response_len, T = P + R;
   const int V = model->config().vocab_size;
   std::vector<int32_t> tokens(static_cast<size_t>(N) * T);
+  lengths->assign(static_cast<size_t>(N), T);
   for (int n = 0; n < N; ++n) {
     Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(n)}));
     for (int t = 0; t < P; ++t)
@@ -59,9 +65,11 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
       model->generation_prefill(st, logits.data(), nullptr, nullptr, prompt.data(), P);
       for (int s = 0; s < R; ++s) {
         for (int b = 0; b < B; ++b) {
-          next[b] = sampling_draw(logits.data() + static_cast<size_t>(b) * V, V,
-                                  SamplingConfig{a.temperature, 1.0f}, &rngs[static_cast<size_t>(b)]);
+          const bool ended = eos >= 0 && (*lengths)[n0 + b] < T;
+          next[b] = ended ? eos : sampling_draw(logits.data() + static_cast<size_t>(b) * V, V,
+                                                SamplingConfig{a.temperature, 1.0f}, &rngs[static_cast<size_t>(b)]);
           tokens[static_cast<size_t>(n0 + b) * T + P + s] = next[b];
+          if (!ended && eos >= 0 && next[b] == eos) (*lengths)[n0 + b] = P + s + 1;
         }
         if (s + 1 < R) model->generation_step(st, logits.data(), nullptr, nullptr, next.data());
       }
@@ -75,6 +83,9 @@ std::vector<int32_t> sample_sequences(Model* model, const NumericsProfile& profi
                                       tokens.begin() + static_cast<int64_t>(n0 + B) * T);
       const std::vector<int32_t> all = collectives_allgather(*par.dp, mine);
       std::copy(all.begin(), all.end(), tokens.begin() + static_cast<int64_t>(n0_batch) * T);
+      const std::vector<int32_t> len(lengths->begin() + n0, lengths->begin() + n0 + B);
+      const std::vector<int32_t> all_len = collectives_allgather(*par.dp, len);
+      std::copy(all_len.begin(), all_len.end(), lengths->begin() + n0_batch);
     }
   }
   return tokens;
@@ -157,11 +168,11 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     info.profile_b += std::string(" on ") + backend_name(be_b->kind());
   }
   info.scenario = scenario.effective_text();
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens, lengths;  // lengths [N]: a sequence's tokens, the rest padding
   int64_t N = 0;
   int T = 0, first = 1;  // audited positions: first..T-1
   grid.checked([&] {
-    if (!tokens_path.empty()) tokens = tokens_read(tokens_path, cfg, &N, &T);
+    if (!tokens_path.empty()) tokens = tokens_read(tokens_path, cfg, &N, &T, &lengths);
     const AuditConfig& a = scenario.audit;
     if (tokens_path.empty() && a.prompt_len + a.response_len > cfg.max_seq_len)
       throw std::invalid_argument(
@@ -177,18 +188,21 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   } else {
     const AuditConfig& a = scenario.audit;
     model->set_backend(*be_a);
-    tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch);
+    const std::unique_ptr<Task> task = task_create(scenario.task);
+    tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch, task->eos(), &lengths);
     N = a.prompts;
     T = a.prompt_len + a.response_len;
     first = a.prompt_len;
     char temp[32];
     std::snprintf(temp, sizeof temp, "%g", static_cast<double>(a.temperature));
     info.tokens_source = "sampled under " + name_a + " (seed " + std::to_string(scenario.run.seed) +
-                         ", temperature " + temp + ")";
+                         ", temperature " + temp + (task->ends_at_eos() ? ", ended at EOS" : "") + ")";
   }
   info.sequences = N;
   info.positions = (first == 1 ? "positions " : "response positions ") + std::to_string(first) +
                    ".." + std::to_string(T - 1);
+  if (std::any_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n < T; }))
+    info.positions += " (each sequence up to its own length)";
 
   AuditAccum acc;
   audit_init(&acc, cfg.is_moe() ? L : 0);
@@ -217,7 +231,7 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     std::vector<uint8_t> route_mask(rows, 0), logit_mask(rows, 0);
     std::vector<int32_t> targets(rows, 0);
     for (int b = 0; b < B; ++b)
-      for (int t = first; t < T; ++t) {
+      for (int t = first; t < lengths[n0 + b]; ++t) {
         const size_t r = static_cast<size_t>(b) * T + t;
         route_mask[r] = 1;
         logit_mask[r - 1] = 1;

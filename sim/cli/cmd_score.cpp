@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "store/h5io.h"
 #include "sim/backend_select.h"
@@ -50,7 +51,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
   std::unique_ptr<Model> model;
   int64_t N = 0;
   int T = 0;
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens, lengths;
   std::unique_ptr<H5File> f;
   grid.checked([&] {  // bad input fails on every rank at once
     scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
@@ -59,7 +60,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     model->set_parallel(grid.model_parallel(0));
     backend_check_profiles(scenario.run.backend, {&profile});
     model->set_backend(backend_select(scenario.run.backend, comms.local_rank));
-    tokens = tokens_read(tokens_path, model->config(), &N, &T);
+    tokens = tokens_read(tokens_path, model->config(), &N, &T, &lengths);
     if (N < grid.size())
       throw std::invalid_argument("score: " + tokens_path + " holds " + std::to_string(N) +
                                   " sequences, fewer than the " + std::to_string(grid.size()) + " ranks");
@@ -72,8 +73,9 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     f->create_dataset("logprobs", H5Type::f32, {N, T - 1});
     if (cfg.is_moe()) f->create_dataset("topk_ids", H5Type::i32, {L, N, T, K});
   }
-  double sum_logp = 0.0;
+  double sum_logp = 0.0, scored = 0.0;
   ForwardResult res;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t n0 = 0; n0 < N; n0 += batch) {
     const int B = static_cast<int>(std::min<int64_t>(batch, N - n0));
     const SeqBlock blk = dp_block(B, grid.size(), grid.rank());  // this rank's sequences
@@ -86,7 +88,14 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     req.call = static_cast<uint64_t>(n0);  // noise entity: the batch's first sequence
     model->forward(&res, req);
     gather_forward(&res, grid.dp(), L, cfg.is_moe(), false);
-    for (float lp : res.logprobs) sum_logp += lp;
+    // past a sequence's end (lengths[n] tokens): padding, NaN
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t + 1 < T; ++t) {
+        float& lp = res.logprobs[static_cast<size_t>(b) * (T - 1) + t];
+        if (t + 1 >= lengths[n0 + b]) { lp = nan; continue; }
+        sum_logp += lp;
+        scored += 1.0;
+      }
     if (!f) continue;
     f->write_block("logprobs", {n0, 0}, {B, T - 1}, res.logprobs.data());
     // The model's [L, B*T, K] is, per layer, the [B, T, K] block of topk_ids[l, n0:n0+B].
@@ -102,6 +111,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
     f->set_attr("/", "profile", profile.name);
     f->set_attr("/", "checkpoint", checkpoint);
     f->set_attr("/", "tokens", tokens_path);
+    f->write("lengths", {N}, lengths.data());
     if (!scenario_path.empty() || !sets.empty())
       f->set_attr("/", "scenario", scenario.effective_text());
     f->commit();
@@ -109,7 +119,7 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
   if (!grid.is_root()) return 0;
   std::printf("moerl score: %lld sequences x %d tokens under %s: mean log-prob %.6f%s%s\n",
               static_cast<long long>(N), T, profile.name.c_str(),
-              sum_logp / (static_cast<double>(N) * (T - 1)), out.empty() ? "" : ", wrote ",
+              sum_logp / scored, out.empty() ? "" : ", wrote ",
               out.c_str());
   return 0;
 }

@@ -76,7 +76,7 @@ void model_check_matches(const std::string& path, const ModelConfig& ckpt, const
 }
 
 std::vector<int32_t> tokens_read(const std::string& path, const ModelConfig& cfg, int64_t* N,
-                                 int* T) {
+                                 int* T, std::vector<int32_t>* lengths) {
   const H5File f = H5File::open(path);
   std::vector<int64_t> shape;
   std::vector<int32_t> tokens = f.read_i32("tokens", &shape);
@@ -94,6 +94,21 @@ std::vector<int32_t> tokens_read(const std::string& path, const ModelConfig& cfg
                                "] outside [0, vocab_size = " + std::to_string(cfg.vocab_size) + ")");
   *N = shape[0];
   *T = static_cast<int>(shape[1]);
+  if (lengths) {
+    if (f.exists("lengths")) {
+      std::vector<int64_t> lshape;
+      *lengths = f.read_i32("lengths", &lshape);
+      if (lshape != std::vector<int64_t>{*N})
+        throw std::runtime_error(path + ": lengths: has shape " + h5_shape_str(lshape) + ", expected [" +
+                                 std::to_string(*N) + "] (one per row of tokens)");
+      for (size_t i = 0; i < lengths->size(); ++i)
+        if ((*lengths)[i] < 2 || (*lengths)[i] > *T)
+          throw std::runtime_error(path + ": lengths[" + std::to_string(i) + "] = " + std::to_string((*lengths)[i]) +
+                                   ": must be in [2, T = " + std::to_string(*T) + "]");
+    } else {
+      lengths->assign(static_cast<size_t>(*N), *T);
+    }
+  }
   return tokens;
 }
 

@@ -24,8 +24,11 @@ std::vector<std::string> model_config_diff(const ModelConfig& ckpt, const ModelC
 void model_check_matches(const std::string& path, const ModelConfig& ckpt, const ModelConfig& scenario);
 
 // Reads dataset `tokens` [N, T] int32 and checks it against the model: 2 <= T <= max_seq_len and
-// every id in [0, vocab_size). Throws std::runtime_error naming the file and the problem.
+// every id in [0, vocab_size). Sequences of their own length: the optional dataset `lengths` [N]
+// int32, each in [2, T], says how many of a row's tokens are the sequence (the rest is padding,
+// scored and audited nowhere); *lengths (when non-null) receives it, or T for every row without
+// it. Throws std::runtime_error naming the file and the problem.
 std::vector<int32_t> tokens_read(const std::string& path, const ModelConfig& cfg, int64_t* N,
-                                 int* T);
+                                 int* T, std::vector<int32_t>* lengths = nullptr);
 
 }  // namespace moerl

@@ -1,6 +1,7 @@
 // test_commands.cpp — the commands end to end, in-process, on a tiny model: sft writes the
 // initialised checkpoint; score is deterministic and lays out [L, N, T, K] routing correctly;
 // an audit of a profile against itself finds exactly nothing, against another profile something.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -54,13 +55,15 @@ class Commands : public ::testing::Test {
     ASSERT_EQ(0, cmd_sft(comms_, {scenario_, "--steps", "0", "--out", ckpt_}));
   }
   // tokens [N, T] uniform in [0, V), seeded.
-  std::string write_tokens(const std::string& name, int N, int T, int V) {
+  std::string write_tokens(const std::string& name, int N, int T, int V,
+                           const std::vector<int32_t>& lengths = {}) {
     std::vector<int32_t> t(static_cast<size_t>(N) * T);
     Rng rng(rng_derive(3, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(N)}));
     for (int32_t& x : t) x = static_cast<int32_t>(rng.below(static_cast<uint64_t>(V)));
     const std::string path = dir_.file(name);
     H5File f = H5File::create(path);
     f.write("tokens", {N, T}, t.data());
+    if (!lengths.empty()) f.write("lengths", {static_cast<int64_t>(lengths.size())}, lengths.data());
     f.commit();
     tokens_ = t;
     return path;
@@ -177,6 +180,51 @@ TEST_F(Commands, ScoreIsDeterministicAndLaysOutRoutingAsLNTK) {
   m.forward(&r, req);
   EXPECT_EQ(0, std::memcmp(r.logprobs.data(), logp.data(), logp.size() * sizeof(float)));
   EXPECT_EQ(r.topk_ids, ids);  // [L, N*T, K] and [L, N, T, K] are the same row-major layout
+}
+
+// A tokens file with `lengths`: score leaves the padding NaN and writes the lengths; audit counts
+// only each sequence's own positions.
+TEST_F(Commands, ScoreAndAuditHonourSequenceLengths) {
+  const int N = 4, T = 9;
+  const std::vector<int32_t> lengths = {9, 5, 2, 7};
+  const std::string tok = write_tokens("len.h5", N, T, 16, lengths);
+  const std::string o = dir_.file("len-score.h5");
+  ASSERT_EQ(0, cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile", "fp32-ref", "--out", o}));
+  const H5File f = H5File::open(o);
+  const std::vector<float> logp = f.read_f32("logprobs");
+  EXPECT_EQ(f.read_i32("lengths"), lengths);
+  for (int n = 0; n < N; ++n)
+    for (int t = 0; t + 1 < T; ++t)
+      EXPECT_EQ(std::isnan(logp[n * (T - 1) + t]), t + 1 >= lengths[n]) << n << "," << t;
+  const std::string j = dir_.file("len-audit.json");
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile-a", "fp8-rollout",
+                                  "--profile-b", "bf16-train", "--out", j}));
+  // positions 1..len−1 of each sequence: 8 + 4 + 1 + 6
+  EXPECT_NE(slurp(j).find("\"tokens\": 19,"), std::string::npos) << slurp(j);
+  const std::string bad = write_tokens("bad-len.h5", N, T, 16, {9, 5, 10, 7});
+  try {
+    cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", bad, "--profile", "fp32-ref"});
+    FAIL() << "a length beyond T";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("lengths[2] = 10: must be in [2, T = 9]"), std::string::npos) << e.what();
+  }
+}
+
+// Audit's sampled responses end at the task's EOS: fewer positions than without it.
+TEST_F(Commands, AuditOfSampledResponsesEndsAtEos) {
+  const std::string eos_ini = dir_.file("eos.ini");
+  std::ofstream(eos_ini) << kTiny << "[task]\nname = bubble\nlength = 3\nbase = 4\n[rl]\nmax_response_len = 6\n";
+  const std::string a = dir_.file("plain.json"), b = dir_.file("eos.json");
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", ckpt_, "--scenario", scenario_, "--out", a}));
+  ASSERT_EQ(0, cmd_audit(comms_, {"--checkpoint", ckpt_, "--scenario", eos_ini, "--out", b}));
+  EXPECT_NE(slurp(a).find("\"tokens\": 36,"), std::string::npos);
+  const std::string jb = slurp(b);
+  const size_t at = jb.find("\"tokens\": ");
+  ASSERT_NE(at, std::string::npos);
+  const int n = std::stoi(jb.substr(at + 10));
+  EXPECT_LT(n, 36) << "some sampled response drew EOS (id 5 of 16) within 6 tokens";
+  EXPECT_GE(n, 6) << "every response keeps at least its first token";
+  EXPECT_NE(jb.find("ended at EOS"), std::string::npos);
 }
 
 TEST_F(Commands, AuditOfAProfileAgainstItselfIsExactlyZero) {
