@@ -19,7 +19,7 @@ import os
 import sys
 
 RUN_METRICS = ["reward_mean", "kl_rollout_train", "flip_rate_mean", "is_ratio_max", "grad_norm",
-               "loss", "entropy"]
+               "loss", "entropy", "response_length_mean", "truncated_frac", "rc_seq_log_ratio_abs_mean"]
 AUDIT_KEYS = ["any_flip_share", "flip_rate", "kl", "k3", "max_abs_dlogp"]
 # Same scenario + seed gives the same numbers bit for bit on one machine and under every SIMD
 # target (tests/rl/test_rl_simd.cpp); the tolerance leaves room for another compiler or libm.

@@ -20,7 +20,8 @@ double nearest_rank(std::vector<double>* v, double q) {
 }
 }  // namespace
 
-ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, const float* logp_train,
+ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, const int* answer_len,
+                                 const float* logp_train,
                                  const float* logp_rollout, const float* entropy, int S, int R, int R_max,
                                  int groups, int groups_dropped) {
   ResponseMetrics m;
@@ -29,7 +30,7 @@ ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, c
   m.k3_by_position.assign(kPositionBuckets, 0.0);
   m.entropy_by_position.assign(kPositionBuckets, 0.0);
   std::vector<double> lengths(static_cast<size_t>(S)), abs_ratio(static_cast<size_t>(S));
-  double len_sum = 0.0, trunc = 0.0, ratio_sum = 0.0;
+  double len_sum = 0.0, answer_sum = 0.0, trunc = 0.0, ratio_sum = 0.0;
   for (int s = 0; s < S; ++s) {
     const size_t row = static_cast<size_t>(s) * R;
     double X = 0.0;
@@ -44,12 +45,14 @@ ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, c
     }
     lengths[s] = len[s];
     len_sum += len[s];
+    answer_sum += answer_len[s];
     trunc += truncated[s] != 0;
     ratio_sum += X;
     abs_ratio[s] = std::fabs(X);
   }
   const double ns = S > 0 ? S : 1.0;
   m.length_mean = len_sum / ns;
+  m.answer_length_mean = answer_sum / ns;
   m.truncated_frac = trunc / ns;
   m.filtered_group_frac = groups > 0 ? static_cast<double>(groups_dropped) / groups : 0.0;
   m.seq_log_ratio_mean = ratio_sum / ns;
@@ -74,6 +77,7 @@ void response_metrics_record(RunResults* res, const ResponseMetrics& m) {
   res->set("response_length_min", m.length_min);
   res->set("response_length_max", m.length_max);
   res->set("response_length_p90", m.length_p90);
+  res->set("answer_length_mean", m.answer_length_mean);
   res->set("truncated_frac", m.truncated_frac);
   res->set("filtered_group_frac", m.filtered_group_frac);
   res->set("seq_log_ratio_mean", m.seq_log_ratio_mean);

@@ -24,6 +24,7 @@ inline int position_bucket_width(int R_max) { return (R_max + kPositionBuckets -
 
 struct ResponseMetrics {
   double length_mean = 0.0, length_min = 0.0, length_max = 0.0, length_p90 = 0.0;  // tokens, EOS included
+  double answer_length_mean = 0.0;   // the reference answers' mean length (what a right response has)
   double truncated_frac = 0.0;       // responses that reached R_max without EOS
   double filtered_group_frac = 0.0;  // groups dropped by rl.filter_groups
   double seq_log_ratio_mean = 0.0;     // mean_s X_s
@@ -34,12 +35,13 @@ struct ResponseMetrics {
   std::vector<double> tokens_by_position, k3_by_position, entropy_by_position;
 };
 
-// len, truncated: [S]; logp_train, logp_rollout, entropy: [S, R] (R ≥ every len).
-ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, const float* logp_train,
+// len, truncated, answer_len: [S]; logp_train, logp_rollout, entropy: [S, R] (R ≥ every len).
+ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, const int* answer_len,
+                                 const float* logp_train,
                                  const float* logp_rollout, const float* entropy, int S, int R, int R_max,
                                  int groups, int groups_dropped);
 
-// Writes response_length_{mean,min,max,p90}, truncated_frac, filtered_group_frac,
+// Writes response_length_{mean,min,max,p90}, answer_length_mean, truncated_frac, filtered_group_frac,
 // seq_log_ratio_{mean,abs_p90,abs_max} and the rows {tokens,k3,entropy}_by_position.
 void response_metrics_record(RunResults* res, const ResponseMetrics& m);
 

@@ -397,7 +397,8 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   res->set("is_ratio_max", rho_max);
   correction_diagnostics_record(
       res, correction_diagnostics(s_.rl.loss, logp_train.data(), sampled.logp.data(), st->mask.data(), S, R));
-  response_metrics_record(res, response_metrics(sampled.len.data(), sampled.truncated.data(), logp_train.data(),
+  response_metrics_record(res, response_metrics(sampled.len.data(), sampled.truncated.data(), st->answer_len.data(),
+                                                logp_train.data(),
                                                 sampled.logp.data(), sampled.entropy.data(), S, R, shape.R_max,
                                                 s_.rl.prompts_per_step, st->groups_dropped));
   res->int_attrs["position_bucket_width"] = position_bucket_width(shape.R_max);

@@ -126,7 +126,9 @@ TEST(Lengths, ResponseMetricsByHand) {
   const float lt[] = {-1.0f, 0, 0, 0, -1.0f, -1.0f, -1.0f, -1.0f, -0.5f, -0.5f, -0.5f, 0};
   const float lr[] = {-1.2f, 9, 9, 9, -1.0f, -1.1f, -0.9f, -1.0f, -0.5f, -0.7f, -0.5f, 9};
   const float ent[] = {0.5f, 9, 9, 9, 1.0f, 1.0f, 1.0f, 2.0f, 0.0f, 0.5f, 0.0f, 9};
-  const ResponseMetrics m = response_metrics(len, trunc, lt, lr, ent, 3, 4, 8, 3, 1);
+  const int answer[] = {2, 4, 4};
+  const ResponseMetrics m = response_metrics(len, trunc, answer, lt, lr, ent, 3, 4, 8, 3, 1);
+  EXPECT_DOUBLE_EQ(m.answer_length_mean, 10.0 / 3);
   EXPECT_DOUBLE_EQ(m.length_mean, 8.0 / 3);
   EXPECT_EQ(m.length_min, 1.0);
   EXPECT_EQ(m.length_max, 4.0);
