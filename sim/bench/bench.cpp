@@ -24,6 +24,7 @@
 #include "models/model.h"
 #include "sim/backend_select.h"
 #include "sim/cli/cli.h"
+#include "sim/bench/bench_backend.h"
 #include "sim/bench/flops.h"
 #include "sim/optimizer.h"
 #include "sim/rl/rollout.h"
@@ -83,9 +84,11 @@ double sum_over_ranks(const ModelParallel& par, double v) {
 }
 
 struct StepItem {
+  int run = 0;  // index of its workload
   std::string rollout, train;
   NumericsProfile rp, tp;
-  std::vector<double> total, rollout_s, train_s, opt_s;
+  std::vector<double> total, rollout_s, train_s, opt_s, att_rollout_s, att_train_s, prefill_s;
+  std::vector<double> decode_step_s, decode_attention_s;  // best so far, step by step
 };
 
 std::string fmt(const char* f, double v) {
@@ -105,9 +108,16 @@ std::string json_escape(const std::string& s) {
 
 }  // namespace
 
-const BenchStep* BenchReport::step(const std::string& rollout, const std::string& train) const {
+const BenchStep* BenchReport::step(const std::string& rollout, const std::string& train,
+                                   const std::string& workload) const {
   for (const BenchStep& s : steps)
-    if (s.rollout_profile == rollout && s.train_profile == train) return &s;
+    if (s.workload == workload && s.rollout_profile == rollout && s.train_profile == train) return &s;
+  return nullptr;
+}
+
+const BenchWorkload* BenchReport::find_workload(const std::string& name) const {
+  for (const BenchWorkload& w : workloads)
+    if (w.name == name) return &w;
   return nullptr;
 }
 
@@ -139,6 +149,21 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   if (o.rounds < 1) throw std::invalid_argument("bench: rounds must be >= 1");
   if (o.phase != "step" && o.phase != "rollout" && o.phase != "train")
     throw std::invalid_argument("bench: phase '" + o.phase + "': must be step, rollout or train");
+  bool want_short = false, want_long = false;
+  for (const std::string& w : o.workloads) {
+    bool& seen = w == "short" ? want_short : want_long;
+    if ((w != "short" && w != "long") || seen)
+      throw std::invalid_argument("bench: workloads '" + cli_join(o.workloads, ",") +
+                                  "': each of short, long at most once");
+    seen = true;
+  }
+  if (!want_short && !want_long) throw std::invalid_argument("bench: workloads: none given (short, long)");
+  if (want_long) {
+    if (o.long_mean < 1 || 2 * o.long_mean - 1 > o.long_max)
+      throw std::invalid_argument("bench: long-answer mean " + std::to_string(o.long_mean) + ", limit " +
+                                  std::to_string(o.long_max) + ": needs 1 <= mean and 2 * mean - 1 <= limit");
+    if (cfg.vocab_size < 2) throw std::invalid_argument("bench: the long-answer workload needs model.vocab_size >= 2");
+  }
   const int ranks = par.dp_size();
   if (B < ranks)
     throw std::invalid_argument("bench.sequences = " + std::to_string(B) + ": fewer sequences than the " +
@@ -182,9 +207,15 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   const Backend& backend = backend_select(s.run.backend, o.local_rank);
   const bool on_gpu = backend.kind() == BackendKind::cuda;
   if (on_gpu) rep.blas = backend.describe();
-  Model model(cfg);
-  params_init(&model.params(), cfg, s.run.seed);
-  model.set_backend(backend);
+  BenchBackend watch(backend);
+  // model.max_seq_len only bounds the lengths a model accepts (the KV cache is sized per
+  // generation, RoPE computed per position, no parameter depends on it): raised to fit the long
+  // workload, the model and its parameters are the bench model's.
+  ModelConfig mcfg = cfg;
+  if (want_long) mcfg.max_seq_len = std::max(cfg.max_seq_len, P + o.long_max);
+  Model model(mcfg);
+  params_init(&model.params(), mcfg, s.run.seed);
+  model.set_backend(watch);
   if (ranks > 1) model.set_parallel(par);
   model.invalidate_packed_weights();
   OptimConfig oc;
@@ -198,56 +229,139 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   std::vector<int32_t> prompts(static_cast<size_t>(B) * P);
   Rng rng(rng_derive(s.run.seed, static_cast<uint64_t>(Stream::data), {0xBE7C4}));
   for (int32_t& t : prompts) t = static_cast<int32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size)));
-  // Mean log-prob loss over the batch: every log-prob gets gradient −1/(B·(T−1)).
-  const std::vector<float> dlogp(static_cast<size_t>(Bl) * (T - 1), -1.0f / (B * (T - 1.0f)));
   SamplingConfig sampling;  // temperature 1, top-p 1: plain multinomial sampling, as the peer
 
+  // Each workload's batch: the lengths it must have (the schedule; short: all R), the rollout
+  // (every round's is the same batch) and the loss gradient over its responses' own tokens.
+  struct Run {
+    BenchWorkload w;
+    std::vector<int32_t> expect;   // [B] response lengths, EOS included
+    bool force = false;            // BenchBackend makes EOS the token at expect[s] − 1
+    RolloutBatch rb;
+    std::vector<float> dlogp;      // [Bl, T − 1], after the first rollout
+  };
+  std::vector<Run> runs;
+  for (const std::string& name : o.workloads) {
+    Run run;
+    run.w.name = name;
+    run.w.B = B;
+    run.w.P = P;
+    if (name == "short") {
+      run.w.R_max = R;
+      run.expect.assign(B, R);
+    } else {
+      run.w.R_max = o.long_max;
+      run.w.eos = cfg.vocab_size - 1;
+      run.w.mean_len = o.long_mean;
+      run.expect = bench_length_schedule(s.run.seed, B, o.long_mean);
+      run.force = true;
+    }
+    runs.push_back(std::move(run));
+  }
+  auto run_of = [&](const std::string& name) -> int {
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (runs[i].w.name == name) return static_cast<int>(i);
+    return -1;
+  };
+
   std::vector<StepItem> items;
-  auto add_item = [&](const std::string& r, const std::string& t) {
+  auto add_item = [&](int run, const std::string& r, const std::string& t) {
     for (const StepItem& it : items)
-      if (it.rollout == r && it.train == t) return;
+      if (it.run == run && it.rollout == r && it.train == t) return;
     StepItem it;
+    it.run = run;
     it.rollout = r; it.train = t;
     it.rp = s.profile(r);
     it.tp = s.profile(t);
     items.push_back(std::move(it));
   };
-  for (const std::string& p : o.profiles) add_item(p, p);
-  if (o.recipe) add_item(s.engines.rollout, s.engines.train);
+  if (want_short) {
+    for (const std::string& p : o.profiles) add_item(run_of("short"), p, p);
+    if (o.recipe) add_item(run_of("short"), s.engines.rollout, s.engines.train);
+  }
+  if (want_long)
+    for (const std::string& p : o.long_profiles) add_item(run_of("long"), p, p);
 
-  RolloutBatch rb;
+  // After a rollout: the batch must have the lengths of its schedule; the first one fills the
+  // workload's numbers and the loss gradient.
+  auto check_rollout = [&](Run& run) {
+    const RolloutBatch& rb = run.rb;
+    int64_t trunc = 0;
+    for (int i = 0; i < Bl; ++i) {
+      if (rb.len[i] != run.expect[static_cast<size_t>(blk.begin) + i])
+        throw std::logic_error("bench: " + run.w.name + " workload: sequence " + std::to_string(blk.begin + i) +
+                               " has " + std::to_string(rb.len[i]) + " response tokens, its schedule " +
+                               std::to_string(run.expect[static_cast<size_t>(blk.begin) + i]));
+      trunc += rb.truncated[i];
+    }
+    if (!run.dlogp.empty()) {
+      if (rb.R != run.w.R) throw std::logic_error("bench: " + run.w.name + " workload: the rollouts differ in length");
+      return;
+    }
+    bench_workload_measure(&run.w, cfg, run.expect.data(), rb.R);
+    run.w.truncated = static_cast<int>(sum_over_ranks(par, static_cast<double>(trunc)));
+    int64_t response_tokens = 0;
+    for (int32_t l : run.expect) response_tokens += l;
+    run.dlogp = bench_loss_dlogp(rb.len.data(), Bl, P, rb.T, response_tokens);
+  };
+
   auto run_step = [&](StepItem& it, bool record) {
+    Run& run = runs[static_cast<size_t>(it.run)];
     model.params().data() = params0;
     adamw.m() = m0;
     adamw.v() = v0;
     model.invalidate_packed_weights();
     barrier(par);
     const auto t0 = Clock::now();
-    if (!record || o.phase != "train")
-      rollout_generate(&rb, model, it.rp, prompts.data() + blk.begin * P, Bl, P, R, sampling,
-                       s.run.seed, 0, static_cast<uint64_t>(blk.begin));
+    const double a0 = watch.attention_seconds();
+    const bool rollout = !record || o.phase != "train";
+    if (rollout) {
+      watch.rollout_begin(P, run.w.eos, run.force ? run.expect.data() + blk.begin : nullptr, Bl);
+      rollout_generate(&run.rb, model, it.rp, prompts.data() + blk.begin * P, Bl, P, run.w.R_max, sampling,
+                       s.run.seed, 0, static_cast<uint64_t>(blk.begin), 1, run.w.eos);
+      watch.rollout_end();
+    }
     barrier(par);
     const auto t1 = Clock::now();
+    const double a1 = watch.attention_seconds();
+    if (rollout) check_rollout(run);
+    if (record && rollout) {
+      it.att_rollout_s.push_back(a1 - a0);
+      it.prefill_s.push_back(watch.prefill_seconds());
+      const std::vector<double>& st = watch.step_seconds();
+      const std::vector<double>& sa = watch.step_attention_seconds();
+      if (it.decode_step_s.empty()) {
+        it.decode_step_s = st;
+        it.decode_attention_s = sa;
+      } else {
+        for (size_t k = 0; k < st.size() && k < it.decode_step_s.size(); ++k) {
+          it.decode_step_s[k] = std::min(it.decode_step_s[k], st[k]);
+          it.decode_attention_s[k] = std::min(it.decode_attention_s[k], sa[k]);
+        }
+      }
+    }
     if (record && o.phase == "rollout") {
       it.total.push_back(seconds_between(t0, t1));
       it.rollout_s.push_back(seconds_between(t0, t1));
       it.train_s.push_back(0.0);
       it.opt_s.push_back(0.0);
+      it.att_train_s.push_back(0.0);
       return;
     }
     model.grads().zero();
     ForwardResult res;
     ForwardRequest req;
-    req.tokens = rb.tokens.data();
+    req.tokens = run.rb.tokens.data();
     req.B = Bl;
-    req.T = T;
+    req.T = run.rb.T;
     req.B_total = B;
     req.profile = &it.tp;
     req.save_for_backward = true;
     model.forward(&res, req);
-    model.backward(dlogp.data());
+    model.backward(run.dlogp.data());
     barrier(par);
     const auto t2 = Clock::now();
+    const double a2 = watch.attention_seconds();
     adamw.step(&model.params(), &model.grads(), oc.lr, 0);
     model.invalidate_packed_weights();
     barrier(par);
@@ -257,10 +371,12 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     it.rollout_s.push_back(seconds_between(t0, t1));
     it.train_s.push_back(seconds_between(t1, t2));
     it.opt_s.push_back(seconds_between(t2, t3));
+    it.att_train_s.push_back(a2 - a1);
   };
 
   for (StepItem& it : items) run_step(it, false);  // warm-up: page faults, thread pools
-  if (cfg.is_moe()) {  // the R3 record of this rank's rollout (the last warm-up step's)
+  if (const int sr = run_of("short"); sr >= 0 && cfg.is_moe()) {  // the R3 record of this rank's rollout
+    const RolloutBatch& rb = runs[static_cast<size_t>(sr)].rb;
     const RoutingRecordShape local{cfg.n_layers, Bl * T, cfg.top_k, cfg.n_experts};
     const std::vector<uint8_t> packed = routing_record_pack(rb.topk_ids.data(), local);
     std::vector<int32_t> back;
@@ -272,6 +388,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     rep.routing_bytes = routing_record_bytes(whole);
     rep.routing_bytes_int32 = static_cast<int64_t>(cfg.n_layers) * B * T * cfg.top_k * 4;
   }
+  for (const Run& run : runs) rep.workloads.push_back(run.w);
 
   std::vector<double> c_blas, c_own;
   for (int round = 0; round < o.rounds; ++round) {
@@ -289,15 +406,22 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   rep.ceiling_blas = *std::max_element(c_blas.begin(), c_blas.end());
   rep.ceiling_own = *std::max_element(c_own.begin(), c_own.end());
   rep.ceiling = std::max(rep.ceiling_blas, rep.ceiling_own);
+  auto best = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); };
   for (const StepItem& it : items) {
     BenchStep st;
+    st.workload = runs[static_cast<size_t>(it.run)].w.name;
     st.rollout_profile = it.rollout;
     st.train_profile = it.train;
-    st.total_s = *std::min_element(it.total.begin(), it.total.end());
-    st.rollout_s = *std::min_element(it.rollout_s.begin(), it.rollout_s.end());
-    st.train_s = *std::min_element(it.train_s.begin(), it.train_s.end());
-    st.optimizer_s = *std::min_element(it.opt_s.begin(), it.opt_s.end());
+    st.total_s = best(it.total);
+    st.rollout_s = best(it.rollout_s);
+    st.train_s = best(it.train_s);
+    st.optimizer_s = best(it.opt_s);
     st.total_median_s = median(it.total);
+    st.attention_rollout_s = best(it.att_rollout_s);
+    st.attention_train_s = best(it.att_train_s);
+    st.decode_step_s = it.decode_step_s;
+    st.decode_attention_s = it.decode_attention_s;
+    st.prefill_s = best(it.prefill_s);
     rep.steps.push_back(st);
   }
   rep.peak_rss_mib = peak_rss_mib();
@@ -320,15 +444,182 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
            3.0, false, "x");
     // A profile's cost: its whole RL step against fp32-ref's, and each phase alone (stricter).
     for (const BenchStep& st : rep.steps) {
-      if (&st == base || st.rollout_profile != st.train_profile) continue;
+      if (&st == base || st.workload != "short" || st.rollout_profile != st.train_profile) continue;
       target("RL step " + st.rollout_profile + " / fp32-ref", st.total_s / base->total_s, 1.5, false, "x");
       target("rollout " + st.rollout_profile + " / rollout fp32-ref", st.rollout_s / base->rollout_s, 1.5,
              false, "x");
       target("train fwd+bwd " + st.train_profile + " / fp32-ref", st.train_s / base->train_s, 1.5, false, "x");
     }
+    // A long answer's token against a short one's: seconds per real token of the whole step.
+    if (const BenchStep* lg = rep.step("fp32-ref", "fp32-ref", "long"))
+      target("long-answer token cost: s per real token, long / short (fp32)",
+             (lg->total_s / rep.find_workload("long")->tokens_real) / (base->total_s / rep.find_workload("short")->tokens_real),
+             1.5, false, "x");
   }
   return rep;
 }
+
+namespace {
+
+// A step's name in the tables: its profile (rollout + train when they differ), after "long " for
+// the long workload.
+std::string step_label(const BenchStep& s) {
+  const std::string p = s.rollout_profile == s.train_profile ? s.rollout_profile
+                                                              : s.rollout_profile + " + " + s.train_profile;
+  return s.workload == "short" ? p : s.workload + " " + p;
+}
+
+// The analytic FLOPs of a step's phase (0 rollout, 1 train): its workload's padded batch.
+double step_flops(const BenchReport& r, const BenchStep& s, int phase) {
+  const BenchWorkload* w = r.find_workload(s.workload);
+  if (!w) return phase == 0 ? r.flops_rollout : r.flops_train;
+  return phase == 0 ? w->flops_rollout : w->flops_train;
+}
+
+// Query-key pairs the attention of a phase computes per layer, whole batch: the train forward
+// T·(T+1)/2 per sequence; the rollout's prefill P·(P+1)/2, then a decode step at position p
+// attends over p + 1 keys.
+double attention_pairs(const BenchWorkload& w, int phase) {
+  if (phase == 1) return w.B * 0.5 * w.T * (w.T + 1.0);
+  const int steps = w.B > 0 ? static_cast<int>(w.decode_computed / w.B) : 0;
+  double pairs = 0.5 * w.P * (w.P + 1.0);
+  for (int r = 0; r < steps; ++r) pairs += w.P + r + 1.0;
+  return w.B * pairs;
+}
+
+// Long against short under one profile: per phase (0 rollout, 1 train fwd+bwd, 2 whole step) the
+// seconds per real token long ÷ short, and what it is made of: the padding (computed ÷ real
+// positions, long ÷ short), the non-attention seconds per computed position and the attention
+// seconds per query-key pair (long ÷ short; ≈ 1 where a phase grows as its arithmetic does).
+struct TokenCost {
+  double per_real[3] = {0, 0, 0}, padding[3] = {0, 0, 0}, rest_per_computed[3] = {0, 0, 0};
+  double attention_per_pair[2] = {0, 0};
+};
+
+TokenCost token_cost(const BenchWorkload& ws, const BenchStep& ss, const BenchWorkload& wl, const BenchStep& sl) {
+  TokenCost c;
+  auto phase = [](const BenchWorkload& w, const BenchStep& s, int ph, double* sec, double* att, double* computed) {
+    *sec = ph == 0 ? s.rollout_s : ph == 1 ? s.train_s : s.total_s;
+    *att = ph == 0 ? s.attention_rollout_s : ph == 1 ? s.attention_train_s : s.attention_rollout_s + s.attention_train_s;
+    *computed = ph == 0 ? static_cast<double>(w.B) * w.P + w.decode_computed : static_cast<double>(w.tokens_computed);
+  };
+  for (int ph = 0; ph < 3; ++ph) {
+    double s_sec, s_att, s_comp, l_sec, l_att, l_comp;
+    phase(ws, ss, ph, &s_sec, &s_att, &s_comp);
+    phase(wl, sl, ph, &l_sec, &l_att, &l_comp);
+    c.per_real[ph] = (l_sec / wl.tokens_real) / (s_sec / ws.tokens_real);
+    c.padding[ph] = (l_comp / wl.tokens_real) / (s_comp / ws.tokens_real);
+    c.rest_per_computed[ph] = ((l_sec - l_att) / l_comp) / ((s_sec - s_att) / s_comp);
+    if (ph < 2) c.attention_per_pair[ph] = (l_att / attention_pairs(wl, ph)) / (s_att / attention_pairs(ws, ph));
+  }
+  return c;
+}
+
+// A decode-step profile in bins of equal step counts: first and last key count, mean step and
+// attention seconds.
+struct DecodeBin {
+  int keys_lo = 0, keys_hi = 0;
+  double step_s = 0, attention_s = 0;
+};
+
+std::vector<DecodeBin> decode_bins(const BenchStep& s, int P) {
+  const int n = static_cast<int>(s.decode_step_s.size());
+  const int nb = std::max(1, std::min(8, n / 8));
+  std::vector<DecodeBin> bins;
+  for (int b = 0; b < nb && n > 0; ++b) {
+    const int k0 = b * n / nb, k1 = (b + 1) * n / nb;
+    DecodeBin d;
+    d.keys_lo = P + k0 + 1;  // step k attends over P + k + 1 keys
+    d.keys_hi = P + k1;
+    for (int k = k0; k < k1; ++k) {
+      d.step_s += s.decode_step_s[k];
+      d.attention_s += s.decode_attention_s[k];
+    }
+    d.step_s /= (k1 - k0);
+    d.attention_s /= (k1 - k0);
+    bins.push_back(d);
+  }
+  return bins;
+}
+
+std::string workload_section(const BenchReport& r) {
+  std::ostringstream o;
+  char line[320];
+  o << "\nworkloads: real tokens = prompt + each response's own tokens (EOS included); the rest of B x T is padding\n";
+  std::snprintf(line, sizeof(line), "%-8s %5s %6s %24s %6s %6s %5s %11s %10s %8s %8s %8s\n", "workload", "B",
+                "prompt", "response mean/min/max", "limit", "trunc", "T", "real tokens", "computed", "pad tok",
+                "pad dec", "pad FLOP");
+  o << line;
+  for (const BenchWorkload& w : r.workloads) {
+    char resp[64];
+    std::snprintf(resp, sizeof(resp), "%.1f / %d / %d", w.len_mean, w.len_min, w.len_max);
+    std::snprintf(line, sizeof(line), "%-8s %5d %6d %24s %6d %6d %5d %11lld %10lld %7.1f%% %7.1f%% %7.1f%%\n",
+                  w.name.c_str(), w.B, w.P, resp, w.R_max, w.truncated, w.T, static_cast<long long>(w.tokens_real),
+                  static_cast<long long>(w.tokens_computed), 100.0 * w.train_padding(), 100.0 * w.decode_padding(),
+                  100.0 * (1.0 - (w.flops_rollout_real + w.flops_train_real) / (w.flops_rollout + w.flops_train)));
+    o << line;
+  }
+  o << "(pad tok: train positions; pad dec: rows of the decode steps; pad FLOP: the step's analytic FLOPs spent on padding)\n\n";
+  std::snprintf(line, sizeof(line), "%-34s %12s %12s %12s %9s %9s\n", "real tokens per second (best)", "rollout",
+                "fwd+bwd", "RL step", "attn% rol", "attn% trn");
+  o << line;
+  for (const BenchStep& s : r.steps) {
+    const BenchWorkload* w = r.find_workload(s.workload);
+    if (!w) continue;
+    const double n = static_cast<double>(w->tokens_real);
+    std::snprintf(line, sizeof(line), "%-34s %12.0f %12.0f %12.0f %8.1f%% %8.1f%%\n", step_label(s).c_str(),
+                  n / s.rollout_s, n / s.train_s, n / s.total_s, 100.0 * s.attention_rollout_s / s.rollout_s,
+                  100.0 * s.attention_train_s / s.train_s);
+    o << line;
+  }
+  const BenchWorkload* ws = r.find_workload("short");
+  const BenchWorkload* wl = r.find_workload("long");
+  if (ws && wl)
+    for (const BenchStep& sl : r.steps) {
+      if (sl.workload != "long") continue;
+      const BenchStep* ss = r.step(sl.rollout_profile, sl.train_profile, "short");
+      if (!ss) continue;
+      const TokenCost c = token_cost(*ws, *ss, *wl, sl);
+      o << "\n";
+      const std::string head = "long / short, " + step_label(*ss);
+      std::snprintf(line, sizeof(line), "%-34s %12s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding",
+                    "other s/comp", "attn s/pair");
+      o << line;
+      const char* names[3] = {"rollout", "train fwd+bwd", "RL step"};
+      for (int ph = 0; ph < 3; ++ph) {
+        char att[32] = "-";
+        if (ph < 2) std::snprintf(att, sizeof(att), "%.2fx", c.attention_per_pair[ph]);
+        std::snprintf(line, sizeof(line), "%-34s %11.2fx %8.2fx %14.2fx %15s\n", names[ph], c.per_real[ph],
+                      c.padding[ph], c.rest_per_computed[ph], att);
+        o << line;
+      }
+      o << "(s/real tok = padding x the cost per computed position; other s/comp: seconds outside attention per\n"
+           " computed position; attn s/pair: attention seconds per query-key pair — both ~1x where a phase grows\n"
+           " as its arithmetic does)\n";
+    }
+  bool head = false;
+  for (const BenchStep& s : r.steps) {
+    const BenchWorkload* w = r.find_workload(s.workload);
+    if (!w || s.decode_step_s.empty() || s.rollout_profile != s.train_profile) continue;
+    if (!head) {
+      o << "\ndecode step time against its context (best of the rounds, step by step; prefill apart)\n";
+      std::snprintf(line, sizeof(line), "%-34s %11s %10s %10s %12s\n", "workload / profile", "keys", "step ms",
+                    "attn ms", "attn us/key");
+      o << line;
+      head = true;
+    }
+    for (const DecodeBin& d : decode_bins(s, w->P)) {
+      char keys[32];
+      std::snprintf(keys, sizeof(keys), "%d-%d", d.keys_lo, d.keys_hi);
+      std::snprintf(line, sizeof(line), "%-34s %11s %10.3f %10.3f %12.3f\n", step_label(s).c_str(), keys,
+                    1e3 * d.step_s, 1e3 * d.attention_s, 1e6 * d.attention_s / (0.5 * (d.keys_lo + d.keys_hi)));
+      o << line;
+    }
+  }
+  return o.str();
+}
+
+}  // namespace
 
 std::string bench_format_table(const BenchReport& r) {
   std::ostringstream o;
@@ -340,6 +631,10 @@ std::string bench_format_table(const BenchReport& r) {
   o << "RL step: rollout of " << r.B << " sequences (prefill " << r.P << " + " << r.R
     << " sampled tokens, KV cache), then forward + backward + AdamW over the " << r.B << " x " << r.T
     << " tokens\n";
+  if (const BenchWorkload* w = r.find_workload("long"))
+    o << "long answers: the same prompts, responses ending at EOS (token " << w->eos << ") after a length drawn "
+      << "uniformly from 1.." << 2 * w->mean_len - 1 << " (mean " << w->mean_len << "), limit " << w->R_max
+      << "; decode until the longest ends, train over B x (prompt + longest) with the loss on each response's own tokens\n";
   std::snprintf(line, sizeof(line),
                 "machine: %d thread(s) x %d rank(s), %s; load average %.2f %.2f %.2f at start, %.2f %.2f %.2f at end\n",
                 r.threads, r.ranks, r.blas.c_str(), r.load_begin[0], r.load_begin[1], r.load_begin[2],
@@ -353,9 +648,7 @@ std::string bench_format_table(const BenchReport& r) {
                 "", "total s", "rollout s", "fwd+bwd s", "AdamW s", "median s");
   o << line;
   for (const BenchStep& s : r.steps) {
-    const std::string name = s.rollout_profile == s.train_profile
-                                 ? s.rollout_profile
-                                 : s.rollout_profile + " + " + s.train_profile;
+    const std::string name = step_label(s);
     std::snprintf(line, sizeof(line), "%-39s %9.3f %9.3f %9.3f %8.4f %10.3f\n", name.c_str(), s.total_s,
                   s.rollout_s, s.train_s, s.optimizer_s, s.total_median_s);
     o << line;
@@ -368,9 +661,9 @@ std::string bench_format_table(const BenchReport& r) {
     if (s.rollout_profile != s.train_profile) continue;
     for (int ph = 0; ph < 2; ++ph) {
       const double sec = ph == 0 ? s.rollout_s : s.train_s;
-      const double fl = ph == 0 ? r.flops_rollout : r.flops_train;
+      const double fl = step_flops(r, s, ph);
       const double gf = fl / sec * 1e-9;
-      const std::string name = (ph == 0 ? "rollout " : "train fwd+bwd ") + s.rollout_profile;
+      const std::string name = (ph == 0 ? "rollout " : "train fwd+bwd ") + step_label(s);
       std::snprintf(line, sizeof(line), "%-34s %9.3f %9.2f %9.1f %8.1f%% %9.2f\n", name.c_str(), sec,
                     fl * 1e-9, gf, 100.0 * gf / r.ceiling, sec / (fl / (r.ceiling * 1e9)));
       o << line;
@@ -392,6 +685,7 @@ std::string bench_format_table(const BenchReport& r) {
                   pt / base->total_s);
     o << line;
   }
+  o << workload_section(r);
   o << "\n";
   if (r.routing_bits > 0) {
     std::snprintf(line, sizeof(line),
@@ -431,6 +725,26 @@ std::string bench_format_json(const BenchReport& r) {
   o << "  \"ceiling_gflops\": " << num(r.ceiling) << ", \"ceiling_own_gflops\": " << num(r.ceiling_own)
     << ", \"ceiling_blas_gflops\": " << num(r.ceiling_blas) << ",\n";
   o << "  \"flops_rollout\": " << num(r.flops_rollout) << ", \"flops_train\": " << num(r.flops_train) << ",\n";
+  auto list = [&](const std::vector<double>& v) {
+    std::string a = "[";
+    for (size_t k = 0; k < v.size(); ++k) a += (k ? ", " : "") + num(v[k]);
+    return a + "]";
+  };
+  o << "  \"workloads\": [\n";
+  for (size_t i = 0; i < r.workloads.size(); ++i) {
+    const BenchWorkload& w = r.workloads[i];
+    o << "    {\"name\": \"" << json_escape(w.name) << "\", \"sequences\": " << w.B << ", \"prompt_len\": " << w.P
+      << ", \"response_limit\": " << w.R_max << ", \"eos\": " << w.eos << ", \"mean_len_target\": " << w.mean_len
+      << ", \"decode_positions\": " << w.R << ", \"seq_len\": " << w.T << ",\n     \"len_mean\": " << num(w.len_mean)
+      << ", \"len_min\": " << w.len_min << ", \"len_max\": " << w.len_max << ", \"truncated\": " << w.truncated
+      << ", \"tokens_real\": " << w.tokens_real << ", \"tokens_computed\": " << w.tokens_computed
+      << ", \"decode_rows_real\": " << w.decode_real << ", \"decode_rows_computed\": " << w.decode_computed
+      << ",\n     \"train_padding\": " << num(w.train_padding()) << ", \"decode_padding\": " << num(w.decode_padding())
+      << ", \"flops_rollout\": " << num(w.flops_rollout) << ", \"flops_train\": " << num(w.flops_train)
+      << ", \"flops_rollout_real\": " << num(w.flops_rollout_real) << ", \"flops_train_real\": "
+      << num(w.flops_train_real) << "}" << (i + 1 < r.workloads.size() ? "," : "") << "\n";
+  }
+  o << "  ],\n";
   o << "  \"steps\": [\n";
   for (size_t i = 0; i < r.steps.size(); ++i) {
     const BenchStep& s = r.steps[i];
@@ -438,9 +752,36 @@ std::string bench_format_json(const BenchReport& r) {
       << json_escape(s.train_profile) << "\", \"total_s\": " << num(s.total_s)
       << ", \"rollout_s\": " << num(s.rollout_s) << ", \"train_s\": " << num(s.train_s)
       << ", \"optimizer_s\": " << num(s.optimizer_s) << ", \"total_median_s\": " << num(s.total_median_s)
-      << "}" << (i + 1 < r.steps.size() ? "," : "") << "\n";
+      << ",\n     \"workload\": \"" << json_escape(s.workload) << "\"";
+    if (const BenchWorkload* w = r.find_workload(s.workload)) {
+      const double n = static_cast<double>(w->tokens_real);
+      o << ", \"tokens_per_s_rollout\": " << num(n / s.rollout_s) << ", \"tokens_per_s_train\": "
+        << num(n / s.train_s) << ", \"tokens_per_s_step\": " << num(n / s.total_s);
+    }
+    o << ", \"attention_rollout_s\": " << num(s.attention_rollout_s) << ", \"attention_train_s\": "
+      << num(s.attention_train_s) << ", \"prefill_s\": " << num(s.prefill_s) << ",\n     \"decode_step_s\": "
+      << list(s.decode_step_s) << ",\n     \"decode_attention_s\": " << list(s.decode_attention_s) << "}"
+      << (i + 1 < r.steps.size() ? "," : "") << "\n";
   }
   o << "  ],\n";
+  o << "  \"token_cost\": [";
+  bool first = true;
+  if (const BenchWorkload *ws = r.find_workload("short"), *wl = r.find_workload("long"); ws && wl)
+    for (const BenchStep& sl : r.steps) {
+      const BenchStep* ss = sl.workload == "long" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+      if (!ss) continue;
+      const TokenCost c = token_cost(*ws, *ss, *wl, sl);
+      o << (first ? "\n" : ",\n") << "    {\"rollout_profile\": \"" << json_escape(sl.rollout_profile)
+        << "\", \"train_profile\": \"" << json_escape(sl.train_profile) << "\"";
+      const char* names[3] = {"rollout", "train", "step"};
+      for (int ph = 0; ph < 3; ++ph)
+        o << ", \"" << names[ph] << "\": {\"per_real_token\": " << num(c.per_real[ph]) << ", \"padding\": "
+          << num(c.padding[ph]) << ", \"other_per_computed\": " << num(c.rest_per_computed[ph])
+          << (ph < 2 ? ", \"attention_per_pair\": " + num(c.attention_per_pair[ph]) : std::string()) << "}";
+      o << "}";
+      first = false;
+    }
+  o << (first ? "],\n" : "\n  ],\n");
   o << "  \"routing_bits\": " << r.routing_bits << ", \"routing_bytes\": " << r.routing_bytes
     << ", \"routing_bytes_int32\": " << r.routing_bytes_int32 << ",\n";
   o << "  \"peak_rss_mib\": " << num(r.peak_rss_mib) << ",\n";

@@ -9,6 +9,12 @@
 // (minimum) over the rounds — the time the code needs when it gets the cores. Medians are kept
 // too. Parameters and optimizer moments are restored before every step, so every round does the
 // same work (same routing, same expert loads).
+//
+// Two workloads (sim/bench/workload.h): "short", the reference step, and "long", responses of
+// their own length (mean 128, limit 256 by default) ending at EOS. Both are reported in real
+// tokens per second (prompt + each response's own tokens, not padding), with the padding share,
+// the attention share of each phase (timed through BenchBackend) and the time of every decode
+// step against its context.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +22,7 @@
 #include <vector>
 
 #include "models/parallel.h"
+#include "sim/bench/workload.h"
 #include "sim/scenario.h"
 
 namespace moerl {
@@ -37,14 +44,29 @@ struct BenchOptions {
   // one phase (the train phase then runs over the warm-up rollout's sequences).
   std::string phase = "step";
   int local_rank = 0;             // this rank's index on its node (its GPU with run.backend = cuda)
+  // Workloads timed, "short" and/or "long" (sim/bench/workload.h). The short one runs under
+  // `profiles` (and the recipe), the long one under `long_profiles` only: its step is ≈ 10× the
+  // short one's, with ≈ 5× the peak memory.
+  std::vector<std::string> workloads{"short"};
+  std::vector<std::string> long_profiles{"fp32-ref"};
+  int long_mean = 128;            // long: responses uniform on {1, …, 2·long_mean − 1} tokens
+  int long_max = 256;             // long: the response limit R_max (≥ 2·long_mean − 1)
 };
 
 // One RL step configuration, best of the rounds: each part is its own minimum, total the minimum
 // of whole steps.
 struct BenchStep {
+  std::string workload = "short";
   std::string rollout_profile, train_profile;
   double total_s = 0, rollout_s = 0, train_s = 0, optimizer_s = 0;  // train = forward + backward
   double total_median_s = 0;
+  // Seconds in the attention ops (BenchBackend), best of the rounds, of the rollout (prefill and
+  // decode) and of the train forward + backward.
+  double attention_rollout_s = 0, attention_train_s = 0;
+  // Each decode step (BenchBackend::step_seconds; step k attends over P + k + 1 keys) and its
+  // attention, best of the rounds step by step; the prefill.
+  std::vector<double> decode_step_s, decode_attention_s;
+  double prefill_s = 0;
 };
 
 struct BenchTarget {
@@ -59,15 +81,16 @@ struct BenchTarget {
 struct BenchReport {
   std::string workload;  // scenario path or "built-in"
   std::string model;     // one-line model description
-  int B = 0, T = 0, P = 0, R = 0;  // sequences, train length, prompt, generated tokens
+  int B = 0, T = 0, P = 0, R = 0;  // the short workload's sequences, train length, prompt, generated tokens
   int threads = 0, ranks = 1;
   std::string blas;
   std::string simd;  // the CPU kernels' instruction set (kernels/simd.h)
   std::string cpu;   // the CPU model (/proc/cpuinfo)
   double load_begin[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // /proc/loadavg
   double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine
-  double flops_rollout = 0, flops_train = 0;                   // analytic, whole batch
-  std::vector<BenchStep> steps;
+  double flops_rollout = 0, flops_train = 0;                   // analytic, whole batch (short)
+  std::vector<BenchWorkload> workloads;                        // those timed, in option order
+  std::vector<BenchStep> steps;                                // the short workload's first
   int routing_bits = 0;             // per (layer, token)
   int64_t routing_bytes = 0;        // packed record of one step's rollout (header included)
   int64_t routing_bytes_int32 = 0;  // the same ids as int32
@@ -76,7 +99,9 @@ struct BenchReport {
   std::string peer_name;
   std::vector<BenchTarget> targets;
 
-  const BenchStep* step(const std::string& rollout, const std::string& train) const;
+  const BenchStep* step(const std::string& rollout, const std::string& train,
+                        const std::string& workload = "short") const;
+  const BenchWorkload* find_workload(const std::string& name) const;
 };
 
 // Runs the measurements on every rank of par's groups (collectively); the report is complete on

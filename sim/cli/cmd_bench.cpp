@@ -3,7 +3,11 @@
 // in the same run, and checks the performance targets (sim/bench/bench.h, docs/performance.md).
 //   moerl bench [--scenario scenarios/bench.ini] [--rounds 5] [--json out.json]
 //               [--peer-json peer.json] [--profiles fp32-ref,bf16-train,fp8-rollout] [--threads N]
-//               [--simd avx512|avx2|scalar|...]
+//               [--simd avx512|avx2|scalar|...] [--workloads short,long] [--long-profiles fp32-ref]
+//               [--long-mean 128] [--long-max 256]
+// The long-answer workload (responses of their own length, sim/bench/workload.h) is not in the
+// default run: its step is ≈ 10× the short one's (≈ 10–20 s on 2 cores) with ≈ 6 GiB peak memory;
+// `--workloads short,long` adds it under --long-profiles.
 // Under mpirun the model runs expert- and data-parallel over all ranks (as `moerl run`); rank 0
 // prints. The exit status is 0 whether or not a target is missed (analysis/bench/compare.py
 // reports them); --require-targets makes a miss exit with 1.
@@ -54,8 +58,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 }  // namespace
 
 int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
-  std::string scenario_path, json_out, peer_json, profiles, phase, simd;
-  int rounds = 5, gemm_n = 1024, threads = 0;
+  std::string scenario_path, json_out, peer_json, profiles, phase, simd, workloads, long_profiles;
+  int rounds = 5, gemm_n = 1024, threads = 0, long_mean = 128, long_max = 256;
   double gemm_seconds = 0.25;
   bool recipe = true, require = false, progress = false;
   std::vector<std::string> sets;
@@ -66,6 +70,13 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
       ("profiles", po::value(&profiles)->default_value("fp32-ref,bf16-train,fp8-rollout"),
        "profiles whose RL step is timed (comma-separated; fp32-ref is the baseline of the ratios)")
       ("recipe", po::value(&recipe)->default_value(true), "also time the [engines] recipe step (rollout + train profile)")
+      ("workloads", po::value(&workloads)->default_value("short"),
+       "short (the reference step) and/or long (long answers ending at EOS), comma-separated")
+      ("long-profiles", po::value(&long_profiles)->default_value("fp32-ref"),
+       "profiles whose long-answer step is timed (comma-separated)")
+      ("long-mean", po::value(&long_mean)->default_value(128),
+       "long answers: response lengths uniform on 1 .. 2*mean-1 tokens, EOS included")
+      ("long-max", po::value(&long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
       ("threads", po::value(&threads)->default_value(0), "threads per rank (0 = all the machine offers)")
       ("gemm-n", po::value(&gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
       ("gemm-seconds", po::value(&gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
@@ -98,6 +109,17 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   o.gemm_n = gemm_n;
   o.gemm_seconds = gemm_seconds;
   o.profiles = split_commas(profiles);
+  o.workloads = split_commas(workloads);
+  o.long_profiles = split_commas(long_profiles);
+  o.long_mean = long_mean;
+  o.long_max = long_max;
+  for (const std::string& w : o.workloads)
+    if (w != "short" && w != "long")
+      throw usage_error("bench: --workloads " + workloads + ": '" + w + "' is not short or long");
+  if (o.workloads.empty()) throw usage_error("bench: --workloads: none given (short, long)");
+  if (long_mean < 1 || 2 * long_mean - 1 > long_max)
+    throw usage_error("bench: --long-mean " + std::to_string(long_mean) + ", --long-max " + std::to_string(long_max) +
+                      ": needs 1 <= mean and 2 * mean - 1 <= max");
   o.recipe = recipe;
   o.progress = progress;
   o.phase = phase;
@@ -119,6 +141,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
                                                   static_cast<size_t>(threads));
   const Scenario s = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
   for (const std::string& p : o.profiles) (void)s.profile(p);  // unknown names fail before timing
+  for (const std::string& p : o.long_profiles) (void)s.profile(p);
   o.local_rank = comms.local_rank;
   const RankGrid grid(comms, 0);
   const BenchReport r =

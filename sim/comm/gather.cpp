@@ -12,7 +12,7 @@ void rows(std::vector<T>* v, Collectives& dp) {
 }
 }  // namespace
 
-void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool own_topk) {
+void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool own_topk, bool router_logits) {
   if (dp.size() == 1) return;
   rows(&res->logprobs, dp);
   rows(&res->logits, dp);
@@ -20,6 +20,7 @@ void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool o
   res->topk_ids = gather_layers(dp, res->topk_ids, L);
   res->router_logp = gather_layers(dp, res->router_logp, L);
   if (own_topk) res->own_topk_ids = gather_layers(dp, res->own_topk_ids, L);
+  if (router_logits) res->router_logits = gather_layers(dp, res->router_logits, L);
 }
 
 void gather_rollout(RolloutBatch* rb, Collectives& dp, int L, bool moe) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "sim/io/results.h"
@@ -86,6 +87,64 @@ void response_metrics_record(RunResults* res, const ResponseMetrics& m) {
   res->set_row("tokens_by_position", {kPositionBuckets}, m.tokens_by_position);
   res->set_row("k3_by_position", {kPositionBuckets}, m.k3_by_position);
   res->set_row("entropy_by_position", {kPositionBuckets}, m.entropy_by_position);
+}
+
+ResponseMargins response_margins(const std::vector<float>& router_logits, const std::vector<float>& logits,
+                                 const int32_t* len, int S, int P, int T, int L, int E, int K, int V, float tau) {
+  ResponseMargins m;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> router;
+  if (!router_logits.empty() && E > K) {
+    std::vector<float> z(static_cast<size_t>(E));
+    for (int l = 0; l < L; ++l)
+      for (int s = 0; s < S; ++s)
+        for (int t = P - 1; t < P - 1 + len[s]; ++t) {
+          const float* row = &router_logits[((static_cast<size_t>(l) * S + s) * T + t) * E];
+          z.assign(row, row + E);
+          std::nth_element(z.begin(), z.begin() + K, z.end(), std::greater<float>());
+          const float next = z[static_cast<size_t>(K)];  // the (K+1)-th largest
+          const float kth = *std::min_element(z.begin(), z.begin() + K);
+          router.push_back(static_cast<double>(kth) - next);
+        }
+  }
+  if (router.empty()) {
+    m.router_margin_mean = m.router_margin_p10 = nan;
+  } else {
+    double sum = 0.0;
+    for (double x : router) sum += x;
+    m.router_margin_mean = sum / static_cast<double>(router.size());
+    m.router_margin_p10 = nearest_rank(&router, 0.1);
+  }
+  double std_sum = 0.0, margin_sum = 0.0, n = 0.0;
+  for (int s = 0; s < S; ++s)
+    for (int t = P - 1; t < P - 1 + len[s]; ++t) {
+      const float* row = &logits[(static_cast<size_t>(s) * T + t) * V];
+      double mean = 0.0, sq = 0.0, top1 = -std::numeric_limits<double>::infinity(), top2 = top1;
+      for (int v = 0; v < V; ++v) {
+        const double x = static_cast<double>(row[v]) / tau;
+        mean += x;
+        if (x > top1) { top2 = top1; top1 = x; }
+        else if (x > top2) top2 = x;
+      }
+      mean /= V;
+      for (int v = 0; v < V; ++v) {
+        const double d = static_cast<double>(row[v]) / tau - mean;
+        sq += d * d;
+      }
+      std_sum += std::sqrt(sq / V);
+      margin_sum += V > 1 ? top1 - top2 : 0.0;
+      n += 1.0;
+    }
+  m.logit_std_mean = n > 0.0 ? std_sum / n : nan;
+  m.logit_margin_mean = n > 0.0 ? margin_sum / n : nan;
+  return m;
+}
+
+void response_margins_record(RunResults* res, const ResponseMargins& m) {
+  res->set("router_margin_mean", m.router_margin_mean);
+  res->set("router_margin_p10", m.router_margin_p10);
+  res->set("logit_std_mean", m.logit_std_mean);
+  res->set("logit_margin_mean", m.logit_margin_mean);
 }
 
 }  // namespace moerl

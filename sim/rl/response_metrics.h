@@ -35,6 +35,22 @@ struct ResponseMetrics {
   std::vector<double> tokens_by_position, k3_by_position, entropy_by_position;
 };
 
+// The train engine's decision margins on the positions that score each response's own tokens,
+// from its π_old forward: do they shrink as the policy trains (so that the same numerical noise
+// flips more choices)? Router: z_(K) − z_(K+1), the gap between the K-th and (K+1)-th largest
+// router logits of a (position, layer) (logits after any router temperature, before a selection
+// bias), over every layer — a flip needs the noise to cross it. LM head: the std of the logits
+// over the vocabulary (their scale) and top-1 − top-2, at the sampling temperature.
+struct ResponseMargins {
+  double router_margin_mean = 0.0, router_margin_p10 = 0.0;  // NaN for a dense model or E = K
+  double logit_std_mean = 0.0, logit_margin_mean = 0.0;
+};
+// router_logits [L, S·T, E] (empty: dense); logits [S·T, V]; len [S]; positions P−1..P−2+len[s].
+ResponseMargins response_margins(const std::vector<float>& router_logits, const std::vector<float>& logits,
+                                 const int32_t* len, int S, int P, int T, int L, int E, int K, int V, float tau);
+// Writes router_margin_mean, router_margin_p10, logit_std_mean, logit_margin_mean.
+void response_margins_record(RunResults* res, const ResponseMargins& m);
+
 // len, truncated, answer_len: [S]; logp_train, logp_rollout, entropy: [S, R] (R ≥ every len).
 ResponseMetrics response_metrics(const int32_t* len, const int32_t* truncated, const int* answer_len,
                                  const float* logp_train,

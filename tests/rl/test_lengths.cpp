@@ -154,6 +154,22 @@ TEST(Lengths, ResponseMetricsByHand) {
   EXPECT_EQ(position_bucket_width(161), 21);
 }
 
+TEST(Lengths, MarginsByHand) {
+  // one sequence, P = 1, T = 3, len 2: rows 0 and 1 score its tokens, row 2 scores nothing
+  const std::vector<float> router = {1.0f, 3.0f, 2.0f, 0.5f, 0.1f, 0.4f, 9.0f, -9.0f, 0.0f};  // [1, 3, E = 3]
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 1.0f, 5.0f, -5.0f};                   // [3, V = 2]
+  const int32_t len[] = {2};
+  const ResponseMargins m = response_margins(router, logits, len, 1, 1, 3, 1, 3, 1, 2, 1.0f);
+  EXPECT_NEAR(m.router_margin_mean, (1.0 + 0.1) / 2, 1e-7);  // 3 − 2 and 0.5 − 0.4
+  EXPECT_NEAR(m.router_margin_p10, 0.1, 1e-7);
+  EXPECT_NEAR(m.logit_std_mean, 0.5, 1e-12);                  // stds 1 and 0
+  EXPECT_NEAR(m.logit_margin_mean, 1.0, 1e-12);               // margins 2 and 0
+  const ResponseMargins k2 = response_margins(router, logits, len, 1, 1, 3, 1, 3, 2, 2, 2.0f);
+  EXPECT_NEAR(k2.router_margin_mean, (1.0 + 0.3) / 2, 1e-7);  // K = 2: 2 − 1 and 0.4 − 0.1
+  EXPECT_NEAR(k2.logit_margin_mean, 0.5, 1e-12);              // at temperature 2
+  EXPECT_TRUE(std::isnan(response_margins({}, logits, len, 1, 1, 3, 1, 0, 1, 2, 1.0f).router_margin_mean));
+}
+
 // The dumped first mini-batch: the mask covers each response's own tokens, truncated responses
 // get rl.truncated_reward and leave the loss under rl.mask_truncated.
 TEST(Lengths, MaskTruncationRewardAndMaskTruncated) {

@@ -1,0 +1,67 @@
+// workload.h — the batches `moerl bench` times. Both run the bench model on the same prompts
+// (bench.sequences × bench.prompt_len) through the RL step's rollout_generate, then forward +
+// backward of the token-mean loss over each response's own tokens, then AdamW:
+//  * short: the reference step of DESIGN.md — every response exactly bench.decode_steps tokens
+//    (fixed length, no EOS), train length bench.seq_len;
+//  * long:  long answers of their own length. Sequence s's response is ℓ_s tokens, EOS included,
+//    ℓ_s uniform on {1, …, 2·mean − 1} (mean `mean` exactly, 128 by default; longest 255) from
+//    the seeded stream (run.seed, Stream::data, {kLengthStream, s}), independent of ranks and
+//    batch; the limit R_max (256 by default) is above every ℓ_s, so nothing is truncated. EOS is
+//    token V − 1. An untrained model does not say EOS at a controlled rate, so the bench makes EOS
+//    its token at ℓ_s − 1 and not before (BenchBackend edits that one logit); the rollout then
+//    runs as in the RL step: finished rows stay in the batch fed EOS (masked, not packed), the
+//    decode loop ends with the longest response, the buffers are trimmed to it, and the train
+//    forward runs over T = P + (the longest response), the loss mask 1 on each response's own
+//    tokens only.
+// Real tokens are the prompt and each response's own tokens (EOS included); computed tokens are
+// what the forward runs over, B·T; the rest is padding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "models/config.h"
+
+namespace moerl {
+
+// One workload's batch, filled by bench_workload_measure from the rollout's lengths (every round
+// generates the same batch: same parameters, prompts and sampling streams).
+struct BenchWorkload {
+  std::string name;       // "short" | "long"
+  int B = 0, P = 0;       // sequences, prompt tokens
+  int R_max = 0;          // response limit (short: its fixed length)
+  int eos = -1;           // EOS token id; -1: fixed length R_max
+  int mean_len = 0;       // long: the schedule's mean (0: fixed length)
+  // after the rollout
+  int R = 0, T = 0;       // decode positions run (the longest response), train length P + R
+  double len_mean = 0.0;  // response lengths, EOS included
+  int len_min = 0, len_max = 0;
+  int truncated = 0;      // responses that reached R_max without EOS (the rollout's count)
+  int64_t tokens_real = 0;       // Σ_s (P + ℓ_s)
+  int64_t tokens_computed = 0;   // B·T: the train forward's positions
+  int64_t decode_real = 0;       // rows of the decode steps that feed a response's own token
+  int64_t decode_computed = 0;   // B × decode steps run
+  double flops_rollout = 0.0, flops_train = 0.0;            // analytic, the padded batch (what runs)
+  double flops_rollout_real = 0.0, flops_train_real = 0.0;  // the same, each sequence alone (packed)
+
+  double train_padding() const { return tokens_computed > 0 ? 1.0 - static_cast<double>(tokens_real) / tokens_computed : 0.0; }
+  double decode_padding() const { return decode_computed > 0 ? 1.0 - static_cast<double>(decode_real) / decode_computed : 0.0; }
+};
+
+// Coordinate of the length schedule's stream (Stream::data); the prompts use 0xBE7C4.
+inline constexpr uint64_t kLengthStream = 0x1E46;
+
+// ℓ_s for s = 0..B−1: uniform on {1, …, 2·mean − 1}. Throws std::invalid_argument when mean < 1.
+std::vector<int32_t> bench_length_schedule(uint64_t seed, int B, int mean);
+
+// Fills R, T, the length statistics, the token counts and the FLOPs from the responses' lengths
+// len[B] (the whole batch) and the decode positions run R.
+void bench_workload_measure(BenchWorkload* w, const ModelConfig& cfg, const int32_t* len, int R);
+
+// dLoss/dlogp [n, T−1] of the token-mean loss −(1/N)·Σ log p over each response's own tokens,
+// N the whole batch's response tokens: −1/N at positions P−1 .. P−2+len[s] (those scoring the
+// response's tokens, EOS included), 0 at the prompt's other positions and at padding.
+std::vector<float> bench_loss_dlogp(const int32_t* len, int n, int P, int T, int64_t N);
+
+}  // namespace moerl
