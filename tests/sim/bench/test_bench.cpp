@@ -1,15 +1,22 @@
 // `moerl bench` (sim/bench/bench.h, sim/cli/cmd_bench.cpp) on a tiny model: the steps it times, the
 // analytic FLOPs and routing-record size it reports, the targets it derives (the peer's ratio
 // among them), the JSON and table it writes, and the errors of a bench section that does not fit.
+// The long-answer workload (sim/bench/workload.h): its lengths follow the schedule, padding gets
+// no gradient and is not counted, and the report has its rows.
 // Times are not checked (the machine is shared); only what the report must contain.
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "kernels/rng.h"
+#include "models/model.h"
 #include "sim/bench/bench.h"
+#include "sim/bench/bench_backend.h"
 #include "sim/cli/cli.h"
 #include "sim/bench/flops.h"
+#include "sim/bench/workload.h"
+#include "sim/rl/rollout.h"
 #include "sim/rl/routing_record.h"
 #include "sim/scenario.h"
 #include "../sim_test_util.h"
@@ -109,6 +116,221 @@ TEST(Bench, CommandWritesJsonWithThePeer) {
   ss << f.rdbuf();
   EXPECT_NE(ss.str().find("\"peer_train_s\": 1.5"), std::string::npos);
   EXPECT_NE(ss.str().find("RL step fp32: peer time / moerl time"), std::string::npos);
+}
+
+TEST(Bench, LengthScheduleHasItsMeanAndMaximum) {
+  // uniform on {1, …, 255}: mean 128, standard deviation 73.6, so ±4 is > 3 standard errors at 4000
+  const std::vector<int32_t> len = bench_length_schedule(0, 4000, 128);
+  double sum = 0.0;
+  for (int32_t l : len) {
+    ASSERT_GE(l, 1);
+    ASSERT_LE(l, 255);
+    sum += l;
+  }
+  EXPECT_NEAR(sum / len.size(), 128.0, 4.0);
+  EXPECT_EQ(*std::max_element(len.begin(), len.end()), 255);
+  EXPECT_EQ(*std::min_element(len.begin(), len.end()), 1);
+  EXPECT_EQ(len, bench_length_schedule(0, 4000, 128));      // seeded
+  EXPECT_NE(len, bench_length_schedule(1, 4000, 128));
+  const std::vector<int32_t> head = bench_length_schedule(0, 10, 128);  // per sequence, not per batch
+  EXPECT_TRUE(std::equal(head.begin(), head.end(), len.begin()));
+  EXPECT_THROW(bench_length_schedule(0, 4, 0), std::invalid_argument);
+}
+
+// The long workload's rollout on a tiny model through BenchBackend: the RL step's
+// rollout_generate ends every sequence at its scheduled length with EOS.
+struct LongRollout {
+  ModelConfig cfg;
+  int B = 12, P = 4, R_max = 12, eos = 0;
+  std::vector<int32_t> prompts, targets;
+  RolloutBatch rb;
+};
+
+LongRollout long_rollout(Model& model, BenchBackend& watch, const ModelConfig& cfg) {
+  LongRollout lr;
+  lr.cfg = cfg;
+  lr.eos = cfg.vocab_size - 1;
+  lr.targets = bench_length_schedule(3, lr.B, 5);  // 1 .. 9
+  lr.prompts.resize(static_cast<size_t>(lr.B) * lr.P);
+  Rng rng(17);
+  for (int32_t& t : lr.prompts) t = static_cast<int32_t>(rng.below(static_cast<uint64_t>(cfg.vocab_size)));
+  watch.rollout_begin(lr.P, lr.eos, lr.targets.data(), lr.B);
+  rollout_generate(&lr.rb, model, test_profile(), lr.prompts.data(), lr.B, lr.P, lr.R_max, SamplingConfig{}, 5, 0, 0,
+                   1, lr.eos);
+  watch.rollout_end();
+  return lr;
+}
+
+ModelConfig tiny_long_model() {
+  ModelConfig cfg = Scenario::defaults(kTiny).model;
+  cfg.load_balance = LoadBalance::none;  // no loss on the padding's routing: only the policy loss
+  cfg.z_loss_coef = 0.0f;
+  return cfg;
+}
+
+TEST(Bench, LongRolloutEndsAtTheScheduledLengths) {
+  const ModelConfig cfg = tiny_long_model();
+  Model model(cfg);
+  params_init(&model.params(), cfg, 2);
+  BenchBackend watch(cpu_backend());
+  model.set_backend(watch);
+  const LongRollout lr = long_rollout(model, watch, cfg);
+  EXPECT_EQ(lr.rb.len, lr.targets);
+  EXPECT_EQ(lr.rb.truncated, std::vector<int32_t>(lr.B, 0));
+  EXPECT_EQ(lr.rb.R, *std::max_element(lr.targets.begin(), lr.targets.end()));  // trimmed to the longest
+  for (int s = 0; s < lr.B; ++s)
+    for (int r = 0; r < lr.rb.R; ++r)  // EOS at the scheduled position and after it, nowhere before
+      EXPECT_EQ(lr.rb.tokens[static_cast<size_t>(s) * lr.rb.T + lr.P + r] == lr.eos, r >= lr.targets[s] - 1)
+          << "s " << s << " r " << r;
+  // one decode step per generated position (MoE: the last records the final routing)
+  EXPECT_EQ(static_cast<int>(watch.step_seconds().size()), lr.rb.R);
+  EXPECT_EQ(watch.step_attention_seconds().size(), watch.step_seconds().size());
+  EXPECT_GT(watch.attention_seconds(), 0.0);
+  // Without the schedule the same rollout runs to the limit: the untrained model's EOS draws do
+  // not end every sequence by themselves at these lengths.
+  watch.rollout_begin(lr.P, lr.eos, nullptr, lr.B);
+  RolloutBatch free;
+  rollout_generate(&free, model, test_profile(), lr.prompts.data(), lr.B, lr.P, lr.R_max, SamplingConfig{}, 5, 0, 0, 1,
+                   lr.eos);
+  watch.rollout_end();
+  EXPECT_NE(free.len, lr.targets);
+}
+
+TEST(Bench, PaddingGetsNoGradientAndIsNotCounted) {
+  const ModelConfig cfg = tiny_long_model();
+  Model model(cfg);
+  params_init(&model.params(), cfg, 2);
+  BenchBackend watch(cpu_backend());
+  model.set_backend(watch);
+  const LongRollout lr = long_rollout(model, watch, cfg);
+  const int B = lr.B, P = lr.P, T = lr.rb.T;
+  int64_t N = 0;
+  for (int32_t l : lr.targets) N += l;
+
+  BenchWorkload w;
+  w.name = "long";
+  w.B = B;
+  w.P = P;
+  w.R_max = lr.R_max;
+  w.eos = lr.eos;
+  bench_workload_measure(&w, cfg, lr.rb.len.data(), lr.rb.R);
+  EXPECT_EQ(w.tokens_real, static_cast<int64_t>(B) * P + N);
+  EXPECT_EQ(w.tokens_computed, static_cast<int64_t>(B) * T);
+  EXPECT_EQ(w.decode_real, N);                                    // MoE: a row per response token
+  EXPECT_EQ(w.decode_computed, static_cast<int64_t>(B) * lr.rb.R);
+  EXPECT_DOUBLE_EQ(w.train_padding(), 1.0 - static_cast<double>(B * P + N) / (B * T));
+  EXPECT_NEAR(w.len_mean, static_cast<double>(N) / B, 1e-12);
+  EXPECT_EQ(w.len_max, lr.rb.R);
+  double fr = 0.0, ft = 0.0;
+  for (int s = 0; s < B; ++s) {
+    fr += flops_prefill(cfg, P);
+    for (int r = 0; r < lr.targets[s]; ++r) fr += flops_decode_step(cfg, P + r);
+    ft += flops_train_sequence(cfg, P + lr.targets[s]);
+  }
+  EXPECT_NEAR(w.flops_rollout_real, fr, 1e-6 * fr);
+  EXPECT_NEAR(w.flops_train_real, ft, 1e-6 * ft);
+  EXPECT_DOUBLE_EQ(w.flops_train, B * flops_train_sequence(cfg, T));
+
+  // −1/N on the positions scoring each response's own tokens (P−1 .. P−2+ℓ), 0 elsewhere
+  const std::vector<float> d = bench_loss_dlogp(lr.rb.len.data(), B, P, T, N);
+  ASSERT_EQ(d.size(), static_cast<size_t>(B) * (T - 1));
+  for (int s = 0; s < B; ++s)
+    for (int t = 0; t < T - 1; ++t)
+      EXPECT_EQ(d[static_cast<size_t>(s) * (T - 1) + t],
+                t >= P - 1 && t < P - 1 + lr.targets[s] ? -1.0f / static_cast<float>(N) : 0.0f)
+          << "s " << s << " t " << t;
+
+  // Padding tokens (past each response's EOS) do not reach the gradient: any other padding gives
+  // the same bits. A response token does (the check can fail).
+  auto grads = [&](const std::vector<int32_t>& tokens) {
+    model.grads().zero();
+    ForwardResult res;
+    ForwardRequest req;
+    req.tokens = tokens.data();
+    req.B = B;
+    req.T = T;
+    req.save_for_backward = true;
+    model.forward(&res, req);
+    model.backward(d.data());
+    return model.grads().data();
+  };
+  const std::vector<float> g = grads(lr.rb.tokens);
+  std::vector<int32_t> other = lr.rb.tokens;
+  int changed = 0;
+  for (int s = 0; s < B; ++s)
+    for (int t = P + lr.targets[s]; t < T; ++t, ++changed)
+      other[static_cast<size_t>(s) * T + t] = (s + 3 * t) % (cfg.vocab_size - 1);
+  ASSERT_GT(changed, 0);
+  EXPECT_EQ(grads(other), g);
+  std::vector<int32_t> real = lr.rb.tokens;
+  int s_long = 0;
+  for (int s = 0; s < B; ++s)
+    if (lr.targets[s] > 1) s_long = s;
+  real[static_cast<size_t>(s_long) * T + P] = (real[static_cast<size_t>(s_long) * T + P] + 1) % (cfg.vocab_size - 1);
+  EXPECT_NE(grads(real), g);
+}
+
+TEST(Bench, ReportHasTheLongAnswerRows) {
+  const Scenario s = Scenario::defaults(kTiny);
+  BenchOptions o = quick();
+  o.profiles = {"fp32-ref"};
+  o.recipe = false;
+  o.workloads = {"short", "long"};
+  o.long_mean = 4;  // 1 .. 7
+  o.long_max = 8;
+  const BenchReport r = bench_run(s, "tiny", o, ModelParallel{});
+  ASSERT_EQ(r.workloads.size(), 2u);
+  const BenchWorkload* ws = r.find_workload("short");
+  const BenchWorkload* wl = r.find_workload("long");
+  ASSERT_NE(ws, nullptr);
+  ASSERT_NE(wl, nullptr);
+  EXPECT_EQ(ws->tokens_real, 6 * 12);
+  EXPECT_EQ(ws->train_padding(), 0.0);
+  const std::vector<int32_t> len = bench_length_schedule(s.run.seed, 6, 4);
+  int64_t n = 0;
+  for (int32_t l : len) n += l;
+  EXPECT_EQ(wl->tokens_real, 6 * 4 + n);
+  EXPECT_EQ(wl->len_max, *std::max_element(len.begin(), len.end()));
+  EXPECT_EQ(wl->T, 4 + wl->len_max);
+  EXPECT_EQ(wl->tokens_computed, 6 * wl->T);
+  EXPECT_EQ(wl->eos, 15);
+  const BenchStep* sl = r.step("fp32-ref", "fp32-ref", "long");
+  ASSERT_NE(sl, nullptr);
+  EXPECT_GT(sl->train_s, 0.0);
+  EXPECT_GT(sl->attention_train_s, 0.0);
+  EXPECT_EQ(static_cast<int>(sl->decode_step_s.size()), wl->R);
+  EXPECT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].workload, "short");  // the short step first: compare.py reads steps[...] by profile
+  // the short targets, then the long-answer token cost (whole step, fp32-ref)
+  ASSERT_EQ(r.targets.size(), 3u);
+  const BenchStep* ss = r.step("fp32-ref", "fp32-ref");
+  EXPECT_EQ(r.targets[2].name, "long-answer token cost: s per real token, long / short (fp32)");
+  EXPECT_NEAR(r.targets[2].value, (sl->total_s / wl->tokens_real) / (ss->total_s / ws->tokens_real), 1e-12);
+  EXPECT_EQ(r.targets[2].pass, r.targets[2].value <= 1.5);
+
+  const std::string table = bench_format_table(r);
+  for (const char* key : {"long answers:", "long fp32-ref", "long / short, fp32-ref", "real tokens per second",
+                          "decode step time against its context", "pad tok"})
+    EXPECT_NE(table.find(key), std::string::npos) << key;
+  const std::string json = bench_format_json(r);
+  for (const char* key : {"\"workloads\"", "\"token_cost\"", "\"tokens_per_s_step\"", "\"train_padding\"",
+                          "\"decode_step_s\"", "\"workload\": \"long\"", "long-answer token cost"})
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+}
+
+TEST(Bench, RejectsBadWorkloads) {
+  const Scenario s = Scenario::defaults(kTiny);
+  BenchOptions o = quick();
+  o.workloads = {"medium"};
+  test::expect_throw_with<std::invalid_argument>([&] { bench_run(s, "tiny", o, ModelParallel{}); },
+                                                 {"workloads 'medium'"});
+  o.workloads = {"long"};
+  o.long_mean = 5;
+  o.long_max = 8;  // 2·5 − 1 = 9 > 8
+  test::expect_throw_with<std::invalid_argument>([&] { bench_run(s, "tiny", o, ModelParallel{}); },
+                                                 {"mean 5", "limit 8"});
 }
 
 }  // namespace
