@@ -137,6 +137,12 @@ TEST(Bench, LengthScheduleHasItsMeanAndMaximum) {
   EXPECT_THROW(bench_length_schedule(0, 4, 0), std::invalid_argument);
 }
 
+NumericsProfile test_profile() {
+  NumericsProfile p;
+  profile_builtin("fp32-ref", &p);
+  return p;
+}
+
 // The long workload's rollout on a tiny model through BenchBackend: the RL step's
 // rollout_generate ends every sequence at its scheduled length with EOS.
 struct LongRollout {
