@@ -463,10 +463,10 @@ namespace {
 
 // A step's name in the tables: its profile (rollout + train when they differ), after "long " for
 // the long workload.
-std::string step_label(const BenchStep& s) {
+std::string step_label(const BenchStep& s, bool name_short = false) {
   const std::string p = s.rollout_profile == s.train_profile ? s.rollout_profile
                                                               : s.rollout_profile + " + " + s.train_profile;
-  return s.workload == "short" ? p : s.workload + " " + p;
+  return s.workload == "short" && !name_short ? p : s.workload + " " + p;
 }
 
 // The analytic FLOPs of a step's phase (0 rollout, 1 train): its workload's padded batch.
@@ -567,7 +567,7 @@ std::string workload_section(const BenchReport& r) {
     const BenchWorkload* w = r.find_workload(s.workload);
     if (!w) continue;
     const double n = static_cast<double>(w->tokens_real);
-    std::snprintf(line, sizeof(line), "%-34s %12.0f %12.0f %12.0f %8.1f%% %8.1f%%\n", step_label(s).c_str(),
+    std::snprintf(line, sizeof(line), "%-34s %12.0f %12.0f %12.0f %8.1f%% %8.1f%%\n", step_label(s, true).c_str(),
                   n / s.rollout_s, n / s.train_s, n / s.total_s, 100.0 * s.attention_rollout_s / s.rollout_s,
                   100.0 * s.attention_train_s / s.train_s);
     o << line;
@@ -581,7 +581,7 @@ std::string workload_section(const BenchReport& r) {
       if (!ss) continue;
       const TokenCost c = token_cost(*ws, *ss, *wl, sl);
       o << "\n";
-      const std::string head = "long / short, " + step_label(*ss);
+      const std::string head = "long / short, " + step_label(*ss, false);
       std::snprintf(line, sizeof(line), "%-34s %12s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding",
                     "other s/comp", "attn s/pair");
       o << line;
@@ -611,7 +611,7 @@ std::string workload_section(const BenchReport& r) {
     for (const DecodeBin& d : decode_bins(s, w->P)) {
       char keys[32];
       std::snprintf(keys, sizeof(keys), "%d-%d", d.keys_lo, d.keys_hi);
-      std::snprintf(line, sizeof(line), "%-34s %11s %10.3f %10.3f %12.3f\n", step_label(s).c_str(), keys,
+      std::snprintf(line, sizeof(line), "%-34s %11s %10.3f %10.3f %12.3f\n", step_label(s, true).c_str(), keys,
                     1e3 * d.step_s, 1e3 * d.attention_s, 1e6 * d.attention_s / (0.5 * (d.keys_lo + d.keys_hi)));
       o << line;
     }
