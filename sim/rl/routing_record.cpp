@@ -149,4 +149,31 @@ void routing_record_unpack(std::vector<int32_t>* ids, RoutingRecordShape* shape,
   *shape = s;
 }
 
+std::vector<int32_t> routing_record_rows(const int32_t* ids, int L, int S, int T, int K, int P, const int32_t* len) {
+  int64_t N = 0;
+  for (int s = 0; s < S; ++s) N += P + len[s];
+  std::vector<int32_t> out(static_cast<size_t>(L * N * K));
+  int32_t* dst = out.data();
+  for (int l = 0; l < L; ++l)
+    for (int s = 0; s < S; ++s) {
+      const size_t n = static_cast<size_t>(P + len[s]) * K;
+      std::memcpy(dst, ids + ((static_cast<size_t>(l) * S + s) * T) * K, sizeof(int32_t) * n);
+      dst += n;
+    }
+  return out;
+}
+
+std::vector<int32_t> routing_record_unrows(const int32_t* rows, int L, int S, int T, int K, int P,
+                                           const int32_t* len, int32_t fill) {
+  std::vector<int32_t> out(static_cast<size_t>(L) * S * T * K, fill);
+  const int32_t* src = rows;
+  for (int l = 0; l < L; ++l)
+    for (int s = 0; s < S; ++s) {
+      const size_t n = static_cast<size_t>(P + len[s]) * K;
+      std::memcpy(out.data() + ((static_cast<size_t>(l) * S + s) * T) * K, src, sizeof(int32_t) * n);
+      src += n;
+    }
+  return out;
+}
+
 }  // namespace moerl

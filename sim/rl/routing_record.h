@@ -42,4 +42,14 @@ std::vector<uint8_t> routing_record_pack(const int32_t* ids, const RoutingRecord
 void routing_record_unpack(std::vector<int32_t>* ids, RoutingRecordShape* shape,
                            const uint8_t* data, int64_t size);
 
+// Responses of their own length: a record keeps each sequence's own positions only, its prompt
+// and its response up to its EOS — rows 0..P−1+len[s] of sequence s, in sequence order — and not
+// the padding past a response's end, so N = Σ_s (P + len[s]) rather than S·T.
+// ids [L, S·T, K] (the rollout's layout) → [L, N, K].
+std::vector<int32_t> routing_record_rows(const int32_t* ids, int L, int S, int T, int K, int P, const int32_t* len);
+// The inverse: [L, N, K] → [L, S·T, K], the padding rows filled with `fill` (the train engine
+// replays them on positions that score nothing).
+std::vector<int32_t> routing_record_unrows(const int32_t* rows, int L, int S, int T, int K, int P,
+                                           const int32_t* len, int32_t fill = 0);
+
 }  // namespace moerl

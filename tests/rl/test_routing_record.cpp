@@ -76,6 +76,33 @@ TEST(RoutingRecord, RoundTripsSeededIds) {
   }
 }
 
+// Responses of their own length: only each sequence's own rows are recorded, and they come back
+// in place; the record shrinks by the padding.
+TEST(RoutingRecord, VariableLengthKeepsEachSequencesOwnRows) {
+  const int L = 2, S = 3, P = 2, T = 7, K = 2, E = 8;
+  const int32_t len[] = {5, 1, 3};  // responses; rows 0..P−1+len of each sequence
+  std::vector<int32_t> ids(static_cast<size_t>(L) * S * T * K);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 5 + 1) % E);
+  const std::vector<int32_t> rows = routing_record_rows(ids.data(), L, S, T, K, P, len);
+  const int N = (P + 5) + (P + 1) + (P + 3);
+  ASSERT_EQ(rows.size(), static_cast<size_t>(L) * N * K);
+  // sequence 1 of layer 1 starts after layer 0's N rows and sequence 0's 7
+  EXPECT_EQ(rows[(static_cast<size_t>(N) + 7) * K], ids[((1 * S + 1) * T) * K]);
+  const auto packed = routing_record_pack(rows.data(), {L, N, K, E});
+  EXPECT_LT(packed.size(), routing_record_pack(ids.data(), {L, S * T, K, E}).size());
+  std::vector<int32_t> back;
+  RoutingRecordShape shape;
+  routing_record_unpack(&back, &shape, packed.data(), static_cast<int64_t>(packed.size()));
+  const std::vector<int32_t> full = routing_record_unrows(back.data(), L, S, T, K, P, len, -1);
+  for (int l = 0; l < L; ++l)
+    for (int s = 0; s < S; ++s)
+      for (int t = 0; t < T; ++t)
+        for (int k = 0; k < K; ++k) {
+          const size_t j = ((static_cast<size_t>(l) * S + s) * T + t) * K + k;
+          EXPECT_EQ(full[j], t < P + len[s] ? ids[j] : -1) << l << " " << s << " " << t;
+        }
+}
+
 TEST(RoutingRecord, BenchWorkloadIsAnEighthOfInt32) {
   // 4 layers × 256·48 tokens × top-2 of 16: 8 bits per (layer, token) instead of 2·32.
   const RoutingRecordShape s{4, 256 * 48, 2, 16};
