@@ -33,8 +33,12 @@ from .runs import load_sweep
 from .stats import fmt, mean_ci
 
 
-def wilson(k, n, z=1.96):
-    """(rate, low, high): the 95% Wilson score interval of k successes in n trials."""
+def wilson(k, n, z=None):
+    """(rate, low, high): the 95% Wilson score interval of k successes in n trials (z: the normal
+    quantile, default SciPy's Φ⁻¹(0.975))."""
+    if z is None:
+        from scipy.stats import norm
+        z = float(norm.ppf(0.975))
     if n == 0:
         return float("nan"), float("nan"), float("nan")
     p = k / n

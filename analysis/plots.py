@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .runs import expert_shares  # noqa: E402
 from .stats import band, smooth  # noqa: E402
 
 DPI = 100
@@ -26,10 +27,10 @@ def _stack(runs, name, w=1):
     return out
 
 
-def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, **kw):
+def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, upper=None, **kw):
     """Mean over runs with its 95% band. log: for positive, skewed quantities (KL, ratios) the mean
     and band are taken over log10 values (a geometric mean with a multiplicative band); otherwise
-    a band of a non-negative quantity is cut at 0."""
+    a band of a non-negative quantity is cut at 0, and at `upper` when given (a share's 1)."""
     ys = _stack(runs, name, w) * scale
     if ys.size == 0 or not np.isfinite(ys).any():
         return None
@@ -42,6 +43,8 @@ def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, **k
         lo, hi = mu - ci, mu + ci
         if np.nanmin(ys) >= 0:
             lo = np.maximum(lo, 0.0)
+        if upper is not None:
+            hi = np.minimum(hi, upper)
     x = np.arange(1, ys.shape[1] + 1)
     keep = np.isfinite(mu)
     line, = ax.plot(x[keep], mu[keep], label=label, **kw)
@@ -80,7 +83,9 @@ def plot_reward(groups, path, w=1, title=""):
                 axes[1].fill_between(idx + 1, (mu - ci)[idx], (mu + ci)[idx], alpha=0.18, color=l2.get_color(),
                                      linewidth=0)
     axes[0].set_title("sampled reward" + (f" ({w}-step mean)" if w > 1 else ""))
+    axes[0].set_ylabel("reward_mean (mean over the step's responses)")
     axes[1].set_title("greedy held-out accuracy")
+    axes[1].set_ylabel("eval_accuracy (share of held-out prompts)")
     for ax in axes:
         lo, hi = ax.get_ylim()
         ax.set_ylim(max(lo, 0.0), min(hi, 1.0))  # both are shares in [0, 1]
@@ -95,22 +100,26 @@ def plot_stability(groups, path, w=1, title=""):
         positive = all(np.nanmin(np.concatenate([r.series("kl_rollout_train"), [1.0]])) > 0 for r in runs)
         line = _curve(axes[0], runs, "kl_rollout_train", label, w, log=positive)
         color = {"color": line.get_color()} if line is not None else {}
-        _curve(axes[1], runs, "flip_rate_mean", label, w, scale=100.0, **color)
+        _curve(axes[1], runs, "flip_rate_mean", label, w, scale=100.0, upper=100.0, **color)
         hi = _curve(axes[2], runs, "is_ratio_max", label, w, log=True, show_band=False, **color)
         if hi is not None:
             _curve(axes[2], runs, "is_ratio_min", None, w, log=True, show_band=False, linestyle="--",
                    color=hi.get_color())
-        _curve(axes[3], runs, "clip_frac", label, w, **color)
+        _curve(axes[3], runs, "clip_frac", label, w, upper=1.0, **color)
     axes[0].set_title("train–inference KL, k3 of KL(μ‖π_old) (geometric mean)")
-    axes[1].set_title("routing flip rate, % of (token, layer)")
+    axes[0].set_ylabel("k3 per token (nats)")
+    axes[1].set_title("routing flip rate")
+    axes[1].set_ylabel("% of (token, layer) pairs")
     axes[1].axhline(2.0, color="0.5", linestyle=":", linewidth=1)
     axes[1].annotate("2% alarm", (0.01, 2.0), xycoords=("axes fraction", "data"), fontsize=7, color="0.4",
                      va="bottom")
     axes[2].set_title("IS ratio ρ = π_old/μ over a step's tokens: max (solid), min (dashed)")
+    axes[2].set_ylabel("ρ (log scale)")
     axes[3].set_title("clip fraction")
+    axes[3].set_ylabel("share of tokens clipped")
     for ax in (axes[0], axes[2]):
         if any(np.nanmin(ln.get_ydata()) > 0 for ln in ax.get_lines() if len(ln.get_ydata())):
-            ax.set_yscale("log")
+            _log_y(ax)  # labelled ticks inside a decade, not one tick at 10⁰
     _finish(fig, axes, path, title)
 
 
@@ -132,62 +141,61 @@ def plot_diagnostics(groups, path, w=1, title=""):
     for label, runs in groups.items():
         line = _curve(axes[0], runs, "clip_frac", label, w)
         color = {"color": line.get_color()} if line is not None else {}
-        _curve(axes[1], runs, "masked_frac", label, w, **color)
+        _curve(axes[1], runs, "masked_frac", label, w, upper=1.0, **color)
         g = _curve(axes[2], runs, "rspo_gamma_mean", label, w, **color)
         if g is not None:
             _curve(axes[2], runs, "rspo_gamma_min", None, w, linestyle="--", color=g.get_color())
     axes[0].set_title("clip fraction")
+    axes[0].set_ylabel("share of tokens clipped")
     axes[1].set_title("masked tokens (IcePop band, MIS)")
+    axes[1].set_ylabel("share of tokens masked")
     axes[2].set_title("RSPO γ: mean (solid), min (dashed); 1 = unscaled")
+    axes[2].set_ylabel("γ (router-shift weight)")
     _finish(fig, axes, path, title)
 
 
-def load_shares(runs):
-    """[steps, L, E] mean over runs of each expert's share of its layer's (token, slot) pairs × E
-    (1 = a perfectly balanced layer); None when the runs have no expert_load (dense) or differ."""
-    loads = [r.metrics["expert_load"] for r in runs if r.metrics and "expert_load" in r.metrics]
-    if not loads or any(x.shape[1:] != loads[0].shape[1:] for x in loads):
-        return None
-    n = min(x.shape[0] for x in loads)
-    stack = np.stack([x[:n] for x in loads])  # [runs, S, L, E]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = stack / stack.sum(axis=3, keepdims=True) * stack.shape[3]
-    return np.nanmean(share, axis=0)
+LOAD_RUNS = 4  # heatmaps per group in the static figure (the dashboard shows every run)
 
 
 def load_vmax(groups):
-    """A common colour-scale top for the heatmaps of several groups: the 99th percentile of every
-    share, at least 2 (twice the even share)."""
-    vals = [load_shares(runs) for runs in groups.values()]
+    """A common colour-scale top for every heatmap: the 99th percentile of every run's shares, at
+    least 2 (twice the even share)."""
+    vals = [expert_shares(r) for runs in groups.values() for r in runs]
     vals = [v[np.isfinite(v)] for v in vals if v is not None]
     vals = np.concatenate(vals) if vals else np.array([])
     return max(2.0, float(np.percentile(vals, 99))) if vals.size else 2.0
 
 
 def plot_expert_load(runs, path, title="", vmax=None):
-    """Heatmap of expert load over steps: rows layer × expert, columns RL steps; vmax: the top of
-    the colour scale (default: this plot's own, see load_vmax). Returns False when there is
-    nothing to draw (dense twin)."""
-    share = load_shares(runs)
-    if share is None:
+    """Heatmaps of expert load over steps, one per run (the first LOAD_RUNS runs with expert_load),
+    side by side: rows layer × expert, columns RL steps; vmax: the top of the colour scale
+    (default: this plot's own, see load_vmax). Returns False when there is nothing to draw (dense)."""
+    have = [(r, expert_shares(r)) for r in runs]
+    have = [(r, s) for r, s in have if s is not None][:LOAD_RUNS]
+    if not have:
         return False
-    S, L, E = share.shape
-    img = share.transpose(1, 2, 0).reshape(L * E, S)  # row l·E + e
-    fig, ax = plt.subplots(figsize=(min(12, 4 + 0.05 * S), min(9, 1.5 + 0.18 * L * E)))
     vmax = vmax if vmax is not None else load_vmax({"": runs})
-    im = ax.imshow(img, aspect="auto", interpolation="nearest", cmap="magma", vmin=0, vmax=vmax,
-                   extent=(0.5, S + 0.5, L * E - 0.5, -0.5))
-    for l in range(1, L):
-        ax.axhline(l * E - 0.5, color="white", linewidth=1.2)
-    ax.set_yticks([l * E + (E - 1) / 2 for l in range(L)])
-    ax.set_yticklabels([f"layer {l}" for l in range(L)])
-    ax.set_xlabel("RL step")
-    ax.set_ylabel(f"expert (0..{E - 1} within each layer)")
-    cb = fig.colorbar(im, ax=ax)
+    S = max(s.shape[0] for _, s in have)
+    L, E = have[0][1].shape[1:]
+    n = len(have)
+    fig, axes = plt.subplots(1, n, figsize=(min(5.5 * n, 22), min(9, 1.8 + 0.18 * L * E)), squeeze=False)
+    axes = list(axes[0])
+    for ax, (r, share) in zip(axes, have):
+        s_r, L, E = share.shape
+        img = share.transpose(1, 2, 0).reshape(L * E, s_r)  # row l·E + e
+        im = ax.imshow(img, aspect="auto", interpolation="nearest", cmap="magma", vmin=0, vmax=vmax,
+                       extent=(0.5, s_r + 0.5, L * E - 0.5, -0.5))
+        for l in range(1, L):
+            ax.axhline(l * E - 0.5, color="white", linewidth=1.2)
+        ax.set_yticks([l * E + (E - 1) / 2 for l in range(L)])
+        ax.set_yticklabels([f"layer {l}" for l in range(L)])
+        ax.set_xlabel("RL step")
+        ax.set_title(r.name, fontsize=9)
+    axes[0].set_ylabel(f"expert (0..{E - 1} within each layer)")
+    cb = fig.colorbar(im, ax=axes)
     cb.set_label("load / balanced share (1 = even, 0 = dead)")
-    ax.set_title(title or "expert load")
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.suptitle(title or "expert load", fontsize=11)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return True
 
@@ -282,10 +290,10 @@ def plot_correction_diagnostics(groups, path, w=1, title=""):
     edges = ["<1e-3", "1e-3–1e-2", "1e-2–0.1", "0.1–0.5", ">0.5"]
     nb = len(groups)
     for gi, (label, runs) in enumerate(groups.items()):
-        line = _curve(axes[0], runs, "rc_ess_seq", label, w)
+        line = _curve(axes[0], runs, "rc_ess_seq", label, w, upper=1.0)  # ESS / N is at most 1
         color = {"color": line.get_color()} if line is not None else {}
         _curve(axes[0], runs, "rc_ess_token", None, w, linestyle="--", show_band=False, **color)
-        _curve(axes[1], runs, "rc_seq_mis_masked_frac", label, w, **color)
+        _curve(axes[1], runs, "rc_seq_mis_masked_frac", label, w, upper=1.0, **color)
         _curve(axes[1], runs, "rc_seq_max_k3_masked_frac", None, w, linestyle="--", show_band=False, **color)
         rows = [r.metrics["rc_bucket_abs_log_ratio"] for r in runs if "rc_bucket_abs_log_ratio" in r.metrics]
         if rows:
@@ -298,7 +306,14 @@ def plot_correction_diagnostics(groups, path, w=1, title=""):
     axes[1].set_title("sequences dropped by seq-mis (solid) / seq-max-k3 (dashed)", fontsize=10)
     axes[2].set_title("mean |log μ − log π_old| by π_old(token)", fontsize=10)
     axes[2].set_xticks(range(5), edges, fontsize=8)
+    axes[2].set_xlabel("π_old of the sampled token (bucket)")
+    axes[2].set_ylabel("mean |log μ − log π_old| (nats)")
     axes[2].grid(alpha=0.3, axis="y")
+    axes[0].set_ylabel("ESS / N (1 = uniform weights)")
+    axes[0].set_ylim(top=1.02)
+    axes[1].set_ylabel("share of sequences")
+    if axes[2].get_legend_handles_labels()[0]:
+        axes[2].legend(fontsize=8, title="group", title_fontsize=8)
     _finish(fig, axes, path, title, step_axes=axes[:2])
 
 

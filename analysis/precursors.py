@@ -88,6 +88,11 @@ def _fmt(v, key):
     return f"{v:.3f}" if key in ("false_alarm_rate", "firing_rate") else f"{v:.1f}"
 
 
+def cells(rows):
+    """(head, body) of the table as strings (the dashboard's table)."""
+    return [t for _, t in COLUMNS], [[_fmt(r[k], k) for k, _ in COLUMNS] for r in rows]
+
+
 def markdown(rows):
     head = "| " + " | ".join(t for _, t in COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
     return head + "".join("| " + " | ".join(_fmt(r[k], k) for k, _ in COLUMNS) + " |\n" for r in rows)
@@ -111,28 +116,37 @@ def html_table(rows):
 
 
 def plot(rows, path):
-    """Left: each collapsed run's lead time per flag (dots) and the median (bar); right: each
-    flag's false-alarm rate over the non-collapsed runs."""
+    """Left: each collapsed run's lead time per flag (dots) and the median (bar), drawn only when
+    some run collapsed (else there is no lead time to show); right: each flag's false-alarm rate
+    over the non-collapsed runs."""
     from .plots import plt, DPI
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    any_collapse = any(r["collapsed_runs"] for r in rows)
+    if any_collapse:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
+    else:
+        fig, b = plt.subplots(1, 1, figsize=(6.5, 3.8))
+        a = None
     names = [r["flag"].removeprefix("pre_") for r in rows]
     y = np.arange(len(rows))
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows if any_collapse else []):
         if r["leads"]:
             a.barh(i, r["lead_median"], color="#9ecae1")
             a.scatter(r["leads"], np.full(len(r["leads"]), i) + np.linspace(-0.2, 0.2, len(r["leads"])), s=12,
                       color="#08519c", zorder=3)
         a.text(0, i, f"  {r['detected']}/{r['collapsed_runs']}", va="center", fontsize=7, color="#555")
-    a.set_yticks(y, names)
-    a.set_xlabel("lead time: collapse step − first firing (steps)")
-    a.set_title("lead time in collapsed runs (fired/collapsed)", fontsize=10)
+    if a is not None:
+        a.set_yticks(y, names)
+        a.set_xlabel("lead time: collapse step − first firing (steps)")
+        a.set_ylabel("precursor flag")
+        a.set_title("lead time in collapsed runs (fired/collapsed)", fontsize=10)
     rates = [r["false_alarm_rate"] if np.isfinite(r["false_alarm_rate"]) else 0.0 for r in rows]
     b.barh(y, rates, color="#fc9272")
     b.set_yticks(y, names)
     b.set_xlim(0, 1)
     b.set_xlabel("share of non-collapsed runs in which the flag fired")
-    b.set_title("false-alarm rate", fontsize=10)
-    for ax in (a, b):
+    b.set_ylabel("precursor flag")
+    b.set_title("false-alarm rate" + ("" if any_collapse else " (no run collapsed: no lead times)"), fontsize=10)
+    for ax in [x for x in (a, b) if x is not None]:
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()

@@ -1,23 +1,25 @@
-"""The report of a sweep, a directory of runs, or run files: summary table (Markdown, CSV), curves,
-the panels of variable-length responses, gradient norm and entropy (each only when some run has
-its metrics), expert-load heatmaps, IS-ratio histograms (runs with dumps) and a static
-report/index.html that shows them together; the files: docs/sweeps.md. `python3 -m analysis
---help` for the command line.
+"""The report of one or several sweeps, directories of runs, or run files: summary table (Markdown,
+CSV), the collapse and precursor tables, and report/index.html, the interactive dashboard
+(analysis/dashboard.py); with static=True (`--static`) also the figures for papers — curves, the
+panels of variable-length responses, gradient norm and entropy (each only when some run has its
+metrics), expert-load heatmaps, IS-ratio histograms (runs with dumps) — on report/static.html.
+The files: docs/sweeps.md. `python3 -m analysis --help` for the command line.
 """
 import html
 import os
 import re
 
-from . import plots
 from . import collapse
+from . import dashboard
 from . import precursors
-from .runs import default_group_keys, group_runs, load_sweep, resolve_keys
-from .summary import COLUMNS, group_rows, markdown, to_csv
+from .runs import default_group_keys, group_runs, load_sources, resolve_keys
+from .summary import NOTE, cells, group_rows, markdown, to_csv
 
 
 def default_out(path, info):
-    """SWEEP_DIR/report, DIR/report, or <stem>-report beside a single run file."""
-    if info["kind"] in ("sweep", "directory"):
+    """SWEEP_DIR/report, DIR/report, or <stem>-report beside a single run file; for several
+    sources, report/ in the directory that holds them all."""
+    if info["kind"] in ("sweep", "directory", "sources"):
         return os.path.join(info["dir"], "report")
     if isinstance(path, (list, tuple)) and len(path) > 1:
         return os.path.join(info["dir"], "report")
@@ -34,16 +36,21 @@ def _smooth_window(groups):
     return 10 if n >= 50 else (5 if n >= 20 else 1)
 
 
-def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
-    """Writes the report; returns {"out": dir, "files": [...], "groups": OrderedDict, "rows": [...]}."""
-    runs, info = load_sweep(path)
+def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, static=False, points=None):
+    """Writes the report; returns {"out": dir, "files": [...], "groups": OrderedDict, "rows": [...],
+    "info": {...}}. path: a sweep directory, run file, or a list of them (several sweeps side by side)."""
+    runs, info = load_sources(path)
     keys = resolve_keys(group_by, runs) if group_by else default_group_keys(info)
     groups = group_runs(runs, keys, info)
     out = out or default_out(path, info)
     os.makedirs(out, exist_ok=True)
     w = smooth if smooth is not None else _smooth_window(groups)
-    title = title if title is not None else os.path.basename(os.path.normpath(info["dir"] if info["kind"] != "files"
-                                                                              else os.path.splitext(runs[0].path)[0]))
+    if title is None:
+        if info["kind"] == "sources":
+            title = " + ".join(s["label"] for s in info["sources"])
+        else:
+            title = os.path.basename(os.path.normpath(info["dir"] if info["kind"] != "files"
+                                                      else os.path.splitext(runs[0].path)[0]))
     ok_groups = {k: [r for r in v if r.metrics] for k, v in groups.items()}
     ok_groups = {k: v for k, v in ok_groups.items() if v}
     files = []
@@ -60,6 +67,56 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
         f.write(to_csv(rows))
     files += ["summary.md", "summary.csv"]
 
+    tables = []  # (id, section, head, body, note): the dashboard's tables and the static page's
+    lead_rows = precursors.lead_time_table(runs)
+    if lead_rows:
+        with open(os.path.join(out, "precursors.md"), "w") as f:
+            f.write(precursors.markdown(lead_rows))
+        with open(os.path.join(out, "precursors.csv"), "w") as f:
+            f.write(precursors.to_csv(lead_rows))
+        files += ["precursors.md", "precursors.csv"]
+        head, body = precursors.cells(lead_rows)
+        tables.append(("precursors", "Collapse precursors", head, body, PRECURSOR_NOTE))
+
+    with_metrics = [r for r in runs if r.metrics]
+    if collapse.has_variants(with_metrics):
+        crs = collapse.rows(collapse.group(with_metrics))
+        with open(os.path.join(out, "collapse.md"), "w") as f:
+            f.write(collapse.table_md(crs))
+        with open(os.path.join(out, "collapse.csv"), "w") as f:
+            f.write(collapse.table_csv(crs))
+        files += ["collapse.md", "collapse.csv"]
+        head, body = collapse._cells(crs)
+        tables.insert(0, ("collapse", "Collapse and accuracy against the control", head, body, COLLAPSE_NOTE))
+
+    if static:
+        files += _static(out, title, info, keys, rows, groups, ok_groups, runs, tables, lead_rows, w)
+
+    head, body = cells(rows, group_title)
+    summary = {"id": "summary", "title": "Summary", "head": head, "rows": body, "note": NOTE}
+    files += dashboard.write(out, runs, info, keys, tables, title, w, points or dashboard.POINTS, summary)
+    if verbose:
+        print(md)
+        shown = [f for f in files if not f.startswith("data/")]
+        n_data = len(files) - len(shown)
+        print(f"wrote {out}/: " + ", ".join(shown) + f" and {n_data} data files (data/)")
+        print(f"open {os.path.join(out, 'index.html')} in a browser (works offline, from file://)")
+    return {"out": out, "files": files, "groups": groups, "rows": rows, "info": info}
+
+
+PRECURSOR_NOTE = ("Lead time = collapse step (the run's collapse_step) − the flag's first firing at or before it; "
+                  "false-alarm rate = share of non-collapsed runs in which the flag fired. Flags and thresholds: "
+                  "docs/metrics.md, \"Collapse precursors\".")
+COLLAPSE_NOTE = ("Collapse rate with its 95% Wilson interval; final − base per run and final − control "
+                 "paired by seed (runs of one seed share their base policy), mean ± 95% Student-t "
+                 "interval; k3 growth = mean k3 of the last tenth of the steps over the first tenth. "
+                 "More (several sweep directories pooled, a mismatch dial's phase diagram): "
+                 "python3 -m analysis.collapse.")
+
+
+def _static(out, title, info, keys, rows, groups, ok_groups, runs, tables, lead_rows, w):
+    """The figures for papers (PNG) and static.html showing them with the tables; returns the files."""
+    from . import plots
     figures = []  # (section, file, caption)
     if ok_groups:
         plots.plot_reward(ok_groups, os.path.join(out, "reward.png"), w)
@@ -79,63 +136,42 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True):
                             "of sequences the sequence masks would drop (active or not), and where by token "
                             "probability the mismatch lives."))
         figures += _response_figures(ok_groups, out, w)
-        vmax = plots.load_vmax(ok_groups)  # one colour scale for every group's heatmap
+        vmax = plots.load_vmax(ok_groups)  # one colour scale for every heatmap
         for label, grp in ok_groups.items():
             name = f"load-{_safe(label)}.png"
             if plots.plot_expert_load(grp, os.path.join(out, name), f"expert load — {label}", vmax):
+                n = min(len([r for r in grp if "expert_load" in r.metrics]), plots.LOAD_RUNS)
                 figures.append(("Expert load", name, f"{label}: each expert's share of its layer's routed "
-                                "(token, slot) pairs relative to an even split, over steps (mean over runs)."))
+                                "(token, slot) pairs relative to an even split, over steps, for each of the group's "
+                                f"first {n} runs on its own (each seed has its own base policy, so expert k of one "
+                                "run is not expert k of another); every run: the dashboard."))
             dumped = [r for r in grp if r.has_dumps]
             if dumped:
                 name = f"ratios-{_safe(label)}.png"
                 if plots.plot_ratios(dumped[0], os.path.join(out, name), f"IS ratios — {dumped[0].name}"):
                     figures.append(("IS ratios and clipping", name, f"{dumped[0].name} (--dump-tensors): "
                                     "per-token ratios of the first mini-batch of the dumped steps."))
-    files += [f for _, f, _ in figures]
-
-    tables = []  # (section, html, note) shown before the figures
-    lead_rows = precursors.lead_time_table(runs)
     if lead_rows:
-        with open(os.path.join(out, "precursors.md"), "w") as f:
-            f.write(precursors.markdown(lead_rows))
-        with open(os.path.join(out, "precursors.csv"), "w") as f:
-            f.write(precursors.to_csv(lead_rows))
         precursors.plot(lead_rows, os.path.join(out, "precursors.png"))
-        files += ["precursors.md", "precursors.csv", "precursors.png"]
-        tables.append(("Collapse precursors", precursors.html_table(lead_rows),
-                       "Lead time = collapse step (the run's collapse_step) − the flag's first firing at or before it; "
-                       "false-alarm rate = share of non-collapsed runs in which the flag fired. Flags and thresholds: "
-                       "docs/metrics.md, \"Collapse precursors\"."))
         figures.append(("Collapse precursors", "precursors.png", "Lead time of each precursor flag over the collapsed "
-                        "runs (dots: runs, bar: median) and its false-alarm rate over the others."))
+                        "runs (dots: runs, bar: median; drawn only when some run collapsed) and its false-alarm rate "
+                        "over the others."))
+    html_tables = [(sec, _table_html(head, body), note) for _, sec, head, body, note in tables]
+    with open(os.path.join(out, "static.html"), "w") as f:
+        f.write(_html(title, info, keys, rows, figures, runs, html_tables))
+    return [f for _, f, _ in figures] + ["static.html"]
 
-    with_metrics = [r for r in runs if r.metrics]
-    if collapse.has_variants(with_metrics):
-        crs = collapse.rows(collapse.group(with_metrics))
-        with open(os.path.join(out, "collapse.md"), "w") as f:
-            f.write(collapse.table_md(crs))
-        with open(os.path.join(out, "collapse.csv"), "w") as f:
-            f.write(collapse.table_csv(crs))
-        files += ["collapse.md", "collapse.csv"]
-        tables.insert(0, ("Collapse and accuracy against the control", collapse.table_html(crs),
-                          "Collapse rate with its 95% Wilson interval; final − base per run and final − control "
-                          "paired by seed (runs of one seed share their base policy), mean ± 95% Student-t "
-                          "interval; k3 growth = mean k3 of the last tenth of the steps over the first tenth. "
-                          "More (several sweep directories pooled, a mismatch dial's phase diagram): "
-                          "python3 -m analysis.collapse."))
 
-    with open(os.path.join(out, "index.html"), "w") as f:
-        f.write(_html(title, info, keys, rows, figures, runs, tables))
-    files.append("index.html")
-    if verbose:
-        print(md)
-        print(f"wrote {out}/: " + ", ".join(files))
-    return {"out": out, "files": files, "groups": groups, "rows": rows}
+def _table_html(head, body):
+    e = html.escape
+    return ("<div class='scroll'><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in body) + "</table></div>")
 
 
 def _response_figures(groups, out, w):
     """The panels of variable-length responses, gradient norm and entropy (analysis/plots.py), each
     written only when some run has its metrics: [(section, file, caption)]."""
+    from . import plots
     L, M, G, H = ("Response length", "Mismatch along the response", "Gradient norm", "Entropy")
     panels = [
         (L, "response-length.png", plots.has_response_length, plots.plot_response_length,
@@ -174,31 +210,22 @@ def _response_figures(groups, out, w):
 
 def _html(title, info, keys, rows, figures, runs, tables=()):
     e = html.escape
+    head, body = cells(rows, ", ".join(keys) or "run")
     parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>moerl report — {e(title)}</title>",
              "<style>body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
+             ".scroll{overflow-x:auto;max-width:100%}"
              "table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 7px;"
-             "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
+             "text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}"
              "img{max-width:100%;border:1px solid #eee}.failed{color:#b00}.note{color:#555;font-size:13px}</style>",
              "</head><body>", f"<h1>moerl report — {e(title)}</h1>",
-             f"<p class='note'>{len(runs)} run(s) from <code>{e(info['dir'])}</code>"
+             f"<p class='note'>{len(runs)} run(s) from "
+             + ", ".join(f"<code>{e(s['dir'])}</code>" for s in info.get("sources", [{"dir": info["dir"]}]))
              + (f", grouped by <code>{e(', '.join(keys))}</code>" if keys else "")
-             + ". Files: <a href='summary.md'>summary.md</a>, <a href='summary.csv'>summary.csv</a>.</p>",
-             "<h2>Summary</h2>", "<table><tr><th>" + e(", ".join(keys) or "run") + "</th><th>runs</th><th>steps</th>"
-             + "".join(f"<th>{e(t)}</th>" for _, t, _, _ in COLUMNS) + "<th>collapsed</th></tr>"]
-    from .stats import fmt
-    for row in rows:
-        cells = [e(row["group"]), f"{row['ok']}" + (f" <span class='failed'>+{row['failed']} failed</span>"
-                                                   if row["failed"] else ""), str(row["steps"])]
-        for col, _, _, d in COLUMNS:
-            m, ci = row[col]
-            cells.append(e(fmt(m, ci, sci=True) if d == "sci" else fmt(m, ci, d)))
-        c = f"{row['collapsed']}/{row['ok']}"
-        if row["collapsed"]:
-            c += f" (step {fmt(*row['collapse_step'], 0)})"
-        cells.append(e(c))
-        parts.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
-    parts.append("</table><p class='note'>Mean ± 95% Student-t half-width over the runs (seeds) of each group; "
-                 "definitions in <code>analysis/summary.py</code> and <code>docs/metrics.md</code>.</p>")
+             + ". Files: <a href='summary.md'>summary.md</a>, <a href='summary.csv'>summary.csv</a>; "
+               "the interactive dashboard: <a href='index.html'>index.html</a>.</p>",
+             "<h2>Summary</h2>", _table_html(head, [[c for c in row] for row in body]),
+             f"<p class='note'>{e(NOTE)} Definitions in <code>analysis/summary.py</code> and "
+             "<code>docs/metrics.md</code>.</p>"]
     table_of = {sec: (t, note) for sec, t, note in tables}
     figure_sections = {sec for sec, _, _ in figures}
     for sec, t, note in tables:  # a table without a figure of its own follows the summary
@@ -216,11 +243,13 @@ def _html(title, info, keys, rows, figures, runs, tables=()):
     if info.get("skipped"):
         parts.append("<h2>Skipped files</h2><ul>" + "".join(
             f"<li><code>{e(p)}</code>: <span class='failed'>{e(why)}</span></li>" for p, why in info["skipped"]) + "</ul>")
-    parts.append("<h2>Runs</h2><table><tr><th>run</th><th>status</th><th>steps</th><th>keys / error</th></tr>")
+    multi = len(info.get("sources", [])) > 1
+    parts.append("<h2>Runs</h2><div class='scroll'><table><tr><th>run</th>" + ("<th>source</th>" if multi else "")
+                 + "<th>status</th><th>steps</th><th>keys / error</th></tr>")
     for r in runs:
         kv = " ".join(f"{k}={v}" for k, v in r.keys.items())
         err = f"<span class='failed'>{e(r.error)}</span>" if r.error else ""
-        parts.append(f"<tr><td>{e(r.name)}</td><td>{e(r.status)}</td><td>{r.steps}</td>"
-                     f"<td style='text-align:left'>{e(kv)} {err}</td></tr>")
-    parts.append("</table></body></html>")
+        parts.append(f"<tr><td>{e(r.name)}</td>" + (f"<td>{e(r.source)}</td>" if multi else "")
+                     + f"<td>{e(r.status)}</td><td>{r.steps}</td><td style='text-align:left'>{e(kv)} {err}</td></tr>")
+    parts.append("</table></div></body></html>")
     return "\n".join(parts) + "\n"

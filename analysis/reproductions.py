@@ -19,7 +19,7 @@ import numpy as np
 # Run as a script (python3 analysis/reproductions.py): make the package importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from analysis.runs import Run  # noqa: E402
-from analysis.stats import T95, fmt, mean_ci, smooth  # noqa: E402,F401  (mean_ci, fmt: mismatch_table.py)
+from analysis.stats import fmt, mean_ci, smooth, t95  # noqa: E402,F401  (mean_ci, fmt: mismatch_table.py)
 
 
 def load(path):
@@ -91,7 +91,7 @@ def main():
             x = np.arange(n)
             line, = ax.plot(x, mu, label=name)
             if len(rs) > 1:
-                ci = T95.get(len(rs) - 1, 1.96) * np.nanstd(ys, axis=0, ddof=1) / np.sqrt(len(rs))
+                ci = t95(len(rs) - 1) * np.nanstd(ys, axis=0, ddof=1) / np.sqrt(len(rs))
                 ax.fill_between(x, mu - ci, mu + ci, alpha=0.15, color=line.get_color())
         evals = []
         for m, a in rs:
@@ -103,7 +103,7 @@ def main():
         mu = ys.mean(axis=0)
         line, = axes[2].plot(idx + 1, mu, marker="o", label=name)
         if len(ys) > 1:
-            ci = T95.get(len(ys) - 1, 1.96) * ys.std(axis=0, ddof=1) / np.sqrt(len(ys))
+            ci = t95(len(ys) - 1) * ys.std(axis=0, ddof=1) / np.sqrt(len(ys))
             axes[2].fill_between(idx + 1, mu - ci, mu + ci, alpha=0.15, color=line.get_color())
     axes[0].set_title("sampled reward (10-step mean)")
     axes[1].set_title("train–inference KL k3 (10-step mean)")

@@ -89,6 +89,7 @@ class Run:
         self.status = "missing"
         self.error = ""
         self.has_dumps = False
+        self.source = ""  # the sweep directory (or file list) it came from, as labelled in a report
 
     def load(self):
         """Reads the file; raises BadFile when it is damaged or not a run's results."""
@@ -120,10 +121,24 @@ class Run:
         return np.asarray(v, dtype=float) if v is not None else np.full(self.steps, np.nan)
 
     def value(self, key):
-        """A scenario key's value ("rl.algorithm"); sweep keys first, then the effective scenario."""
+        """A scenario key's value ("rl.algorithm"); sweep keys first, then the effective scenario;
+        "source" is the label of the sweep the run came from."""
+        if key == "source":
+            return self.source
         if key in self.keys:
             return self.keys[key]
         return self.scenario.get(key, "")
+
+
+def expert_shares(run):
+    """[steps, L, E] one run's share of each expert in its layer's routed (token, slot) pairs × E
+    (1 = a perfectly balanced layer), or None without expert_load (dense). Per run, never a mean
+    over runs: each seed has its own base policy, so expert k of one run is not expert k of another."""
+    x = run.metrics.get("expert_load") if run.metrics else None
+    if x is None or x.ndim != 3:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return x / x.sum(axis=2, keepdims=True) * x.shape[2]
 
 
 def parse_scenario(text):
@@ -171,7 +186,7 @@ def load_sweep(path):
                 r.error = skipped[-1][1] if bad else row.get("error", "")
                 runs.append(r)
             return runs, {"kind": "sweep", "swept_keys": list(idx.get("swept_keys", [])), "dir": d,
-                          "skipped": skipped}
+                          "skipped": skipped, "base": idx.get("base", "")}
         files = sorted(p for p in glob.glob(os.path.join(d, "*.h5")) if not p.endswith(".ckpt.h5"))
         runs = [r for r in (try_load(Run(p)) for p in files) if r is not None]
         if not runs:
@@ -185,6 +200,48 @@ def load_sweep(path):
         raise SystemExit("no readable run files: " + "; ".join(f"{p}: {why}" for p, why in skipped))
     return runs, {"kind": "files", "swept_keys": differing_keys(runs) if len(runs) > 1 else [],
                   "dir": os.path.dirname(os.path.abspath(paths[0])), "skipped": skipped}
+
+
+def source_labels(paths):
+    """Short distinct labels of several sources: each path's last part, or its last two when two
+    share the last part, or the last part with its position when even those collide."""
+    parts = [os.path.normpath(os.path.abspath(p)).split(os.sep) for p in paths]
+    for n in (1, 2):
+        labels = ["/".join(x[-n:]) for x in parts]
+        if len(set(labels)) == len(labels):
+            return [os.path.splitext(lab)[0] if lab.endswith(".h5") else lab for lab in labels]
+    return [f"{x[-1]}#{i + 1}" for i, x in enumerate(parts)]
+
+
+def load_sources(paths):
+    """(runs, info) for one source (load_sweep) or several sweep directories or run files side by
+    side (`moerl report DIR1 DIR2 ...`): every run's `source` is its source's label
+    (source_labels), info["sources"] lists them ({label, dir, kind, swept_keys, base}), and
+    info["swept_keys"] is the union of the sources' swept keys (the key "source" leads it when
+    there are several). Run files only (no directory) are one source, as load_sweep reads them."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    if len(paths) == 1 or not any(os.path.isdir(p) for p in paths):
+        runs, info = load_sweep(paths[0] if len(paths) == 1 else paths)
+        label = source_labels([info["dir"] if info["kind"] != "files" or len(paths) > 1 else paths[0]])[0]
+        for r in runs:
+            r.source = label
+        info["sources"] = [{"label": label, "dir": info["dir"], "kind": info["kind"],
+                            "swept_keys": info["swept_keys"], "base": info.get("base", "")}]
+        return runs, info
+    runs, skipped, sources, keys = [], [], [], OrderedDict()
+    for p, label in zip(paths, source_labels(paths)):
+        rs, inf = load_sweep(p)
+        for r in rs:
+            r.source = label
+        runs += rs
+        skipped += inf.get("skipped", [])
+        sources.append({"label": label, "dir": inf["dir"], "kind": inf["kind"], "swept_keys": inf["swept_keys"],
+                        "base": inf.get("base", "")})
+        for k in inf["swept_keys"]:
+            keys[k] = True
+    swept = ["source"] + [k for k in keys if k != "run.seed"] + (["run.seed"] if "run.seed" in keys else [])
+    common = os.path.commonpath([os.path.abspath(s["dir"]) for s in sources])
+    return runs, {"kind": "sources", "swept_keys": swept, "dir": common, "skipped": skipped, "sources": sources}
 
 
 def differing_keys(runs):
@@ -211,6 +268,8 @@ def differing_keys(runs):
 def resolve_keys(wanted, runs):
     """Group-by keys as given ("rl.algorithm") or by their last part ("algorithm") when unique."""
     known = OrderedDict()
+    if len({r.source for r in runs}) > 1:
+        known["source"] = True
     for r in runs:
         for k in list(r.keys) + list(r.scenario):
             known[k] = True

@@ -5,18 +5,19 @@ runs (seeds) of a group: half-width t_{0.975, n-1} · s / sqrt(n), s the unbiase
 no interval (NaN); non-finite values are left out.
 """
 import numpy as np
-
-# two-sided 95% Student-t quantiles by degrees of freedom (1.96 beyond the table)
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-       12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+from scipy import stats as _scipy_stats
 
 
 def t95(dof):
-    """The 95% two-sided t quantile for dof degrees of freedom (the nearest tabulated one below)."""
+    """The two-sided 95% Student-t quantile t_{0.975, dof} (SciPy); NaN below one degree of freedom."""
     if dof < 1:
         return float("nan")
-    keys = [k for k in T95 if k <= dof]
-    return T95[max(keys)] if dof <= 30 else 1.96
+    return float(_scipy_stats.t.ppf(0.975, dof))
+
+
+def t95_table(n):
+    """[t95(0), t95(1), ..., t95(n)] (t95(0) = NaN): the quantiles a page computes its bands with."""
+    return [float("nan")] + [float(x) for x in _scipy_stats.t.ppf(0.975, np.arange(1, n + 1))]
 
 
 def mean_ci(values):
@@ -39,7 +40,7 @@ def band(ys):
         mu = np.nansum(ys, axis=0) / np.where(n > 0, n, np.nan)
         dev = np.where(np.isfinite(ys), ys - mu, 0.0)
         sd = np.sqrt(np.sum(dev * dev, axis=0) / np.where(n > 1, n - 1, np.nan))
-        t = np.array([t95(k - 1) if k > 1 else np.nan for k in n])
+        t = np.where(n > 1, _scipy_stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
         ci = t * sd / np.sqrt(np.where(n > 0, n, np.nan))
     return mu, ci
 

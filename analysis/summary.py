@@ -1,8 +1,11 @@
 """The summary table of a set of runs: one row per group, each number the mean ± 95% interval over
 the group's runs (seeds). Written as Markdown and CSV; the same rows feed the HTML report.
 
-Per run (formulas of the metrics: docs/metrics.md):
-  final reward   mean reward_mean over the last min(10, steps) steps
+Per run (formulas of the metrics: docs/metrics.md); per_run_values() gives these numbers of one run,
+analysis.frame.run_summary() a table of them:
+  final reward   the last (finite) reward_mean: the last step's sampled reward — the one meaning of
+                 "final reward" in moerl (index.csv, `moerl sweep`'s table, `moerl inspect`, the
+                 end-of-run line of `moerl run`, this table, the dashboard)
   peak reward    max over steps of reward_mean's trailing 10-step mean (of the raw series if shorter)
   final / peak eval   last / largest finite eval_accuracy
   collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step)
@@ -20,12 +23,6 @@ import io
 import numpy as np
 
 from .stats import fmt, mean_ci, smooth
-
-def _last_mean(x, n=10):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.mean(x[-n:])) if len(x) else float("nan")
-
 
 def _nanmean(x):
     x = np.asarray(x, dtype=float)
@@ -53,7 +50,7 @@ def _peak_reward(r):
 
 # (column, title, per-run function, digits or "sci")
 COLUMNS = [
-    ("final_reward", "final reward", lambda r: _last_mean(r.series("reward_mean")), 3),
+    ("final_reward", "final reward", lambda r: _last_finite(r.series("reward_mean")), 3),
     ("peak_reward", "peak reward", _peak_reward, 3),
     ("final_eval", "final eval", lambda r: _last_finite(r.series("eval_accuracy")), 3),
     ("peak_eval", "peak eval", lambda r: _max_finite(r.series("eval_accuracy")), 3),
@@ -69,6 +66,18 @@ COLUMNS = [
     ("router_temperature", "router τ (last)", lambda r: _last_finite(r.series("router_temperature_mean")), 3),
     ("kl_staleness", "KL staleness", lambda r: _nanmean(r.series("kl_staleness")), "sci"),
 ]
+
+
+def per_run_values(run):
+    """OrderedDict column → the run's own value of every column of COLUMNS (NaN where it has none)."""
+    from collections import OrderedDict
+    return OrderedDict((col, float(fn(run))) for col, _, fn, _ in COLUMNS)
+
+
+def shown_columns(rows):
+    """The COLUMNS that some row has a finite mean of: the Markdown and HTML tables leave out a
+    column that is empty in every row (a stabiliser no run used); the CSV keeps them all."""
+    return [c for c in COLUMNS if any(np.isfinite(row[c[0]][0]) for row in rows)] if rows else list(COLUMNS)
 
 
 def group_rows(groups):
@@ -99,21 +108,35 @@ def _cell(row, col, digits):
     return fmt(m, ci, sci=True) if digits == "sci" else fmt(m, ci, digits)
 
 
-def markdown(rows, group_title="group"):
-    head = [group_title, "runs", "steps"] + [t for _, t, _, _ in COLUMNS] + ["collapsed (step)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+NOTE = ("Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: the last step's "
+        "sampled reward; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
+        "KL, flip %, extreme, clip, load CV: means over all steps; max/mean load and dead experts: last step. "
+        "Columns that no run has a value of are left out.")
+
+
+def cells(rows, group_title="group"):
+    """(head, body) of the table as strings, without the columns empty in every row; shared by the
+    Markdown, the static HTML and the dashboard."""
+    cols = shown_columns(rows)
+    head = [group_title, "runs", "steps"] + [t for _, t, _, _ in cols] + ["collapsed (step)"]
+    body = []
     for row in rows:
-        cells = [row["group"], f"{row['ok']}" + (f" (+{row['failed']} failed)" if row["failed"] else ""),
-                 str(row["steps"])]
-        cells += [_cell(row, col, d) for col, _, _, d in COLUMNS]
-        col = f"{row['collapsed']}/{row['ok']}"
+        c = [row["group"], f"{row['ok']}" + (f" (+{row['failed']} failed)" if row["failed"] else ""),
+             str(row["steps"])]
+        c += [_cell(row, col, d) for col, _, _, d in cols]
+        last = f"{row['collapsed']}/{row['ok']}"
         if row["collapsed"]:
-            col += f" ({fmt(*row['collapse_step'], 0)})"
-        cells.append(col)
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: mean of "
-              "the last 10 steps; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
-              "KL, flip %, extreme, clip, load CV: means over all steps; max/mean load and dead experts: last step."]
+            last += f" ({fmt(*row['collapse_step'], 0)})"
+        c.append(last)
+        body.append(c)
+    return head, body
+
+
+def markdown(rows, group_title="group"):
+    head, body = cells(rows, group_title)
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(c) + " |" for c in body]
+    lines += ["", NOTE]
     return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,7 @@ report's files, the numbers of its table against the HDF5 files read directly, g
 runs, single run files, the command line, and the statistics helpers."""
 import csv
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,8 +13,7 @@ import numpy as np
 import pytest
 
 from analysis import report
-from analysis.plots import load_shares
-from analysis.runs import group_runs, load_sweep, parse_scenario, resolve_keys
+from analysis.runs import expert_shares, group_runs, load_sweep, parse_scenario, resolve_keys
 from analysis.stats import band, mean_ci, smooth, t95
 
 from .conftest import ROOT
@@ -29,9 +29,18 @@ def read_csv(path):
 def test_mean_ci_is_the_student_t_interval():
     m, ci = mean_ci([1.0, 2.0, 3.0, float("nan")])  # NaN left out: n = 3, s = 1
     assert m == 2.0
-    assert ci == pytest.approx(4.303 / np.sqrt(3))
+    assert ci == pytest.approx(4.302653 / np.sqrt(3), rel=1e-6)
     assert np.isnan(mean_ci([5.0])[1])
-    assert t95(11) == 2.228 and t95(100) == 1.96
+    # SciPy's quantiles at every dof, not the nearest of a table: t_{0.975, 11} and t_{0.975, 100}
+    assert t95(11) == pytest.approx(2.200985, rel=1e-6) and t95(100) == pytest.approx(1.983972, rel=1e-6)
+    assert np.isnan(t95(0))
+
+
+def test_no_hand_written_quantile_tables_are_left():
+    import analysis.stats as st
+    assert not hasattr(st, "T95")
+    src = open(st.__file__).read() + open(os.path.join(ROOT, "analysis", "reproductions.py")).read()
+    assert "12.706" not in src and "2.228" not in src
 
 
 def test_band_is_mean_ci_per_step_with_missing_values():
@@ -53,7 +62,7 @@ def test_parse_scenario_reads_effective_text():
 
 @pytest.fixture(scope="module")
 def sweep_report(sweep_dir):
-    return report.build(sweep_dir, verbose=False)
+    return report.build(sweep_dir, verbose=False, static=True)
 
 
 def test_sweep_report_has_every_part(sweep_dir, sweep_report):
@@ -61,17 +70,21 @@ def test_sweep_report_has_every_part(sweep_dir, sweep_report):
     out = os.path.join(sweep_dir, "report")
     assert res["out"] == out
     assert list(res["groups"]) == ["grpo", "r3"]  # grouped by the swept key, seeds pooled
-    for name in ["summary.md", "summary.csv", "index.html", "reward.png", "stability.png", "load-grpo.png",
-                 "load-r3.png", "ratios-grpo.png", "ratios-r3.png"]:
+    for name in ["summary.md", "summary.csv", "index.html", "static.html", "data/index.js", "uPlot.iife.min.js",
+                 "reward.png", "stability.png", "load-grpo.png", "load-r3.png", "ratios-grpo.png", "ratios-r3.png"]:
         assert os.path.getsize(os.path.join(out, name)) > 0, name
         if name.endswith(".png"):
             with open(os.path.join(out, name), "rb") as f:
                 assert f.read(8) == PNG, name
-    html = open(os.path.join(out, "index.html")).read()
+    html = open(os.path.join(out, "static.html")).read()
     for name in res["files"]:
         if name.endswith(".png"):
             assert f"src='{name}'" in html
     assert "<td>grpo</td>" in html and "<td>r3</td>" in html
+    page = open(os.path.join(out, "index.html")).read()  # the dashboard: no network, everything beside it
+    assert "http://" not in page and "https://" not in page
+    for src in re.findall(r'(?:src|href)="([^"]+)"', page):
+        assert os.path.exists(os.path.join(out, src)), src
     md = open(os.path.join(out, "summary.md")).read()
     assert md.count("\n| grpo |") == 1 and md.count("\n| r3 |") == 1
 
@@ -99,7 +112,7 @@ def test_summary_numbers_match_the_run_files(sweep_dir, sweep_report):
 
 def test_expert_load_shares_are_relative_to_an_even_split(sweep_dir):
     runs, info = load_sweep(sweep_dir)
-    share = load_shares(runs[:2])
+    share = expert_shares(runs[0])
     assert share.shape == (2, 2, 4)  # [steps, L, E] of the tiny MoE
     np.testing.assert_allclose(share.mean(axis=2), 1.0, rtol=1e-12)  # each layer's shares average to 1
     with h5py.File(runs[0].path, "r") as f:
@@ -127,7 +140,7 @@ def test_failed_runs_are_listed_and_do_not_break_the_report(failing_sweep_dir):
     assert rows["n_experts=0, algorithm=r3"]["failed"] == "2"
     assert rows["n_experts=0, algorithm=r3"]["ok"] == "0"
     assert rows["n_experts=0, algorithm=grpo"]["ok"] == "2"
-    html = open(os.path.join(res["out"], "index.html")).read()
+    html = open(os.path.join(res["out"], "data", "index.js")).read()
     assert "needs an MoE model" in html
     # the dense twin has no experts: no heatmap for its groups
     assert not [f for f in res["files"] if f.startswith("load-") and "n_experts-0" in f]
@@ -141,6 +154,8 @@ def test_a_single_run_file_gets_a_report_beside_it(sweep_dir, tmp_path):
     assert res["out"] == str(tmp_path / "r3-seed1-report")
     assert list(res["groups"]) == ["r3-seed1"]
     assert os.path.exists(tmp_path / "r3-seed1-report" / "index.html")
+    assert not os.path.exists(tmp_path / "r3-seed1-report" / "ratios-r3-seed1.png")  # figures: --static
+    report.build(str(run), verbose=False, static=True)
     assert os.path.exists(tmp_path / "r3-seed1-report" / "ratios-r3-seed1.png")
 
 

@@ -95,7 +95,8 @@ def test_report_has_the_collapse_table_for_a_grid_with_a_control(tmp_path):
     from analysis import report
     d = tmp_path / "grid"
     write_sweep(d, [run(v, s, 0.0, final=0.6 if v == "control" else 0.5) for v in ("control", "grpo") for s in (0, 1)])
-    res = report.build(str(d), verbose=False)
+    res = report.build(str(d), verbose=False, static=True)
     assert "collapse.md" in res["files"] and "collapse.csv" in res["files"]
-    page = (d / "report" / "index.html").read_text()
-    assert "Collapse and accuracy against the control" in page and "-0.100" in page
+    for page in ("static.html", "data/index.js"):  # the static page and the dashboard's table
+        text = (d / "report" / page).read_text()
+        assert "Collapse and accuracy against the control" in text and "-0.100" in text, page

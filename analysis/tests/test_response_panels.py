@@ -103,8 +103,8 @@ def write_run(path, seed, algorithm="grpo", metrics=(), steps=STEPS, bucket_widt
 
 
 def build(d, tmp_path):
-    res = report.build(str(d), out=str(tmp_path / "report"), verbose=False)
-    with open(os.path.join(res["out"], "index.html")) as f:
+    res = report.build(str(d), out=str(tmp_path / "report"), verbose=False, static=True)
+    with open(os.path.join(res["out"], "static.html")) as f:
         return res, f.read()
 
 

@@ -11,12 +11,16 @@
 namespace moerl {
 
 std::vector<int32_t> bench_length_schedule(uint64_t seed, int B, int mean) {
-  if (mean < 1) throw std::invalid_argument("bench: long-answer mean length " + std::to_string(mean) + ": must be >= 1");
+  if (mean < 1 || B < 1)
+    throw std::invalid_argument("bench: long-answer schedule of " + std::to_string(B) + " sequences, mean " +
+                                std::to_string(mean) + ": both must be >= 1");
+  const int64_t span = 2 * static_cast<int64_t>(mean) - 1;
   std::vector<int32_t> len(static_cast<size_t>(B));
-  for (int s = 0; s < B; ++s) {
-    Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {kLengthStream, static_cast<uint64_t>(s)}));
-    len[static_cast<size_t>(s)] = 1 + static_cast<int32_t>(rng.below(static_cast<uint64_t>(2 * mean - 1)));
-  }
+  for (int k = 0; k < B; ++k)  // ⌊(k + ½)·span/B⌋ in integers
+    len[static_cast<size_t>(k)] = 1 + static_cast<int32_t>(((2 * static_cast<int64_t>(k) + 1) * span) / (2 * static_cast<int64_t>(B)));
+  Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {kLengthStream}));
+  for (int k = B - 1; k > 0; --k)  // Fisher–Yates
+    std::swap(len[static_cast<size_t>(k)], len[static_cast<size_t>(rng.below(static_cast<uint64_t>(k) + 1))]);
   return len;
 }
 

@@ -3,11 +3,14 @@
 // backward of the token-mean loss over each response's own tokens, then AdamW:
 //  * short: the reference step of DESIGN.md — every response exactly bench.decode_steps tokens
 //    (fixed length, no EOS), train length bench.seq_len;
-//  * long:  long answers of their own length. Sequence s's response is ℓ_s tokens, EOS included,
-//    ℓ_s uniform on {1, …, 2·mean − 1} (mean `mean` exactly, 128 by default; longest 255) from
-//    the seeded stream (run.seed, Stream::data, {kLengthStream, s}), independent of ranks and
-//    batch; the limit R_max (256 by default) is above every ℓ_s, so nothing is truncated. EOS is
-//    token V − 1. An untrained model does not say EOS at a controlled rate, so the bench makes EOS
+//  * long:  long answers of their own length. Sequence s's response is ℓ_s tokens, EOS included:
+//    the batch's lengths are the B quantiles of the uniform distribution on [1, 2·mean − 1]
+//    (ℓ = 1 + ⌊(k + ½)·(2·mean − 1)/B⌋, k = 0..B−1: mean `mean` exactly — 128 by default, from 1
+//    to 255 at B = 256), dealt to the sequences in an order drawn from the seeded
+//    stream (run.seed, Stream::data, {kLengthStream}). Quantiles rather than B independent draws:
+//    a draw of 256 has a mean of 128 ± 4.6, and the bench's token counts would move with the seed.
+//    The same on every rank (each takes its block). The limit R_max (256 by default) is above
+//    every ℓ_s, so nothing is truncated. EOS is token V − 1. An untrained model does not say EOS at a controlled rate, so the bench makes EOS
 //    its token at ℓ_s − 1 and not before (BenchBackend edits that one logit); the rollout then
 //    runs as in the RL step: finished rows stay in the batch fed EOS (masked, not packed), the
 //    decode loop ends with the longest response, the buffers are trimmed to it, and the train
@@ -52,7 +55,7 @@ struct BenchWorkload {
 // Coordinate of the length schedule's stream (Stream::data); the prompts use 0xBE7C4.
 inline constexpr uint64_t kLengthStream = 0x1E46;
 
-// ℓ_s for s = 0..B−1: uniform on {1, …, 2·mean − 1}. Throws std::invalid_argument when mean < 1.
+// ℓ_s for s = 0..B−1 (above). Throws std::invalid_argument when mean < 1 or B < 1.
 std::vector<int32_t> bench_length_schedule(uint64_t seed, int B, int mean);
 
 // Fills R, T, the length statistics, the token counts and the FLOPs from the responses' lengths

@@ -11,11 +11,10 @@
 namespace moerl {
 
 
-void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
-                      const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos) {
-  const ModelConfig& cfg = model.config();
-  const int R = R_max;
+namespace {
+
+// The batch's buffers at R_max positions, the prompts in place, every response at its limit.
+void rollout_alloc(RolloutBatch* out, const ModelConfig& cfg, const int32_t* prompts, int S, int P, int R, int eos) {
   const int V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k, T = P + R;
   const bool moe = cfg.is_moe();
   out->S = S; out->P = P; out->R = R; out->T = T;
@@ -29,44 +28,101 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   out->router_logp.assign(out->topk_ids.size(), 0.0f);
   for (int s = 0; s < S; ++s)
     std::memcpy(&out->tokens[static_cast<size_t>(s) * T], prompts + static_cast<size_t>(s) * P, sizeof(int32_t) * P);
+}
 
-  std::vector<int32_t> prefix_ids;  // [L, S·P, K] replayed in the prefill when shared
-  if (moe && shared_group > 1 && S % shared_group == 0) {
-    const int U = S / shared_group;
-    std::vector<int32_t> unique(static_cast<size_t>(U) * P), uids(static_cast<size_t>(L) * U * P * K);
-    for (int u = 0; u < U; ++u)
-      std::memcpy(&unique[static_cast<size_t>(u) * P], prompts + static_cast<size_t>(u) * shared_group * P, sizeof(int32_t) * P);
-    std::vector<float> ulogits(static_cast<size_t>(U) * V);
-    GenerationState* ust = nullptr;
-    model.generation_begin(&ust, U, P, &profile);
-    model.generation_prefill(ust, ulogits.data(), uids.data(), nullptr, unique.data(), P);
-    model.generation_end(ust);
-    prefix_ids.resize(static_cast<size_t>(L) * S * P * K);
-    for (int l = 0; l < L; ++l)
-      for (int s = 0; s < S; ++s)
-        std::memcpy(&prefix_ids[((static_cast<size_t>(l) * S + s) * P) * K],
-                    &uids[((static_cast<size_t>(l) * U + s / shared_group) * P) * K], sizeof(int32_t) * P * K);
+// Shared prefixes: the routing of each group's prompt, computed once (a prefill of the distinct
+// prompts) and repeated for every sample of the group: [L, S·P, K], or empty when not shared.
+std::vector<int32_t> rollout_shared_prefix_ids(Model& model, const NumericsProfile& profile, const int32_t* prompts,
+                                               int S, int P, int shared_group) {
+  const ModelConfig& cfg = model.config();
+  const int V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k;
+  if (!cfg.is_moe() || shared_group <= 1 || S % shared_group != 0) return {};
+  const int U = S / shared_group;
+  std::vector<int32_t> unique(static_cast<size_t>(U) * P), uids(static_cast<size_t>(L) * U * P * K);
+  for (int u = 0; u < U; ++u)
+    std::memcpy(&unique[static_cast<size_t>(u) * P], prompts + static_cast<size_t>(u) * shared_group * P, sizeof(int32_t) * P);
+  std::vector<float> ulogits(static_cast<size_t>(U) * V);
+  GenerationState* ust = nullptr;
+  model.generation_begin(&ust, U, P, &profile);
+  model.generation_prefill(ust, ulogits.data(), uids.data(), nullptr, unique.data(), P);
+  model.generation_end(ust);
+  std::vector<int32_t> prefix_ids(static_cast<size_t>(L) * S * P * K);
+  for (int l = 0; l < L; ++l)
+    for (int s = 0; s < S; ++s)
+      std::memcpy(&prefix_ids[((static_cast<size_t>(l) * S + s) * P) * K],
+                  &uids[((static_cast<size_t>(l) * U + s / shared_group) * P) * K], sizeof(int32_t) * P * K);
+  return prefix_ids;
+}
+
+// [L, S·n, K] routing of n positions per sequence → rows s·T + t0 .. of the batch's [L, S·T, K].
+void rollout_place_routing(RolloutBatch* out, const std::vector<int32_t>& ids, const std::vector<float>& rlp, int L,
+                           int K, int t0, int n) {
+  const int S = out->S, T = out->T;
+  for (int l = 0; l < L; ++l)
+    for (int s = 0; s < S; ++s)
+      for (int t = 0; t < n; ++t) {
+        const size_t src = ((static_cast<size_t>(l) * S + s) * n + t) * K;
+        const size_t dst = ((static_cast<size_t>(l) * S + s) * T + t0 + t) * K;
+        std::memcpy(&out->topk_ids[dst], &ids[src], sizeof(int32_t) * K);
+        std::memcpy(&out->router_logp[dst], &rlp[src], sizeof(float) * K);
+      }
+}
+
+// Response position r of every sequence still going: draws its token from its own stream and
+// records log μ, the log-distribution and the entropy; a finished sequence is fed EOS (padding,
+// left at 0). next[S] receives the tokens to feed; returns how many sequences are still going.
+int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, std::vector<uint8_t>* done,
+                                const std::vector<float>& logits, const std::vector<float>& lp, int V, int r,
+                                const SamplingConfig& sampling, uint64_t seed, uint64_t step, uint64_t first_index,
+                                int eos) {
+  const int S = out->S, P = out->P, R = out->R, T = out->T;
+  int64_t active = 0;
+  for (int s = 0; s < S; ++s) {
+    if ((*done)[s]) {
+      (*next)[s] = eos;
+      out->tokens[static_cast<size_t>(s) * T + P + r] = eos;
+      continue;
+    }
+    const float* row = &lp[static_cast<size_t>(s) * V];
+    Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
+    const int32_t tok = sampling_draw(&logits[static_cast<size_t>(s) * V], V, sampling, &rng);
+    (*next)[s] = tok;
+    out->tokens[static_cast<size_t>(s) * T + P + r] = tok;
+    out->logp[static_cast<size_t>(s) * R + r] = row[tok];
+    std::memcpy(&out->logp_all[(static_cast<size_t>(s) * R + r) * V], row, sizeof(float) * V);
+    double h = 0.0;
+    for (int v = 0; v < V; ++v) h -= std::exp(static_cast<double>(row[v])) * row[v];
+    out->entropy[static_cast<size_t>(s) * R + r] = static_cast<float>(h);
+    if (eos >= 0 && tok == eos) {
+      (*done)[s] = 1;
+      out->len[s] = r + 1;
+      out->truncated[s] = 0;
+    } else {
+      ++active;
+    }
   }
+  return active;
+}
+
+}  // namespace
+
+void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
+                      const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos) {
+  const ModelConfig& cfg = model.config();
+  const int R = R_max, V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k;
+  const bool moe = cfg.is_moe();
+  rollout_alloc(out, cfg, prompts, S, P, R, eos);
+  const std::vector<int32_t> prefix_ids = rollout_shared_prefix_ids(model, profile, prompts, S, P, shared_group);
 
   GenerationState* st = nullptr;
-  model.generation_begin(&st, S, T, &profile);
+  model.generation_begin(&st, S, P + R, &profile);
   std::vector<float> logits(static_cast<size_t>(S) * V), lp(static_cast<size_t>(S) * V);
   std::vector<int32_t> ids(moe ? static_cast<size_t>(L) * S * P * K : 0);
   std::vector<float> rlp(ids.size());
   model.generation_prefill(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                            prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
-  // [L, S·P, K] → rows s·T + t of [L, S·T, K]
-  auto place = [&](int t0, int n_pos) {
-    for (int l = 0; l < L; ++l)
-      for (int s = 0; s < S; ++s)
-        for (int t = 0; t < n_pos; ++t) {
-          const size_t src = ((static_cast<size_t>(l) * S + s) * n_pos + t) * K;
-          const size_t dst = ((static_cast<size_t>(l) * S + s) * T + t0 + t) * K;
-          std::memcpy(&out->topk_ids[dst], &ids[src], sizeof(int32_t) * K);
-          std::memcpy(&out->router_logp[dst], &rlp[src], sizeof(float) * K);
-        }
-  };
-  if (moe) place(0, P);
+  if (moe) rollout_place_routing(out, ids, rlp, L, K, 0, P);
 
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
   const ModelParallel& par = model.parallel();
@@ -77,31 +133,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     std::vector<float> scaled(logits);
     for (float& z : scaled) z /= tau;
     model.backend().log_softmax_forward(lp.data(), scaled.data(), S, V);
-    int64_t active = 0;
-    for (int s = 0; s < S; ++s) {
-      if (done[s]) {  // padding: fed EOS, scored nowhere, left at 0
-        next[s] = eos;
-        out->tokens[static_cast<size_t>(s) * T + P + r] = eos;
-        continue;
-      }
-      const float* row = &lp[static_cast<size_t>(s) * V];
-      Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
-      const int32_t tok = sampling_draw(&logits[static_cast<size_t>(s) * V], V, sampling, &rng);
-      next[s] = tok;
-      out->tokens[static_cast<size_t>(s) * T + P + r] = tok;
-      out->logp[static_cast<size_t>(s) * R + r] = row[tok];
-      std::memcpy(&out->logp_all[(static_cast<size_t>(s) * R + r) * V], row, sizeof(float) * V);
-      double h = 0.0;
-      for (int v = 0; v < V; ++v) h -= std::exp(static_cast<double>(row[v])) * row[v];
-      out->entropy[static_cast<size_t>(s) * R + r] = static_cast<float>(h);
-      if (eos >= 0 && tok == eos) {
-        done[s] = 1;
-        out->len[s] = r + 1;
-        out->truncated[s] = 0;
-      } else {
-        ++active;
-      }
-    }
+    int64_t active = rollout_sample_position(out, &next, &done, logits, lp, V, r, sampling, seed, step, first_index, eos);
     bool last = r + 1 == R;
     if (eos >= 0) {  // the batch ends when its last sequence has, on every data-parallel rank
       if (par.dp && par.dp->size() > 1) par.dp->allreduce_sum(&active, 1);
@@ -117,7 +149,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     if (!last || moe) {
       model.generation_step(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                             next.data());
-      if (moe) place(P + r, 1);
+      if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1);
     }
     if (last) break;
   }

@@ -119,21 +119,26 @@ TEST(Bench, CommandWritesJsonWithThePeer) {
 }
 
 TEST(Bench, LengthScheduleHasItsMeanAndMaximum) {
-  // uniform on {1, …, 255}: mean 128, standard deviation 73.6, so ±4 is > 3 standard errors at 4000
-  const std::vector<int32_t> len = bench_length_schedule(0, 4000, 128);
-  double sum = 0.0;
-  for (int32_t l : len) {
-    ASSERT_GE(l, 1);
-    ASSERT_LE(l, 255);
-    sum += l;
+  // the reference batch: 256 quantiles of the uniform distribution on [1, 255]
+  for (int B : {256, 4000, 7}) {
+    const std::vector<int32_t> len = bench_length_schedule(0, B, 128);
+    ASSERT_EQ(static_cast<int>(len.size()), B);
+    int64_t sum = 0;
+    for (int32_t l : len) sum += l;
+    EXPECT_EQ(sum, 128LL * B) << "B " << B;  // the mean exactly
+    EXPECT_EQ(*std::max_element(len.begin(), len.end()), B >= 128 ? 255 : 237) << "B " << B;
+    EXPECT_EQ(*std::min_element(len.begin(), len.end()), B >= 128 ? 1 : 19) << "B " << B;
+    std::vector<int32_t> sorted = len;
+    std::sort(sorted.begin(), sorted.end());
+    for (int k = 0; k < B; ++k)  // the k-th quantile, 1 + ⌊(k + ½)·255/B⌋
+      EXPECT_EQ(sorted[k], 1 + (2 * k + 1) * 255 / (2 * B)) << "B " << B << " k " << k;
   }
-  EXPECT_NEAR(sum / len.size(), 128.0, 4.0);
-  EXPECT_EQ(*std::max_element(len.begin(), len.end()), 255);
-  EXPECT_EQ(*std::min_element(len.begin(), len.end()), 1);
-  EXPECT_EQ(len, bench_length_schedule(0, 4000, 128));      // seeded
-  EXPECT_NE(len, bench_length_schedule(1, 4000, 128));
-  const std::vector<int32_t> head = bench_length_schedule(0, 10, 128);  // per sequence, not per batch
-  EXPECT_TRUE(std::equal(head.begin(), head.end(), len.begin()));
+  const std::vector<int32_t> len = bench_length_schedule(0, 256, 128);
+  EXPECT_EQ(len, bench_length_schedule(0, 256, 128));  // seeded
+  const std::vector<int32_t> other = bench_length_schedule(1, 256, 128);
+  EXPECT_NE(len, other);  // another order of the same lengths
+  EXPECT_TRUE(std::is_permutation(len.begin(), len.end(), other.begin()));
+  EXPECT_FALSE(std::is_sorted(len.begin(), len.end()));
   EXPECT_THROW(bench_length_schedule(0, 4, 0), std::invalid_argument);
 }
 
@@ -295,6 +300,8 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   const std::vector<int32_t> len = bench_length_schedule(s.run.seed, 6, 4);
   int64_t n = 0;
   for (int32_t l : len) n += l;
+  EXPECT_EQ(n, 6 * 4);  // mean 4
+  EXPECT_EQ(wl->len_mean, 4.0);
   EXPECT_EQ(wl->tokens_real, 6 * 4 + n);
   EXPECT_EQ(wl->len_max, *std::max_element(len.begin(), len.end()));
   EXPECT_EQ(wl->T, 4 + wl->len_max);
