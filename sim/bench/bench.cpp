@@ -89,7 +89,15 @@ struct StepItem {
   NumericsProfile rp, tp;
   std::vector<double> total, rollout_s, train_s, opt_s, att_rollout_s, att_train_s, prefill_s;
   std::vector<double> decode_step_s, decode_attention_s;  // best so far, step by step
+  std::vector<std::vector<double>> ops_rollout, ops_train;  // [round][kOpCount]
 };
+
+// b − a, element by element.
+std::vector<double> minus(const std::vector<double>& b, const std::vector<double>& a) {
+  std::vector<double> d(b.size());
+  for (size_t i = 0; i < b.size(); ++i) d[i] = b[i] - a[i];
+  return d;
+}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -314,6 +322,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     barrier(par);
     const auto t0 = Clock::now();
     const double a0 = watch.attention_seconds();
+    const std::vector<double> o0 = watch.op_seconds();
     const bool rollout = !record || o.phase != "train";
     if (rollout) {
       watch.rollout_begin(P, run.w.eos, run.force ? run.expect.data() + blk.begin : nullptr, Bl);
@@ -324,7 +333,9 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     barrier(par);
     const auto t1 = Clock::now();
     const double a1 = watch.attention_seconds();
+    const std::vector<double> o1 = watch.op_seconds();
     if (rollout) check_rollout(run);
+    if (record) it.ops_rollout.push_back(minus(o1, o0));
     if (record && rollout) {
       it.att_rollout_s.push_back(a1 - a0);
       it.prefill_s.push_back(watch.prefill_seconds());
@@ -346,6 +357,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
       it.train_s.push_back(0.0);
       it.opt_s.push_back(0.0);
       it.att_train_s.push_back(0.0);
+      it.ops_train.push_back(std::vector<double>(kOpCount, 0.0));
       return;
     }
     model.grads().zero();
@@ -362,6 +374,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     barrier(par);
     const auto t2 = Clock::now();
     const double a2 = watch.attention_seconds();
+    const std::vector<double> o2 = watch.op_seconds();
     adamw.step(&model.params(), &model.grads(), oc.lr, 0);
     model.invalidate_packed_weights();
     barrier(par);
@@ -372,6 +385,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     it.train_s.push_back(seconds_between(t1, t2));
     it.opt_s.push_back(seconds_between(t2, t3));
     it.att_train_s.push_back(a2 - a1);
+    it.ops_train.push_back(minus(o2, o1));
   };
 
   for (StepItem& it : items) run_step(it, false);  // warm-up: page faults, thread pools
@@ -422,6 +436,11 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     st.decode_step_s = it.decode_step_s;
     st.decode_attention_s = it.decode_attention_s;
     st.prefill_s = best(it.prefill_s);
+    auto argmin = [](const std::vector<double>& v) {
+      return static_cast<size_t>(std::min_element(v.begin(), v.end()) - v.begin());
+    };
+    st.ops_rollout_s = it.ops_rollout[argmin(it.rollout_s)];
+    st.ops_train_s = it.ops_train[argmin(it.train_s)];
     rep.steps.push_back(st);
   }
   rep.peak_rss_mib = peak_rss_mib();
@@ -542,6 +561,24 @@ std::vector<DecodeBin> decode_bins(const BenchStep& s, int P) {
   return bins;
 }
 
+// A phase's seconds by kind of op (kernels/ops.def), and what ran outside any op.
+struct OpGroups {
+  double linear = 0, attention = 0, other = 0, outside = 0;
+};
+
+OpGroups op_groups(const std::vector<double>& ops, double phase_s) {
+  OpGroups g;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op op = static_cast<Op>(i);
+    const bool linear = op == Op::linear_pack_weight || op == Op::linear_forward || op == Op::linear_forward_grouped ||
+                        op == Op::linear_backward || op == Op::linear_backward_grouped;
+    const bool attention = op == Op::attention_forward || op == Op::attention_backward || op == Op::attention_decode;
+    (linear ? g.linear : attention ? g.attention : g.other) += ops[i];
+  }
+  g.outside = phase_s - g.linear - g.attention - g.other;
+  return g;
+}
+
 std::string workload_section(const BenchReport& r) {
   std::ostringstream o;
   char line[320];
@@ -596,6 +633,39 @@ std::string workload_section(const BenchReport& r) {
       o << "(s/real tok = padding x the cost per computed position; other s/comp: seconds outside attention per\n"
            " computed position; attn s/pair: attention seconds per query-key pair — both ~1x where a phase grows\n"
            " as its arithmetic does)\n";
+    }
+  o << "\n";
+  std::snprintf(line, sizeof(line), "%-34s %9s %9s %9s %9s %9s\n", "where the time goes (s, best round)", "phase",
+                "linear", "attention", "other ops", "outside");
+  o << line;
+  for (const BenchStep& s : r.steps) {
+    if (!r.find_workload(s.workload) || s.ops_train_s.empty()) continue;
+    for (int ph = 0; ph < 2; ++ph) {
+      const OpGroups g = op_groups(ph == 0 ? s.ops_rollout_s : s.ops_train_s, ph == 0 ? s.rollout_s : s.train_s);
+      std::snprintf(line, sizeof(line), "%-34s %9s %9.3f %9.3f %9.3f %9.3f\n", (ph == 0 ? step_label(s, true) : std::string()).c_str(),
+                    ph == 0 ? "rollout" : "fwd+bwd", g.linear, g.attention, g.other, g.outside);
+      o << line;
+    }
+  }
+  o << "(linear: the linear layers' GEMMs and weight packing; other ops: norms, RoPE, softmax, SwiGLU, top-k,\n"
+       " log-probs, embedding; outside: the model's own loops, copies and zero-fills, the MoE dispatch, sampling)\n";
+  if (ws && wl)
+    for (const BenchStep& sl : r.steps) {
+      const BenchStep* ss = sl.workload == "long" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+      if (!ss || ss->ops_train_s.empty() || sl.ops_train_s.empty()) continue;
+      const std::string head = "long / short per computed position, " + step_label(*ss);
+      std::snprintf(line, sizeof(line), "%-46s %9s %9s %9s\n", head.c_str(), "linear", "other ops", "outside");
+      o << line;
+      for (int ph = 0; ph < 2; ++ph) {
+        const OpGroups gs = op_groups(ph == 0 ? ss->ops_rollout_s : ss->ops_train_s, ph == 0 ? ss->rollout_s : ss->train_s);
+        const OpGroups gl = op_groups(ph == 0 ? sl.ops_rollout_s : sl.ops_train_s, ph == 0 ? sl.rollout_s : sl.train_s);
+        const double cs = ph == 0 ? static_cast<double>(ws->B) * ws->P + ws->decode_computed : static_cast<double>(ws->tokens_computed);
+        const double cl = ph == 0 ? static_cast<double>(wl->B) * wl->P + wl->decode_computed : static_cast<double>(wl->tokens_computed);
+        std::snprintf(line, sizeof(line), "%-46s %8.2fx %8.2fx %8.2fx\n", ph == 0 ? "rollout" : "train fwd+bwd",
+                      (gl.linear / cl) / (gs.linear / cs), (gl.other / cl) / (gs.other / cs),
+                      (gl.outside / cl) / (gs.outside / cs));
+        o << line;
+      }
     }
   bool head = false;
   for (const BenchStep& s : r.steps) {
@@ -760,7 +830,15 @@ std::string bench_format_json(const BenchReport& r) {
     }
     o << ", \"attention_rollout_s\": " << num(s.attention_rollout_s) << ", \"attention_train_s\": "
       << num(s.attention_train_s) << ", \"prefill_s\": " << num(s.prefill_s) << ",\n     \"decode_step_s\": "
-      << list(s.decode_step_s) << ",\n     \"decode_attention_s\": " << list(s.decode_attention_s) << "}"
+      << list(s.decode_step_s) << ",\n     \"decode_attention_s\": " << list(s.decode_attention_s);
+    for (int ph = 0; ph < 2; ++ph) {
+      const std::vector<double>& v = ph == 0 ? s.ops_rollout_s : s.ops_train_s;
+      o << ",\n     \"" << (ph == 0 ? "ops_rollout_s" : "ops_train_s") << "\": {";
+      for (size_t k = 0; k < v.size(); ++k)
+        o << (k ? ", " : "") << "\"" << op_name(static_cast<Op>(k)) << "\": " << num(v[k]);
+      o << "}";
+    }
+    o << "}"
       << (i + 1 < r.steps.size() ? "," : "") << "\n";
   }
   o << "  ],\n";

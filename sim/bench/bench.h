@@ -67,6 +67,9 @@ struct BenchStep {
   // attention, best of the rounds step by step; the prefill.
   std::vector<double> decode_step_s, decode_attention_s;
   double prefill_s = 0;
+  // [kOpCount] seconds in each backend op (kernels/ops.def order), of the round whose rollout /
+  // train phase was the best; the phase's time less their sum ran outside any op.
+  std::vector<double> ops_rollout_s, ops_train_s;
 };
 
 struct BenchTarget {

@@ -14,8 +14,14 @@ namespace {
 constexpr float kForce = 1e4f;
 }  // namespace
 
-void BenchBackend::add_attention(Clock::time_point t0) const {
-  attention_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+std::vector<double> TimingBackend::op_seconds() const {
+  std::vector<double> v(kOpCount);
+  for (int i = 0; i < kOpCount; ++i) v[i] = op_seconds(static_cast<Op>(i));
+  return v;
+}
+
+double TimingBackend::attention_seconds() const {
+  return op_seconds(Op::attention_forward) + op_seconds(Op::attention_backward) + op_seconds(Op::attention_decode);
 }
 
 void BenchBackend::rollout_begin(int P, int eos, const int32_t* targets, int n) {
@@ -30,7 +36,7 @@ void BenchBackend::rollout_begin(int P, int eos, const int32_t* targets, int n) 
   step_s_.clear();
   step_att_s_.clear();
   begin_ = Clock::now();
-  att_at_mark_ = attention_ns_.load();
+  att_at_mark_ = attention_seconds();
 }
 
 void BenchBackend::rollout_end() {
@@ -40,7 +46,7 @@ void BenchBackend::rollout_end() {
 
 void BenchBackend::linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
                                   const LinearNumerics& nm) const {
-  inner_.linear_forward(out, inp, w, M, nm);
+  TimingBackend::linear_forward(out, inp, w, M, nm);
   if (!in_rollout_ || nm.reduce.key.site != static_cast<uint32_t>(Site::lm_head)) return;
   // Response position whose logits these are: the prefill (call 0) scores position 0, the decode
   // step at position P + r − 1 (call = P + r − 1) position r.
@@ -58,40 +64,16 @@ void BenchBackend::linear_forward(float* out, const float* inp, const PackedWeig
     }
   }
   const Clock::time_point now = Clock::now();
-  const int64_t att = attention_ns_.load();
+  const double att = attention_seconds();
   if (marks_ == 0) {
     prefill_s_ = std::chrono::duration<double>(now - begin_).count();
   } else {
     step_s_.push_back(std::chrono::duration<double>(now - last_mark_).count());
-    step_att_s_.push_back(1e-9 * static_cast<double>(att - att_at_mark_));
+    step_att_s_.push_back(att - att_at_mark_);
   }
   ++marks_;
   last_mark_ = now;
   att_at_mark_ = att;
-}
-
-void BenchBackend::attention_forward(float* out, float* att, const float* q, const float* k,
-                                     const float* v, int B, int T, int H, int Dh,
-                                     const ReduceCtx& ctx) const {
-  const Clock::time_point t0 = Clock::now();
-  inner_.attention_forward(out, att, q, k, v, B, T, H, Dh, ctx);
-  add_attention(t0);
-}
-
-void BenchBackend::attention_backward(float* dq, float* dk, float* dv, const float* dout,
-                                      const float* att, const float* q, const float* k,
-                                      const float* v, int B, int T, int H, int Dh) const {
-  const Clock::time_point t0 = Clock::now();
-  inner_.attention_backward(dq, dk, dv, dout, att, q, k, v, B, T, H, Dh);
-  add_attention(t0);
-}
-
-void BenchBackend::attention_decode(float* out, const float* q, const float* kcache,
-                                    const float* vcache, const int32_t* len, int B, int Tmax,
-                                    int H, int Dh, const ReduceCtx& ctx) const {
-  const Clock::time_point t0 = Clock::now();
-  inner_.attention_decode(out, q, kcache, vcache, len, B, Tmax, H, Dh, ctx);
-  add_attention(t0);
 }
 
 }  // namespace moerl

@@ -312,6 +312,14 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   EXPECT_GT(sl->train_s, 0.0);
   EXPECT_GT(sl->attention_train_s, 0.0);
   EXPECT_EQ(static_cast<int>(sl->decode_step_s.size()), wl->R);
+  // the train phase's time by op (BenchBackend), within the phase's own time
+  ASSERT_EQ(sl->ops_train_s.size(), static_cast<size_t>(kOpCount));
+  double in_ops = 0.0;
+  for (double v : sl->ops_train_s) in_ops += v;
+  EXPECT_LE(in_ops, sl->train_s);
+  EXPECT_GT(sl->ops_train_s[static_cast<size_t>(Op::linear_backward_grouped)], 0.0);
+  EXPECT_EQ(sl->ops_train_s[static_cast<size_t>(Op::attention_decode)], 0.0);
+  EXPECT_GT(sl->ops_rollout_s[static_cast<size_t>(Op::attention_decode)], 0.0);
   EXPECT_EQ(r.steps.size(), 2u);
   EXPECT_EQ(r.steps[0].workload, "short");  // the short step first: compare.py reads steps[...] by profile
   // the short targets, then the long-answer token cost (whole step, fp32-ref)
@@ -323,11 +331,13 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
 
   const std::string table = bench_format_table(r);
   for (const char* key : {"long answers:", "long fp32-ref", "long / short, fp32-ref", "real tokens per second",
-                          "decode step time against its context", "pad tok"})
+                          "decode step time against its context", "pad tok",
+                          "where the time goes", "long / short per computed position"})
     EXPECT_NE(table.find(key), std::string::npos) << key;
   const std::string json = bench_format_json(r);
   for (const char* key : {"\"workloads\"", "\"token_cost\"", "\"tokens_per_s_step\"", "\"train_padding\"",
-                          "\"decode_step_s\"", "\"workload\": \"long\"", "long-answer token cost"})
+                          "\"decode_step_s\"", "\"workload\": \"long\"", "long-answer token cost",
+                          "\"ops_train_s\": {\"embedding_forward\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
