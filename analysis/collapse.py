@@ -45,7 +45,8 @@ def wilson(k, n, z=None):
     d = 1 + z * z / n
     c = (p + z * z / (2 * n)) / d
     h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return p, max(0.0, c - h), min(1.0, c + h)
+    # at k = 0 and k = n the bound is exactly 0 (1); rounding must not move it inside
+    return p, 0.0 if k == 0 else max(0.0, c - h), 1.0 if k == n else min(1.0, c + h)
 
 
 def _finite(x):

@@ -118,7 +118,7 @@ def html_table(rows):
 def plot(rows, path):
     """Left: each collapsed run's lead time per flag (dots) and the median (bar), drawn only when
     some run collapsed (else there is no lead time to show); right: each flag's false-alarm rate
-    over the non-collapsed runs."""
+    over the non-collapsed runs. Returns the number of panels drawn."""
     from .plots import plt, DPI
     any_collapse = any(r["collapsed_runs"] for r in rows)
     if any_collapse:
@@ -152,3 +152,4 @@ def plot(rows, path):
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+    return 2 if any_collapse else 1

@@ -67,13 +67,15 @@ def test_lead_times_and_false_alarms_match_the_known_firings(synthetic_dir):
 
 def test_report_has_the_table_and_the_figure(synthetic_dir, tmp_path):
     out = tmp_path / "report"
-    res = report.build(synthetic_dir, out=str(out), verbose=False)
+    res = report.build(synthetic_dir, out=str(out), verbose=False, static=True)
     for f in ("precursors.md", "precursors.csv", "precursors.png", "corrections.png"):
         assert f in res["files"] and os.path.getsize(out / f) > 0
     md = (out / "precursors.md").read_text()
     assert "| pre_k3_rise | 2 | 2 | 6.0 |" in md
-    page = (out / "index.html").read_text()
+    page = (out / "static.html").read_text()
     assert "Collapse precursors" in page and "precursors.png" in page and "pre_grad_norm_drop" in page
+    page = (out / "data" / "index.js").read_text()  # the dashboard's table
+    assert '"id":"precursors"' in page and "pre_grad_norm_drop" in page
     csv = (out / "precursors.csv").read_text().splitlines()
     assert csv[0].startswith("flag,collapsed_runs,detected,lead_median")
     assert len(csv) == 1 + len(precursors.FLAGS)

@@ -218,5 +218,7 @@ def test_docs_list_every_file_the_report_writes(new_runs, tmp_path):
     res, _ = build(new_runs, tmp_path)
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "sweeps.md")) as f:
         doc = f.read()
-    for name in res["files"]:
+    for name in res["files"]:  # the dashboard's data files by their pattern
+        name = ("data/m/<k>-<metric>.js" if name.startswith("data/m/") else
+                "data/load/<run>.js" if name.startswith("data/load/") else name)
         assert f"`{name}`" in doc, f"docs/sweeps.md does not list the report's {name}"
