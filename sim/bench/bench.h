@@ -49,7 +49,7 @@ struct BenchOptions {
   // short one's, with ≈ 5× the peak memory.
   std::vector<std::string> workloads{"short"};
   std::vector<std::string> long_profiles{"fp32-ref"};
-  int long_mean = 128;            // long: responses uniform on {1, …, 2·long_mean − 1} tokens
+  int long_mean = 128;            // long: response lengths spread evenly over 1 … 2·long_mean − 1
   int long_max = 256;             // long: the response limit R_max (≥ 2·long_mean − 1)
 };
 

@@ -75,7 +75,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
       ("long-profiles", po::value(&long_profiles)->default_value("fp32-ref"),
        "profiles whose long-answer step is timed (comma-separated)")
       ("long-mean", po::value(&long_mean)->default_value(128),
-       "long answers: response lengths uniform on 1 .. 2*mean-1 tokens, EOS included")
+       "long answers: response lengths spread evenly over 1 .. 2*mean-1 tokens (EOS included), mean exactly this")
       ("long-max", po::value(&long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
       ("threads", po::value(&threads)->default_value(0), "threads per rank (0 = all the machine offers)")
       ("gemm-n", po::value(&gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
