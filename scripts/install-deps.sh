@@ -13,6 +13,7 @@ pkgs=(build-essential cmake pkg-config
       python3 python3-numpy python3-h5py
       python3-matplotlib python3-pytest    # analysis/ and its tests (ctest runs them)
       python3-scipy python3-pandas         # analysis/: t quantiles, the notebook loader (load_runs)
+      python3-pip python3-venv             # pip install -e . (pyproject.toml; its test)
       chromium python3-websocket)          # the dashboard's browser test (ctest: dashboard_browser)
 if [[ "${1:-}" == "--with-python" ]]; then
   pkgs+=(python3-torch)

@@ -1,8 +1,12 @@
 // cmd_report.cpp — `moerl report SWEEP_DIR|RUN.h5... [analysis options]`: the analysis report
-// (analysis/, Python) from any directory: runs `<python> -m analysis ARGS...` with the analysis
-// package on PYTHONPATH. The interpreter is $MOERL_PYTHON, else the first of python3 (PATH) and
-// /usr/bin/python3 that imports numpy, h5py and matplotlib; the package is found under $MOERL_ANALYSIS_DIR, else the source tree
-// this binary was built from. Exit status is the report's.
+// (analysis/, Python) from any directory: runs `<python> -m analysis ARGS...`. The interpreter is
+// $MOERL_PYTHON, else the first of python3 (PATH) and /usr/bin/python3 that imports numpy, scipy,
+// h5py and matplotlib. The package is, in this order: under $MOERL_ANALYSIS_DIR; beside the
+// binary — analysis/ in a directory above it (a build tree: build/sim/moerl → analysis/) or
+// share/moerl/analysis of an install prefix (bin/moerl → share/moerl/analysis); else the Python
+// package installed with `pip install -e .` (pyproject.toml). Never a path fixed at build time:
+// a moved binary finds its own tree's package or says it found none. The command says which one
+// it uses (stderr). Exit status is the report's.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/cli/cli.h"
@@ -46,9 +51,30 @@ int spawn_wait(const std::vector<std::string>& args, char** envp, bool quiet) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string analysis_root() {
-  if (const char* d = std::getenv("MOERL_ANALYSIS_DIR"); d && *d) return d;
-  return MOERL_SOURCE_DIR;
+bool has_package(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::exists(dir / "analysis" / "__main__.py", ec);
+}
+
+// The directory to put on PYTHONPATH and how it was found; "" when none was (then the installed
+// package is tried).
+std::pair<std::string, std::string> analysis_root() {
+  namespace fs = std::filesystem;
+  if (const char* d = std::getenv("MOERL_ANALYSIS_DIR"); d && *d) {
+    if (!has_package(d)) throw ExitError(1, std::string("report: MOERL_ANALYSIS_DIR=") + d + " holds no analysis/");
+    return {d, "MOERL_ANALYSIS_DIR"};
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    int up = 0;
+    for (fs::path d = exe.parent_path(); !d.empty() && up < 4; d = d.parent_path(), ++up) {
+      if (has_package(d)) return {d.string(), "beside the binary " + exe.string()};
+      if (has_package(d / "share" / "moerl")) return {(d / "share" / "moerl").string(), "installed with the binary " + exe.string()};
+      if (d == d.root_path()) break;
+    }
+  }
+  return {"", ""};
 }
 }  // namespace
 
@@ -57,19 +83,21 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
     std::printf("usage: moerl report SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...\n"
                 "  runs the analysis report (python -m analysis; its --help lists every option).\n"
                 "  MOERL_PYTHON: the interpreter (default python3); MOERL_ANALYSIS_DIR: the directory that holds\n"
-                "  analysis/ (default %s)\n", MOERL_SOURCE_DIR);
+                "  analysis/ (default: the one beside this binary, else the pip-installed package)\n");
   }
   if (!comms.is_root) return 0;
   if (args.empty()) throw usage_error("report: no sweep directory or run file given (see moerl report --help)");
-  const std::string root = analysis_root();
-  if (!std::filesystem::exists(std::filesystem::path(root) / "analysis" / "__main__.py"))
-    throw ExitError(1, "report: no analysis package under " + root +
-                           " (set MOERL_ANALYSIS_DIR to the directory that holds analysis/)");
+  const auto [root, how] = analysis_root();
   const char* old = std::getenv("PYTHONPATH");
   std::vector<std::string> env_store;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "PYTHONPATH=", 11) != 0) env_store.emplace_back(*e);
-  env_store.push_back("PYTHONPATH=" + root + (old && *old ? ":" + std::string(old) : ""));
+  std::string pythonpath = "PYTHONPATH=" + root;  // the found package first, then the caller's
+  if (old && *old) {
+    if (!root.empty()) pythonpath += ':';
+    pythonpath += old;
+  }
+  if (!root.empty() || (old && *old)) env_store.push_back(pythonpath);
   std::vector<char*> envp;
   for (std::string& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -78,13 +106,23 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
       py && *py ? std::vector<std::string>{py} : std::vector<std::string>{"python3", "/usr/bin/python3"};
   std::string python;
   for (const std::string& c : candidates)
-    if (spawn_wait({c, "-c", "import numpy, h5py, matplotlib"}, envp.data(), true) == 0) {
+    if (spawn_wait({c, "-c", "import numpy, scipy, h5py, matplotlib"}, envp.data(), true) == 0) {
       python = c;
       break;
     }
   if (python.empty())
-    throw ExitError(1, "report: no Python with numpy, h5py and matplotlib (tried " + cli_join(candidates, ", ") +
-                           "); set MOERL_PYTHON to one");
+    throw ExitError(1, "report: no Python with numpy, scipy, h5py and matplotlib (tried " +
+                           cli_join(candidates, ", ") + "); set MOERL_PYTHON to one");
+  if (root.empty()) {
+    if (spawn_wait({python, "-c", "import analysis.report"}, envp.data(), true) != 0)
+      throw ExitError(1, "report: no analysis package: none beside this binary (analysis/ or share/moerl/analysis "
+                         "above it) and none installed for " + python +
+                         " (pip install -e . in the checkout, or set MOERL_ANALYSIS_DIR to the directory that "
+                         "holds analysis/)");
+    std::fprintf(stderr, "moerl report: analysis package: the one installed for %s\n", python.c_str());
+  } else {
+    std::fprintf(stderr, "moerl report: analysis package: %s/analysis (%s)\n", root.c_str(), how.c_str());
+  }
   std::vector<std::string> argv{python, "-m", "analysis"};
   argv.insert(argv.end(), args.begin(), args.end());
   const int rc = spawn_wait(argv, envp.data(), false);
