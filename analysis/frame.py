@@ -32,7 +32,7 @@ SUMMARY_DOC = OrderedDict([  # column → its one definition (docs/sweeps.md, "N
     ("status", "complete, collapsed, failed, running, pending or unreadable"),
     ("steps", "RL steps recorded in the run file"),
     ("collapse_step", "the first step (0-based) at which the collapse rule fired; -1: never"),
-    ("final_reward", "the last step's reward_mean (the last finite value): moerl's one 'final reward'"),
+    ("final_reward", "mean of reward_mean over the last 10 steps that set it: moerl's one 'final reward'"),
     ("peak_reward", "the largest 10-step trailing mean of reward_mean (of the raw series when shorter)"),
     ("final_eval", "the last finite eval_accuracy (greedy held-out accuracy)"),
     ("peak_eval", "the largest eval_accuracy"),

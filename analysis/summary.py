@@ -3,9 +3,10 @@ the group's runs (seeds). Written as Markdown and CSV; the same rows feed the HT
 
 Per run (formulas of the metrics: docs/metrics.md); per_run_values() gives these numbers of one run,
 analysis.frame.run_summary() a table of them:
-  final reward   the last (finite) reward_mean: the last step's sampled reward — the one meaning of
-                 "final reward" in moerl (index.csv, `moerl sweep`'s table, `moerl inspect`, the
-                 end-of-run line of `moerl run`, this table, the dashboard)
+  final reward   mean of reward_mean over the last min(10, steps) steps that set it — the one
+                 meaning of "final reward" in moerl (sim/io/results.h final_reward_of: index.csv,
+                 `moerl sweep`'s table, `moerl inspect`, the end-of-run line of `moerl run`; here,
+                 summary.csv and the dashboard)
   peak reward    max over steps of reward_mean's trailing 10-step mean (of the raw series if shorter)
   final / peak eval   last / largest finite eval_accuracy
   collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step)
@@ -23,6 +24,16 @@ import io
 import numpy as np
 
 from .stats import fmt, mean_ci, smooth
+
+FINAL_REWARD_STEPS = 10  # sim/io/results.h kFinalRewardSteps
+
+
+def final_reward(reward_mean):
+    """moerl's final reward: the mean of the last FINAL_REWARD_STEPS finite values (NaN: none)."""
+    x = np.asarray(reward_mean, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.mean(x[-FINAL_REWARD_STEPS:])) if len(x) else float("nan")
+
 
 def _nanmean(x):
     x = np.asarray(x, dtype=float)
@@ -50,7 +61,7 @@ def _peak_reward(r):
 
 # (column, title, per-run function, digits or "sci")
 COLUMNS = [
-    ("final_reward", "final reward", lambda r: _last_finite(r.series("reward_mean")), 3),
+    ("final_reward", "final reward", lambda r: final_reward(r.series("reward_mean")), 3),
     ("peak_reward", "peak reward", _peak_reward, 3),
     ("final_eval", "final eval", lambda r: _last_finite(r.series("eval_accuracy")), 3),
     ("peak_eval", "peak eval", lambda r: _max_finite(r.series("eval_accuracy")), 3),
@@ -108,8 +119,8 @@ def _cell(row, col, digits):
     return fmt(m, ci, sci=True) if digits == "sci" else fmt(m, ci, digits)
 
 
-NOTE = ("Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: the last step's "
-        "sampled reward; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
+NOTE = ("Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: mean of the last "
+        "10 steps; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
         "KL, flip %, extreme, clip, load CV: means over all steps; max/mean load and dead experts: last step. "
         "Columns that no run has a value of are left out.")
 

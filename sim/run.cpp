@@ -303,7 +303,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         done.status = st;
         done.steps = start;
         done.collapse_step = results.int_attrs["collapse_step"];
-        done.final_reward = results.last("reward_mean");
+        done.final_reward = results.final_reward();
         done.final_eval = results.last("eval_accuracy");
         return done;
       }
@@ -317,7 +317,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
         done.status = results.attrs["status"];
         done.steps = start;
         done.collapse_step = cs;
-        done.final_reward = results.last("reward_mean");
+        done.final_reward = results.final_reward();
         done.final_eval = results.last("eval_accuracy");
         return done;
       }
@@ -382,7 +382,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   sum.status = run_status_name(status);
   sum.steps = step;
   sum.collapse_step = results.int_attrs["collapse_step"];
-  sum.final_reward = results.last("reward_mean");
+  sum.final_reward = results.final_reward();
   sum.final_eval = results.last("eval_accuracy");
   return sum;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/io/results.h"
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
@@ -90,7 +91,7 @@ Headline read(const std::string& path, std::string* scenario) {
   h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
   const auto reward = series(f, "reward_mean");
   h.reward_first = tail_mean(std::vector<double>(reward.begin(), reward.begin() + std::min<size_t>(reward.size(), 10)), 0);
-  h.reward_last = tail_mean(reward, 10);
+  h.reward_last = final_reward_of(reward);  // the one "final reward" (sim/io/results.h)
   h.eval_last = last_finite(series(f, "eval_accuracy"));
   h.kl = tail_mean(series(f, "kl_rollout_train"), 0);
   h.flip = tail_mean(series(f, "flip_rate_mean"), 0);

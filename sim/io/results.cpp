@@ -56,6 +56,22 @@ double RunResults::last(const std::string& name) const {
   return it->second.data.back();
 }
 
+double final_reward_of(const std::vector<double>& reward_mean) {
+  double sum = 0.0;
+  int n = 0;
+  for (size_t i = reward_mean.size(); i-- > 0 && n < kFinalRewardSteps;)
+    if (std::isfinite(reward_mean[i])) {
+      sum += reward_mean[i];
+      ++n;
+    }
+  return n ? sum / n : kNaN;
+}
+
+double RunResults::final_reward() const {
+  const std::vector<double>* r = series("reward_mean");
+  return r ? final_reward_of(*r) : kNaN;
+}
+
 const std::vector<double>* RunResults::series(const std::string& name) const {
   auto it = series_.find(name);
   return it == series_.end() ? nullptr : &it->second.data;

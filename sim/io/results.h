@@ -15,6 +15,13 @@ namespace moerl {
 
 inline constexpr int64_t kResultsVersion = 1;
 
+// moerl's one meaning of "final reward" (index.csv, the sweep table, `moerl inspect`, the end-of-run
+// line of `moerl run`, the report and summary.csv; analysis/summary.py computes the same): the mean
+// of reward_mean over the last kFinalRewardSteps steps that set it (fewer when the run is
+// shorter; NaN when none did). A mean, not the last step: one step's sampled reward is noisy.
+inline constexpr int kFinalRewardSteps = 10;
+double final_reward_of(const std::vector<double>& reward_mean);
+
 class RunResults {
  public:
   // Starts the row of step `step` (0-based, consecutive).
@@ -33,6 +40,8 @@ class RunResults {
 
   // Last value of a scalar series (NaN when never set).
   double last(const std::string& name) const;
+  // The run's "final reward" (final_reward_of reward_mean).
+  double final_reward() const;
   const std::vector<double>* series(const std::string& name) const;
 
   std::map<std::string, std::string> attrs;     // string root attributes

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "store/h5io.h"
+#include "sim/io/results.h"
 #include "sim/run.h"
 #include "sim/sweep/sweep_index.h"
 
@@ -90,12 +91,17 @@ Report report_decode(const std::string& s) {
   return r;
 }
 
-double last_finite(const H5File& f, const std::string& name) {
-  if (!f.is_dataset(name)) return kSweepNaN;
+std::vector<double> read_series(const H5File& f, const std::string& name) {
+  if (!f.is_dataset(name)) return {};
   const auto shape = f.shape(name);
-  if (shape.size() != 1) return kSweepNaN;
+  if (shape.size() != 1) return {};
   std::vector<double> v(static_cast<size_t>(shape[0]));
   f.read(name, shape, v.data());
+  return v;
+}
+
+double last_finite(const H5File& f, const std::string& name) {
+  const std::vector<double> v = read_series(f, name);
   for (size_t i = v.size(); i-- > 0;)
     if (std::isfinite(v[i])) return v[i];
   return kSweepNaN;
@@ -130,7 +136,7 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     const std::string status = f.attr_string("/", "status");
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
     row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
-    row->final_reward = last_finite(f, "metrics/reward_mean");
+    row->final_reward = final_reward_of(read_series(f, "metrics/reward_mean"));
     row->final_eval = last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
       row->status = status;
@@ -155,6 +161,7 @@ class Sweep {
   void prepare_bases(const std::vector<int>& todo);
   Report run_one(int index, bool serve);
   void record(const Report& r);
+  void refresh_progress();
   int assign_next(int rank);
   void serve(bool block);
   void bcast_index(int* index) const;
@@ -178,6 +185,7 @@ class Sweep {
   int done_ = 0, skipped_ = 0;
   int done_before_ = 0;  // runs finished before this invocation's first run (skipped ones)
   std::chrono::steady_clock::time_point t_start_;  // when this invocation's runs began
+  std::chrono::steady_clock::time_point last_refresh_{};  // refresh_progress's last index write
 };
 
 void Sweep::bcast_index(int* index) const {
@@ -278,7 +286,10 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
   ro.grid = grid_.get();
   ro.local_rank = c_.local_rank;
-  if (serve_others) ro.on_step = [this] { serve(false); };
+  if (serve_others || c_.is_root) ro.on_step = [this, serve_others] {
+    if (serve_others) serve(false);
+    if (c_.is_root) refresh_progress();
+  };
   const auto t0 = std::chrono::steady_clock::now();
   try {
     const RunSummary sum = run_rl(r.scenario, ro);
@@ -293,6 +304,27 @@ Report Sweep::run_one(int index, bool serve_others) {
   }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
+}
+
+// Rank 0, after a step of its own run, at most every 2 s: the index's running rows get the steps,
+// final reward and eval their results files hold (each rewritten atomically after every step), so
+// index.csv and `moerl inspect DIR` show a running sweep's progress.
+void Sweep::refresh_progress() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_refresh_ < std::chrono::seconds(2)) return;
+  last_refresh_ = now;
+  for (SweepIndexRow& row : index_.rows) {
+    if (row.status != "running") continue;
+    try {
+      const H5File f = H5File::open((fs::path(o_.out) / row.file).string());
+      if (f.has_attr("/", "steps")) row.steps = f.attr_int("/", "steps");
+      row.final_reward = final_reward_of(read_series(f, "metrics/reward_mean"));
+      row.final_eval = last_finite(f, "metrics/eval_accuracy");
+    } catch (const H5Error&) {
+      // not written yet (the run's first step is under way)
+    }
+  }
+  sweep_index_write(o_.out, index_);
 }
 
 void Sweep::record(const Report& r) {

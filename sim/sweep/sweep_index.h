@@ -22,7 +22,9 @@ struct SweepIndexRow {
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value
   int64_t steps = 0;          // steps recorded in the results file
   int64_t collapse_step = -1;
-  double final_reward = kSweepNaN, final_eval = kSweepNaN;  // last reward_mean, last eval_accuracy
+  // final_reward_of(reward_mean) (sim/io/results.h: mean of the last 10 steps), last eval_accuracy;
+  // for a running run, as far as it got (refreshed while it trains)
+  double final_reward = kSweepNaN, final_eval = kSweepNaN;
   double seconds = kSweepNaN;  // wall time of the run in the invocation that last ran it
   int rank = -1;               // world rank that led the run's group (-1: not run by this invocation)
   std::string error;           // why a failed run failed
