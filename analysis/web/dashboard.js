@@ -173,7 +173,9 @@
     const tip = el("div", { class: "tip" });
     box.append(head, plot, tip);
     $("panels").appendChild(box);
-    Object.assign(p, { box, plot, tip, sel });
+    Object.assign(p, { box, plot, tip, sel, hover: false });
+    plot.addEventListener("mouseenter", () => { p.hover = true; });
+    plot.addEventListener("mouseleave", () => { p.hover = false; tip.style.display = "none"; });
     state.panels.push(p);
     render(p);
     return p;
@@ -230,8 +232,8 @@
                                    runLines: String(runLines), drawn: drawn.toPrecision(8), log: String(log), rendered: "1" });
   }
   function tooltip(p, u, meta) {
-    const j = u.cursor.idx;
-    if (j === null || j === undefined || u.cursor.left < 0) { p.tip.style.display = "none"; return; }
+    const j = u.cursor.idx;  // the other charts follow the cursor (synced); only the hovered one explains
+    if (!p.hover || j === null || j === undefined || u.cursor.left < 0) { p.tip.style.display = "none"; return; }
     const x = D.x[j];
     const steps = D.bin > 1 ? `steps ${Math.round(x - (D.bin - 1) / 2)}–${Math.round(x + (D.bin - 1) / 2)}` : `step ${x}`;
     const rows = [`<b>${p.metric}</b> at ${steps}`];
