@@ -215,7 +215,9 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     path_check_not_an_input(ckpt, "the checkpoint of --out", {{"scenario file", s.source()}, {"base checkpoint", opt.base}});
     std::error_code ec;  // a directory that cannot be made is reported by h5_check_writable below
     if (fs::path(opt.out).has_parent_path()) fs::create_directories(fs::path(opt.out).parent_path(), ec);
-    // Taken before anything is looked at: whether results exist is then not a race.
+    h5_check_writable(opt.out);
+    h5_check_writable(ckpt);
+    // Taken before the files are looked at: whether results exist is then not a race.
     lock = OutputLock::take(opt.out, "--out");
     const bool have_results = fs::exists(opt.out), have_ckpt = fs::exists(ckpt);
     if (!opt.resume && have_results && !opt.force)
@@ -254,8 +256,6 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
       run_check_identity(opt.out, ckpt, s, ranks);
       resuming = true;
     }
-    h5_check_writable(opt.out);
-    h5_check_writable(ckpt);
   });
   if (grid) {
     start_over = grid->broadcast(start_over ? "1" : "0") == "1";

@@ -40,8 +40,8 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
     path_check_output_file(out, "--out");
     path_check_not_an_input(out, "--out", {{"scenario file", scenario_path}});
     if (comms.is_root) {  // before the warm-up, not after it
-      lock = OutputLock::take(out, "--out");
       h5_check_writable(out);
+      lock = OutputLock::take(out, "--out");
     }
   });
   if (!go) return 0;
