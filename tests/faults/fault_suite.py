@@ -673,6 +673,26 @@ class Suite:
                    "silent" if diffs and outs == ["ok", "ok"] else outs[0] if outs[0] != "ok" else outs[1],
                    diffs[0] if diffs else " / ".join(error_line(e) for e, rc in res if rc))
 
+    def sweep_race(self):
+        """Two sweeps started together on one directory: one runs it, the other is refused."""
+        d = os.path.join(self.work, "sweep-race")
+        sargs = ["sweep", GRID, "--out", d, "--cache", self.cache, "--quiet"]
+        ps = [subprocess.Popen(self.m.cmd(sargs), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, **MPI_ENV), start_new_session=True) for _ in range(2)]
+        res = [(p.communicate(timeout=300)[1], p.returncode) for p in ps]
+        outs = sorted(classify(rc, e, e) for e, rc in res)
+        name = "two sweeps on one directory, started together"
+        if outs != ["clear", "ok"]:
+            self.t.add("writers", name, "silent" if outs == ["ok", "ok"] else outs[0],
+                       "both exited 0" if outs == ["ok", "ok"] else " / ".join(error_line(e) for e, rc in res if rc))
+            return
+        rows = json.load(open(os.path.join(d, "index.json")))["runs"]
+        bad = [r["id"] for r in rows if r["status"] != "complete"]
+        left = glob.glob(os.path.join(d, "*.lock"))
+        self.t.add("writers", name, "silent" if bad or left else "clear",
+                   f"not complete {bad}, locks left {left}" if bad or left else
+                   error_line(next(e for e, rc in res if rc)))
+
     def reference_file(self, name, *extra):
         d = os.path.join(self.work, name)
         if not os.path.exists(os.path.join(d, "r.h5")):
@@ -855,6 +875,7 @@ def main():
             s.identity()
         if want("writers"):
             s.writers(30 if a.long else 5)
+            s.sweep_race()
         if want("input"):
             s.hostile()
     finally:
