@@ -7,12 +7,26 @@ allow, load-<group>.png, ratios-<group>.png) on static.html. Several sweep direc
 side by side, each run labelled by its source. The full list: docs/sweeps.md.
 """
 import argparse
+import os
+import sys
 
 from .report import build
 
+# `moerl report` runs this module and sets MOERL_ERROR_PREFIX to "moerl: error: report: ", so a
+# refusal reads like every other moerl error: one line with that prefix, exit status 1 (2 for a
+# bad option).
+PREFIX = os.environ.get("MOERL_ERROR_PREFIX", "python3 -m analysis: error: ")
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"{PREFIX}{message}", file=sys.stderr)
+        sys.exit(2)
+
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m analysis",
+    ap = Parser(prog=os.environ.get("MOERL_PROG", "python3 -m analysis"),
                                  description="Curves, heatmaps, a summary table and an HTML report of moerl runs.")
     ap.add_argument("paths", nargs="+", metavar="SWEEP_DIR_OR_RUN_FILE",
                     help="a sweep directory (moerl sweep --out), a directory of run files, or run files; "
@@ -30,8 +44,14 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true", help="do not print the summary table")
     args = ap.parse_args(argv)
     path = args.paths[0] if len(args.paths) == 1 else args.paths
-    build(path, group_by=args.group_by, out=args.out, title=args.title, smooth=args.smooth, verbose=not args.quiet,
-          static=args.static, points=args.points)
+    try:
+        build(path, group_by=args.group_by, out=args.out, title=args.title, smooth=args.smooth, verbose=not args.quiet,
+              static=args.static, points=args.points)
+    except SystemExit as e:
+        if isinstance(e.code, str):  # a refusal with its reason (a missing or empty directory, ...)
+            print(f"{PREFIX}{e.code}", file=sys.stderr)
+            sys.exit(1)
+        raise
 
 
 if __name__ == "__main__":

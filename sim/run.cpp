@@ -13,10 +13,13 @@
 
 #include "store/checkpoint.h"
 #include "store/h5io.h"
+#include "store/output_lock.h"
+#include "store/path_checks.h"
 #include "sim/backend_select.h"
 #include "sim/comm/comms.h"
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
+#include "sim/io/run_identity.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
 
@@ -125,7 +128,8 @@ void run_save_base(const std::string& path, const Scenario& s, const Model& mode
   CheckpointExtras ex;
   ex.scalars.push_back({"step", 0});
   ex.scalars.push_back({"sft_steps", rep.steps});
-  // run.seed is a uint64; the int64 scalar holds its bit pattern.
+  // run.seed is a uint64; the int64 scalar holds its bit pattern. A base has no run identity
+  // beyond it: the cache shares it between every scenario with its model, task, sft and seed.
   ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
   if (s.model.expert_bias)
     ex.arrays.push_back({"router/expert_bias", const_cast<Model&>(model).expert_bias()});
@@ -141,6 +145,8 @@ std::string run_base_path(const Scenario& s, const std::string& cache_dir) {
 std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
   std::filesystem::create_directories(cache_dir);
   const std::string path = run_base_path(s, cache_dir);
+  // One writer per base: a second run of the same base waits for the first, then reads its file.
+  const OutputLock lock = OutputLock::wait(path);
   if (std::filesystem::exists(path)) {
     if (verbose) std::printf("base policy: %s (cached)\n", path.c_str());
     return path;
@@ -195,13 +201,24 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     else fn();
   };
   const std::string ckpt = run_checkpoint_path(opt.out);
+  const int ranks = grid ? grid->size() : 1;  // the run's rank layout, recorded in both files
   bool start_over = false;  // resume asked for, but there is nothing to resume
+  bool resuming = false;    // resume asked for, and both files are there
+  OutputLock lock;          // one writer per output: held until the run returns
   // Before any work: a run is one thing — its results, its checkpoint and its scenario belong
-  // together, and output paths must be writable.
+  // together, one process writes them, and output paths must be writable.
   on_writer([&] {
     namespace fs = std::filesystem;
+    path_check_output_file(opt.out, "--out");
+    path_check_output_file(ckpt, "the checkpoint beside --out");
+    path_check_not_an_input(opt.out, "--out", {{"scenario file", s.source()}, {"base checkpoint", opt.base}});
+    path_check_not_an_input(ckpt, "the checkpoint of --out", {{"scenario file", s.source()}, {"base checkpoint", opt.base}});
     std::error_code ec;  // a directory that cannot be made is reported by h5_check_writable below
     if (fs::path(opt.out).has_parent_path()) fs::create_directories(fs::path(opt.out).parent_path(), ec);
+    h5_check_writable(opt.out);
+    h5_check_writable(ckpt);
+    // Taken before the files are looked at: whether results exist is then not a race.
+    lock = OutputLock::take(opt.out, "--out");
     const bool have_results = fs::exists(opt.out), have_ckpt = fs::exists(ckpt);
     if (!opt.resume && have_results && !opt.force)
       throw std::invalid_argument(opt.out + ": holds the results of an earlier run; --resume continues it, "
@@ -219,22 +236,31 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
       start_over = true;
     }
     if (opt.resume && have_results && have_ckpt && !start_over) {
-      const H5File prev = H5File::open(opt.out);
-      if (prev.has_attr("/", "scenario")) {
-        const std::vector<std::string> d = run_scenario_diff(prev.attr_string("/", "scenario"), s.effective_text());
-        if (!d.empty()) {
-          std::string msg = opt.out + ": --resume with a different scenario (" + std::to_string(d.size()) +
-                            " key" + (d.size() == 1 ? "" : "s") + " differ: ";
-          for (size_t i = 0; i < d.size() && i < 8; ++i) msg += (i ? "; " : "") + d[i];
-          if (d.size() > 8) msg += "; …";
-          throw std::invalid_argument(msg + "); a resumed run must continue the run it started as");
-        }
+      const std::string older = run_resume_format_problem(opt.out, ckpt);
+      if (!older.empty()) {
+        if (!opt.force)
+          throw std::invalid_argument(older + "; moerl inspect and moerl report still read it, --resume --force starts the run over");
+        start_over = true;
       }
     }
-    h5_check_writable(opt.out);
-    h5_check_writable(ckpt);
+    if (opt.resume && have_results && have_ckpt && !start_over) {
+      const H5File prev = H5File::open(opt.out);
+      const std::vector<std::string> d = run_scenario_diff(prev.attr_string("/", "scenario"), s.effective_text());
+      if (!d.empty()) {
+        std::string msg = opt.out + ": --resume with a different scenario (" + std::to_string(d.size()) +
+                          " key" + (d.size() == 1 ? "" : "s") + " differ: ";
+        for (size_t i = 0; i < d.size() && i < 8; ++i) msg += (i ? "; " : "") + d[i];
+        if (d.size() > 8) msg += "; …";
+        throw std::invalid_argument(msg + "); a resumed run must continue the run it started as");
+      }
+      run_check_identity(opt.out, ckpt, s, ranks);
+      resuming = true;
+    }
   });
-  if (grid) start_over = grid->broadcast(start_over ? "1" : "0") == "1";
+  if (grid) {
+    start_over = grid->broadcast(start_over ? "1" : "0") == "1";
+    resuming = grid->broadcast(resuming ? "1" : "0") == "1";
+  }
   std::string base = opt.base;
   if (base.empty()) {  // trained and cached by the root alone; the others wait, sleeping
     if (writer) base = run_base_checkpoint(s, opt.cache_dir, verbose);
@@ -280,24 +306,32 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   results.attrs["base_checkpoint"] = base;
   results.attrs["status"] = run_status_name(RunStatus::running);
   results.int_attrs["seed"] = static_cast<int64_t>(s.run.seed);
+  results.int_attrs["ranks"] = ranks;
   results.int_attrs["collapse_step"] = -1;
 
   int64_t start = 0;
-  if (opt.resume && !start_over && std::filesystem::exists(ckpt)) {
-    ModelConfig cfg;
-    ParamStore params;
-    CheckpointExtras ex;
-    checkpoint_load(ckpt, &cfg, &params, &ex);
-    model_check_matches(ckpt, cfg, s.model);
-    model->params().data() = params.data();
-    trainer.load_state(ex);
-    for (auto& [name, v] : ex.scalars)
-      if (name == "step") start = v;
-    results.load(opt.out, start);
-    {  // a finished run stays finished: resuming it changes nothing
+  if (resuming) {
+    std::string prev_status;
+    // Every rank reads both files: a damaged one fails on every rank at once, before any step.
+    auto resume_load = [&] {
+      ModelConfig cfg;
+      ParamStore params;
+      CheckpointExtras ex;
+      checkpoint_load(ckpt, &cfg, &params, &ex);
+      model_check_matches(ckpt, cfg, s.model);
+      model->params().data() = params.data();
+      trainer.load_state(ex);
+      for (auto& [name, v] : ex.scalars)
+        if (name == "step") start = v;
+      results.load(opt.out, start);
       const H5File prev = H5File::open(opt.out);
       results.int_attrs["collapse_step"] = prev.attr_int("/", "collapse_step");
-      const std::string st = prev.attr_string("/", "status");
+      prev_status = prev.attr_string("/", "status");
+    };
+    if (grid) grid->checked(resume_load);
+    else resume_load();
+    {  // a finished run stays finished: resuming it changes nothing
+      const std::string& st = prev_status;
       if (st == "complete" || st == "collapsed") {
         RunSummary done;
         done.status = st;
@@ -327,8 +361,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   auto save_checkpoint = [&](int64_t steps_done) {
     CheckpointExtras ex;
     trainer.save_state(&ex);
-    ex.scalars.push_back({"step", steps_done});
-    ex.scalars.push_back({"seed", static_cast<int64_t>(s.run.seed)});
+    run_identity_scalars(s, ranks, steps_done, &ex);
     ParamStore params = model->params();
     if (par.ep_size() > 1) {  // the owners' expert slices first: the file equals a 1-rank one
       gather_experts(&params.data(), params, s.model.n_experts, *par.ep);

@@ -15,6 +15,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/io/text_io.h"
 #include "sim/rl/corrections.h"
 #include "sim/rl/registry.h"
 
@@ -69,6 +70,8 @@ class Fields {
            [p](const std::string& v) {
              uint64_t x = 0;
              auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
+               throw BadValue{"is outside the range of a 64-bit unsigned integer [0, 18446744073709551615]"};
              if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
                throw BadValue{"must be an integer in [0, 2^64)"};
              *p = x;
@@ -80,6 +83,9 @@ class Fields {
            [p](const std::string& v) {
              float x = 0;
              auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             // from_chars says out of range both for overflow (1e39) and for underflow (1e-50)
+             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
+               throw BadValue{"is outside the range of a 32-bit float (0, or a magnitude from 1.2e-38 to 3.4e+38)"};
              if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
                throw BadValue{"must be a number"};
              if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
@@ -406,7 +412,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
   //    because the key table below, not Program_options, knows the types.
   std::vector<std::pair<std::string, RawValue>> entries;
   try {
-    std::istringstream in(text);
+    std::istringstream in(text_strip_bom(text));  // a leading byte-order mark is not part of the text
     po::options_description none;
     const po::parsed_options parsed = po::parse_config_file(in, none, true);
     for (const po::option& o : parsed.options) {
@@ -414,22 +420,22 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       entries.push_back({o.string_key, RawValue{value, source}});
     }
   } catch (const po::error& e) {
-    throw std::invalid_argument(source + ": " + e.what());
+    throw std::invalid_argument(source + ": " + text_visible(e.what()));
   }
   std::map<std::string, RawValue> raw;
   for (auto& [key, v] : entries) {
     if (raw.count(key))
-      throw std::invalid_argument(source + ": key '" + key + "' is given more than once");
+      throw std::invalid_argument(source + ": key '" + text_visible(key) + "' is given more than once");
     raw[key] = v;
   }
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--set " + o + ": expected section.key=value");
+      throw std::invalid_argument("--set " + text_visible(o) + ": expected section.key=value");
     const std::string key = trim(o.substr(0, eq));
     if (key.find('.') == std::string::npos)
-      throw std::invalid_argument("--set " + o + ": expected section.key=value (key '" + key +
-                                  "' has no section)");
+      throw std::invalid_argument("--set " + text_visible(o) + ": expected section.key=value (key '" +
+                                  text_visible(key) + "' has no section)");
     raw[key] = RawValue{trim(o.substr(eq + 1)), "--set"};
   }
 
@@ -447,7 +453,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       const size_t dot = rest.rfind('.');
       if (dot == std::string::npos || !valid_profile_name(rest.substr(0, dot)))
         throw std::invalid_argument(
-            v.origin + ": key '" + key +
+            v.origin + ": key '" + text_visible(key) +
             "': profile keys are profile.NAME.field with NAME of letters, digits, '-' and '_'");
       profile_raw[rest.substr(0, dot)][rest.substr(dot + 1)] = v;
       continue;
@@ -461,19 +467,19 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
                                  section == "rl" || section == "precursors" || section == "task" || section == "optim" || section == "sft" ||
                                  section == "audit" || section == "bench";
       if (dot == std::string::npos)
-        throw std::invalid_argument(v.origin + ": key '" + key + "' outside any section" +
+        throw std::invalid_argument(v.origin + ": key '" + text_visible(key) + "' outside any section" +
                                     did_you_mean(key, fixed_keys) + "; sections: " + kSections);
       if (!known_section)
-        throw std::invalid_argument(v.origin + ": unknown section [" + section + "] (key '" + key +
+        throw std::invalid_argument(v.origin + ": unknown section [" + text_visible(section) + "] (key '" + text_visible(key) +
                                     "')" + did_you_mean(key, fixed_keys) + "; sections: " +
                                     kSections);
-      throw std::invalid_argument(v.origin + ": unknown key '" + key + "'" +
+      throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" +
                                   did_you_mean(key, fixed_keys));
     }
     try {
       it->set(v.value);
     } catch (const BadValue& b) {
-      throw std::invalid_argument(v.origin + ": " + key + " = " + v.value + ": " + b.allowed);
+      throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + b.allowed);
     }
   }
 
@@ -486,7 +492,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
     if (!profile_builtin(base, &p))
       throw std::invalid_argument(
           (b != fields_raw.end() ? b->second.origin : source) + ": profile." + name +
-          ".base = " + base + ": must be a built-in profile (" + profile_builtin_names() + ")");
+          ".base = " + text_visible(base) + ": must be a built-in profile (" + profile_builtin_names() + ")");
     p.name = name;
     Fields pf;
     const std::string prefix = "profile." + name + ".";
@@ -499,18 +505,18 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       auto it = std::find_if(pf.list.begin(), pf.list.end(),
                              [&](const Field& f) { return f.key == key; });
       if (it == pf.list.end())
-        throw std::invalid_argument(v.origin + ": unknown key '" + key + "'" +
+        throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" +
                                     did_you_mean(key, known));
       try {
         it->set(v.value);
       } catch (const BadValue& bad) {
-        throw std::invalid_argument(v.origin + ": " + key + " = " + v.value + ": " + bad.allowed);
+        throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + bad.allowed);
       }
     }
     try {
       p.validate();
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(source + ": " + e.what());
+      throw std::invalid_argument(source + ": " + text_visible(e.what()));
     }
     s.profiles.push_back(p);
   }
@@ -560,7 +566,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
     std::string origin = source;
     for (const auto& [key, v] : raw)
       if (what.rfind(key + " = ", 0) == 0) origin = v.origin;
-    throw std::invalid_argument(origin + ": " + what);
+    throw std::invalid_argument(origin + ": " + text_visible(what));
   }
 
   // 5. The effective text: every key, canonical form.
@@ -578,11 +584,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
 }
 
 Scenario Scenario::load(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot read scenario file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path, overrides);
+  return parse(text_read_input(path, "scenario file", kScenarioMaxBytes), path, overrides);
 }
 
 Scenario Scenario::defaults(const std::vector<std::string>& overrides) {

@@ -1,5 +1,6 @@
 // h5io.cpp — RAII HDF5 helpers: atomic commit, typed and shape-checked dataset I/O, attributes.
 #include "store/h5io.h"
+#include "store/path_checks.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -418,6 +419,11 @@ int create_temporary(const std::string& path, std::string* tmp) {
 }  // namespace
 
 void h5_check_writable(const std::string& path) {
+  try {
+    path_check_output_file(path, "the output");
+  } catch (const std::invalid_argument& e) {
+    throw H5Error(e.what());
+  }
   std::string tmp;
   ::close(create_temporary(path, &tmp));
   ::unlink(tmp.c_str());
@@ -444,6 +450,8 @@ H5File H5File::open(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0)
     throw H5Error(path + ": cannot open: " + std::strerror(errno));
   if (S_ISDIR(st.st_mode)) throw H5Error(path + ": is a directory, not an HDF5 file");
+  if (!S_ISREG(st.st_mode))  // a device or a FIFO: read without end, or never
+    throw H5Error(path + ": is " + path_kind(path) + ", not an HDF5 file (expected a regular file)");
   // Before HDF5 parses anything: HDF5 trusts its metadata, and a damaged file can crash it.
   h5_verify_integrity(path);
   const htri_t is_h5 = H5Fis_hdf5(path.c_str());

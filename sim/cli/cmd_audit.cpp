@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "store/h5io.h"
+#include "store/path_checks.h"
 #include "sim/io/text_io.h"
 #include "sim/audit.h"
 #include "sim/backend_select.h"
@@ -138,6 +139,11 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
   const Backend *be_a = nullptr, *be_b = nullptr;
   std::unique_ptr<Model> model;
   grid.checked([&] {  // bad input fails on every rank at once
+    if (!out.empty()) {
+      path_check_output_file(out, "--out");
+      path_check_not_an_input(out, "--out", {{"checkpoint", checkpoint}, {"tokens file", tokens_path},
+                                              {"scenario file", scenario_path}});
+    }
     if (grid.is_root() && !out.empty()) h5_check_writable(out);  // before the work, not after it
     scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
     if (name_a.empty()) name_a = scenario.engines.rollout;

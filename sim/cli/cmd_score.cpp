@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "store/h5io.h"
+#include "store/path_checks.h"
 #include "sim/backend_select.h"
 #include "sim/cli/cli.h"
 #include "sim/comm/gather.h"
@@ -54,6 +55,11 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
   std::vector<int32_t> tokens, lengths;
   std::unique_ptr<H5File> f;
   grid.checked([&] {  // bad input fails on every rank at once
+    if (!out.empty()) {
+      path_check_output_file(out, "--out");
+      path_check_not_an_input(out, "--out", {{"checkpoint", checkpoint}, {"tokens file", tokens_path},
+                                              {"scenario file", scenario_path}});
+    }
     scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
     profile = scenario.profile(profile_name);
     model = model_load_checkpoint(checkpoint);

@@ -5,6 +5,8 @@
 
 #include "sim/cli/cli.h"
 #include "store/h5io.h"
+#include "store/output_lock.h"
+#include "store/path_checks.h"
 #include "sim/scenario.h"
 #include "sim/run.h"
 
@@ -27,6 +29,7 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
   po::variables_map vm;
   bool go = true;
   Scenario s;
+  OutputLock lock;  // one writer per output, until the checkpoint is written
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
     go = cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--set section.key=value]...",
                    desc, pos, args, &vm);
@@ -34,7 +37,12 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
     if (vm.count("steps") && steps < 0)
       throw usage_error("sft: --steps " + std::to_string(steps) + ": must be >= 0");
     s = Scenario::load(scenario_path, sets);
-    if (comms.is_root) h5_check_writable(out);  // before the warm-up, not after it
+    path_check_output_file(out, "--out");
+    path_check_not_an_input(out, "--out", {{"scenario file", scenario_path}});
+    if (comms.is_root) {  // before the warm-up, not after it
+      h5_check_writable(out);
+      lock = OutputLock::take(out, "--out");
+    }
   });
   if (!go) return 0;
   SftReport rep;

@@ -44,8 +44,9 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
     if (opt.ranks_per_run < 1)
       throw usage_error("sweep: --ranks-per-run " + std::to_string(opt.ranks_per_run) + ": must be >= 1");
     SweepSelection select;
-    if (!seeds.empty()) select.seeds = sweep_seed_list("--seeds", seeds);
-    if (!variants.empty()) select.variants = sweep_name_list("--variants", variants);
+    // Given, even empty: an empty list is refused, not read as "the grid's own" (it is not what was asked).
+    if (vm.count("seeds")) select.seeds = sweep_seed_list("--seeds", seeds);
+    if (vm.count("variants")) select.variants = sweep_name_list("--variants", variants);
     grid = sweep_grid_load(grid_path, sets, select);
   });
   if (!go) return 0;

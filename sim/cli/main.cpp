@@ -49,6 +49,18 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, -1);
 }
 
+// Started without a launcher (a singleton: `moerl run`, not `mpirun ... moerl run`), MPI_Init
+// starts its own PMIx server, whose default shared-memory store writes megabytes of files: under
+// a `ulimit -f` below that it fails inside MPI_Init with a page of PMIX ERROR lines and no moerl
+// line. A singleton has one process and nothing to share, so it uses PMIx's plain hash store,
+// which writes no files; the file-size limit then reaches moerl's own writes, which report it
+// (EFBIG) like a full disk. Under a launcher the launcher has chosen already (a low `ulimit -f`
+// must then be met with PMIX_MCA_gds=hash exported for mpirun itself: docs/reliability.md).
+void singleton_pmix_without_files() {
+  const bool launched = std::getenv("PMIX_RANK") || std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_RANK");
+  if (!launched) setenv("PMIX_MCA_gds", "hash", 0);  // 0: a user's own choice stays
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,6 +69,7 @@ int main(int argc, char** argv) {
   signal(SIGXFSZ, SIG_IGN);
   reexec_with_openblas_coretype(argv);
   keep_freed_memory();
+  singleton_pmix_without_files();
   moerl::Comms comms = moerl::comms_init(&argc, &argv);
   int code = moerl::comms_run_guarded(comms, [&] {
     moerl::simd_select_from_env();  // MOERL_SIMD: every command, before any kernel runs

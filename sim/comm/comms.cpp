@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "sim/comm/mpi_collectives.h"
+#include "sim/io/text_io.h"
 
 namespace moerl {
 
@@ -44,7 +45,7 @@ int comms_run_guarded(const Comms& c, const std::function<int()>& fn) {
     return fn();
   } catch (const CollectiveError& e) {  // every rank has it: one message, no abort
     if (c.is_root) {
-      std::fprintf(stderr, "moerl: error: %s\n", e.what());
+      std::fprintf(stderr, "moerl: error: %s\n", text_visible(e.what()).c_str());
       std::fflush(stderr);
     }
     return e.code();
@@ -56,10 +57,10 @@ int comms_run_guarded(const Comms& c, const std::function<int()>& fn) {
     message = e.what();
   }
   if (c.is_root) {
-    std::fprintf(stderr, "moerl: error: %s\n", message.c_str());
+    std::fprintf(stderr, "moerl: error: %s\n", text_visible(message).c_str());
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    std::fprintf(stderr, "moerl: error on rank %d: %s\n", c.rank, message.c_str());
+    std::fprintf(stderr, "moerl: error on rank %d: %s\n", c.rank, text_visible(message).c_str());
   }
   std::fflush(stderr);
   if (c.world != MPI_COMM_NULL && c.size > 1) MPI_Abort(c.world, code);

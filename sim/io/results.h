@@ -13,7 +13,10 @@
 
 namespace moerl {
 
-inline constexpr int64_t kResultsVersion = 1;
+// The results format this build writes and resumes: version 2 adds `ranks`, and with it a results
+// file records the whole run identity (sim/io/run_identity.h); version 1 files are read by inspect
+// and report, but --resume refuses them.
+inline constexpr int64_t kResultsVersion = 2;
 
 // moerl's one meaning of "final reward" (index.csv, the sweep table, `moerl inspect`, the end-of-run
 // line of `moerl run`, the report and summary.csv; analysis/summary.py computes the same): the mean

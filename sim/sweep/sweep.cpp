@@ -18,6 +18,7 @@
 
 #include "store/h5io.h"
 #include "sim/io/results.h"
+#include "store/output_lock.h"
 #include "sim/run.h"
 #include "sim/sweep/sweep_index.h"
 
@@ -168,6 +169,7 @@ class Sweep {
   void bcast_ints(std::vector<int>* v) const;
   void wait_world() const;
 
+  OutputLock lock_;  // rank 0: one sweep per directory (each run's own lock is run_rl's)
   const Comms& c_;
   const SweepGrid& g_;
   SweepOptions o_;
@@ -209,6 +211,8 @@ void Sweep::bcast_ints(std::vector<int>* v) const {
 
 std::vector<int> Sweep::prepare_index() {
   fs::create_directories(o_.out);
+  // before the directory is looked at: two sweeps started together on it cannot both prepare it
+  lock_ = OutputLock::take((fs::path(o_.out) / "index.csv").string(), "--out");
   const bool has_index = fs::exists(fs::path(o_.out) / "index.csv");
   index_.grid = g_.path;
   index_.base = g_.base;

@@ -17,6 +17,8 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/io/text_io.h"
+
 namespace po = boost::program_options;
 
 namespace moerl {
@@ -35,12 +37,12 @@ std::string trim(const std::string& s) {
 Entries ini_entries(const std::string& text, const std::string& source) {
   Entries out;
   try {
-    std::istringstream in(text);
+    std::istringstream in(text_strip_bom(text));  // a leading byte-order mark is not part of the text
     const po::parsed_options parsed = po::parse_config_file(in, po::options_description(), true);
     for (const po::option& o : parsed.options)
       out.push_back({o.string_key, o.value.empty() ? "" : trim(o.value.front())});
   } catch (const po::error& e) {
-    throw std::invalid_argument(source + ": " + e.what());
+    throw std::invalid_argument(source + ": " + text_visible(e.what()));
   }
   return out;
 }
@@ -230,12 +232,14 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     std::filesystem::path bp(g.base);
     if (bp.is_relative()) bp = std::filesystem::path(dir) / bp;
     g.base = bp.lexically_normal().string();
-    std::ifstream in(g.base);
-    if (!in) throw std::invalid_argument(source + ": [sweep] base = " + g.base + ": cannot read the scenario file");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    Scenario::parse(ss.str(), g.base);  // its own errors name its own file
-    for (const auto& [k, v] : ini_entries(ss.str(), g.base)) merged[k] = v;
+    std::string base_text;
+    try {
+      base_text = text_read_input(g.base, "scenario file", kScenarioMaxBytes);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(source + ": [sweep] base = " + g.base + ": " + e.what());
+    }
+    Scenario::parse(base_text, g.base);  // its own errors name its own file
+    for (const auto& [k, v] : ini_entries(base_text, g.base)) merged[k] = v;
   }
   for (const auto& [k, v] : body) merged[k] = v;
 
@@ -386,11 +390,7 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
 
 SweepGrid sweep_grid_load(const std::string& path, const std::vector<std::string>& overrides,
                           const SweepSelection& select) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot read grid file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  SweepGrid g = sweep_grid_parse(ss.str(), path, std::filesystem::path(path).parent_path().string(), overrides,
+  SweepGrid g = sweep_grid_parse(text_read_input(path, "grid file", kScenarioMaxBytes), path, std::filesystem::path(path).parent_path().string(), overrides,
                                  select);
   g.path = path;
   return g;

@@ -15,10 +15,19 @@ data (docs/reliability.md), tried the way a reliability engineer would.
   scenario  --resume with a changed scenario key: refused naming the key, files untouched
   base      a base checkpoint of another architecture: refused naming the field, nothing written
   rerun     run over finished results without --force: refused, file untouched
+  identity  results and checkpoint that are not one run (an older format, another seed's or
+            scenario's checkpoint, a later step, another rank count): --resume refuses naming the
+            field, before any step, files untouched
+  writers   two runs (or two sft) started together on one output: exactly one writes it; a stale
+            lock is taken over, a held one refuses; two runs training one cached base agree
+  input     paths of the wrong kind (a directory, /dev/zero, a FIFO), a scenario over the size
+            limit, an output that is an input, empty lists, invisible characters, numbers out of
+            range, `ulimit -f` in a user's shell: one clear error naming what is wrong
 
 Each case ends as one of: ok (the promised result), clear error (exit 1 or 2 and one line
-"moerl: error: ..."), crash (a signal, a traceback, MPI_Abort noise, or an error without the
-one-line message), hang (past its timeout), silent wrong result (exit 0 with data that differ from
+"moerl: error: ..." that says what is wrong, in visible characters), crash (a signal, a
+traceback, MPI_Abort noise, an error without the one-line message, or one that does not say what
+is wrong), hang (past its timeout), silent wrong result (exit 0 with data that differ from
 the intact run's, or a refusal that was expected but did not come). The closing line counts them;
 the suite fails unless crashes, hangs and silent wrong results are all zero.
 
@@ -54,6 +63,7 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1",
            # PMIx's shared-memory store writes files: under `ulimit -f` MPI_Init would fail first
            "PMIX_MCA_gds": "hash"}
+MEMORY_KB = 8 << 20  # 8 GiB of address space per process (the tiny runs need a few hundred MiB)
 NOISE = re.compile(r"Segmentation fault|core dumped|Traceback|MPI_ABORT|ORTE_ERROR_LOG|Aborted|"
                    r"terminate called|PMIX ERROR|H5F__close_cb")
 
@@ -82,19 +92,29 @@ class Moerl:
             return [self.binary] + args
         return [self.mpiexec, "--oversubscribe", "-np", str(ranks), self.binary] + args
 
-    def run(self, args, ranks=1, timeout=120, ulimit_kb=None, cwd=None):
-        """(outcome, rc, output): outcome ok | clear | crash | hang."""
+    def run(self, args, ranks=1, timeout=120, ulimit_kb=None, cwd=None, user_env=False):
+        """(outcome, rc, output): outcome ok | clear | crash | hang. user_env: without the suite's
+        PMIX_MCA_gds=hash, as a user's shell runs moerl (one rank only: mpirun itself needs it)."""
         cmd = self.cmd(args, ranks)
         env = dict(os.environ, **MPI_ENV)
-        if ulimit_kb is not None:
-            cmd = ["bash", "-c", f"ulimit -f {ulimit_kb}; exec \"$@\"", "moerl"] + cmd
+        if user_env:
+            env.pop("PMIX_MCA_gds", None)
+        # a bound on memory, so that a binary that reads without end fails instead of filling the machine
+        limits = f"ulimit -v {MEMORY_KB}; " + (f"ulimit -f {ulimit_kb}; " if ulimit_kb is not None else "")
+        cmd = ["bash", "-c", limits + "exec \"$@\"", "moerl"] + cmd
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
-                               start_new_session=True)
+                               start_new_session=True, errors="replace")
         except subprocess.TimeoutExpired as e:
             return "hang", None, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else ""
         out = p.stderr + "\n" + p.stdout  # the error line first; progress lines may lack a newline
         return classify(p.returncode, p.stderr, out), p.returncode, out
+
+
+# Characters a terminal does not show: an error line holding one is not clear (the user cannot see
+# what is wrong). moerl writes them escaped (\xNN, <U+FEFF>).
+INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\xa0\xad\u034f\u061c\u115f\u1160\u180e\u2000-\u200f"
+                       "\u2028-\u202f\u205f-\u206f\u3000\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\ufffd]")
 
 
 def classify(rc, err, out):
@@ -103,9 +123,9 @@ def classify(rc, err, out):
     if rc == 0:
         return "ok"
     lines = [l for l in err.splitlines() if l.startswith("moerl: error:")]
-    if rc in (1, 2) and len(lines) >= 1 and len(set(lines)) == 1:
+    if rc in (1, 2) and len(lines) >= 1 and len(set(lines)) == 1 and not INVISIBLE.search(lines[0]):
         return "clear"
-    return "crash"  # an error without its one clear line
+    return "crash"  # an error without its one clear, visible line
 
 
 def error_line(out):
@@ -131,10 +151,14 @@ def datasets(path):
     return out
 
 
-def same_files(a, b):
-    """None when every dataset (and root attribute) is bit-identical, else what differs."""
+def same_files(a, b, ignore=()):
+    """None when every dataset (and root attribute but those named in `ignore`) is bit-identical,
+    else what differs."""
     try:
         da, db = datasets(a), datasets(b)
+        for k in ignore:
+            da.pop("@" + k, None)
+            db.pop("@" + k, None)
     except Exception as e:  # noqa: BLE001 — any unreadable file is a difference
         return f"unreadable: {e}"
     if set(da) != set(db):
@@ -145,9 +169,9 @@ def same_files(a, b):
     return None
 
 
-def same_run(ref_dir, got_dir, name="r"):
+def same_run(ref_dir, got_dir, name="r", ignore=()):
     for suffix in (".h5", ".ckpt.h5"):
-        d = same_files(os.path.join(ref_dir, name + suffix), os.path.join(got_dir, name + suffix))
+        d = same_files(os.path.join(ref_dir, name + suffix), os.path.join(got_dir, name + suffix), ignore)
         if d:
             return f"{name}{suffix}: {d}"
     return None
@@ -158,7 +182,8 @@ def temporaries(d):
 
 
 def snapshot(d):
-    return {p: open(p, "rb").read() for p in sorted(glob.glob(os.path.join(d, "*.h5")))}
+    """The bytes of every regular file in d (not below it; a FIFO is not read)."""
+    return {p: open(p, "rb").read() for p in sorted(glob.glob(os.path.join(d, "*"))) if os.path.isfile(p)}
 
 
 # ---- the cases ---------------------------------------------------------------------------------
@@ -168,8 +193,8 @@ class Suite:
         self.m, self.work, self.rng, self.long, self.t = m, work, rng, long, tally
         self.cache = os.path.join(work, "cache")
 
-    def run_args(self, out, *extra):
-        return ["run", SCENARIO, "--out", out, "--cache", self.cache, *extra]
+    def run_args(self, out, *extra, scen_arg=SCENARIO):
+        return ["run", scen_arg, "--out", out, "--cache", self.cache, *extra]
 
     def reference(self):
         ref = os.path.join(self.work, "ref")
@@ -488,6 +513,307 @@ class Suite:
             else:
                 self.t.add("rerun", name.strip(), o, error_line(out))
 
+    # ---- the run's files are one thing -------------------------------------------------------
+
+    def half_on(self, name, *extra, ranks=1):
+        """A run stopped half-way (4 of 8 steps) with extra arguments, in its own directory."""
+        d = os.path.join(self.work, name)
+        if not os.path.exists(os.path.join(d, "r.h5")):
+            o, rc, out = self.m.run(self.run_args(os.path.join(d, "r.h5"), "--max-steps", "4", *extra), ranks=ranks)
+            if o != "ok":
+                raise SystemExit(f"fault_suite: the half run {name} failed:\n{out}")
+        return d
+
+    def refused(self, group, name, d, args, expect, ranks=1, timeout=120):
+        """A case that must be refused: a clear error holding every string of `expect`, the
+        directory's files byte-identical afterwards."""
+        before = snapshot(d)
+        o, rc, out = self.m.run(args, ranks=ranks, timeout=timeout)
+        if o == "ok":
+            self.t.add(group, name, "silent", "accepted")
+        elif o == "clear" and snapshot(d) != before:
+            self.t.add(group, name, "silent", "refused, but the files changed: " + error_line(out))
+        elif o == "clear" and not all(e in error_line(out) for e in expect):
+            self.t.add(group, name, "crash", f"unclear (lacks {expect}): " + error_line(out))
+        else:
+            self.t.add(group, name, o, error_line(out))
+
+    def identity(self):
+        """Results and checkpoint recombined from other runs, other formats, other rank counts:
+        --resume refuses naming the field, files untouched."""
+        # the format before results recorded their scenario: a results file without `scenario`
+        # (and without the integrity header, which came with it), then --resume relabelling it
+        for kv in (["--set", "rl.algorithm=r3"], []):
+            d = os.path.join(self.work, f"old-format{len(kv)}")
+            shutil.copytree(self.half, d)
+            rewrite(os.path.join(d, "r.h5"), drop=("scenario", "scenario_hash", "ranks"), version=1)
+            self.refused("identity", "results without a scenario attribute, --resume " + " ".join(kv), d,
+                         self.run_args(os.path.join(d, "r.h5"), "--resume", *kv), ["scenario"])
+        d = os.path.join(self.work, "version1")
+        shutil.copytree(self.half, d)
+        rewrite(os.path.join(d, "r.h5"), drop=("ranks",), version=1)
+        self.refused("identity", "results format version 1, --resume", d,
+                     self.run_args(os.path.join(d, "r.h5"), "--resume"), ["version 1"])
+        d = os.path.join(self.work, "old-ckpt")
+        shutil.copytree(self.half, d)
+        rewrite(os.path.join(d, "r.ckpt.h5"), drop_state=("ranks", "scenario_hash"))
+        self.refused("identity", "checkpoint without its run identity, --resume", d,
+                     self.run_args(os.path.join(d, "r.h5"), "--resume"), ["r.ckpt.h5", "state/"])
+        # another run's checkpoint beside these results
+        others = [("run.seed=9", "seed"), ("optim.lr=0.5", "scenario_hash")]
+        if self.long:
+            others += [("run.seed=4", "seed"), ("rl.group_size=2", "scenario_hash")]
+        for kv, field in others:
+            other = self.half_on("other-" + kv.replace("=", "_"), "--set", kv)
+            d = os.path.join(self.work, "foreign-ckpt-" + kv.replace("=", "_"))
+            shutil.copytree(self.half, d)
+            shutil.copy(os.path.join(other, "r.ckpt.h5"), os.path.join(d, "r.ckpt.h5"))
+            self.refused("identity", f"checkpoint of the run with {kv} beside the results, --resume", d,
+                         self.run_args(os.path.join(d, "r.h5"), "--resume"), [field])
+        # the finished run's checkpoint (step 8) beside the half run's results (4 steps)
+        d = os.path.join(self.work, "later-ckpt")
+        shutil.copytree(self.half, d)
+        shutil.copy(os.path.join(self.ref, "r.ckpt.h5"), os.path.join(d, "r.ckpt.h5"))
+        self.refused("identity", "checkpoint of step 8 beside results of 4 steps, --resume", d,
+                     self.run_args(os.path.join(d, "r.h5"), "--resume"), ["step = 8"])
+        # another rank layout: found before any step, no MPI_Abort
+        if shutil.which(self.m.mpiexec):
+            d = os.path.join(self.work, "ranks-1to2")
+            shutil.copytree(self.half, d)
+            self.refused("identity", "--resume on 2 ranks of a 1-rank run", d,
+                         self.run_args(os.path.join(d, "r.h5"), "--resume"), ["ranks = 1"], ranks=2)
+            two = self.half_on("half2", ranks=2)
+            d = os.path.join(self.work, "ranks-2to1")
+            shutil.copytree(two, d)
+            self.refused("identity", "--resume on 1 rank of a 2-rank run", d,
+                         self.run_args(os.path.join(d, "r.h5"), "--resume"), ["ranks = 2"])
+
+    # ---- one writer per output ---------------------------------------------------------------
+
+    def writers(self, n):
+        """Two runs started together on one --out (other seeds): exactly one writes it, the other
+        is refused; a lock left by a killed process does not block; a held lock does."""
+        seeds = ("3", "7")  # 3: the reference's
+        refs = {"3": self.ref}
+        for i in range(n):
+            d = os.path.join(self.work, f"race{i}")
+            out = os.path.join(d, "r.h5")
+            env = dict(os.environ, **MPI_ENV)
+            ps = [subprocess.Popen(self.m.cmd(self.run_args(out, "--set", f"run.seed={sd}")), stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, env=env, start_new_session=True) for sd in seeds]
+            res = []
+            for p in ps:
+                try:
+                    o, e = p.communicate(timeout=120)
+                    res.append((classify(p.returncode, e, e + o), p.returncode, e))
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.communicate()
+                    res.append(("hang", None, ""))
+            name = f"two runs on one --out, started together ({i + 1})"
+            outcomes = [r[0] for r in res]
+            if "hang" in outcomes or "crash" in outcomes:
+                bad = "hang" if "hang" in outcomes else "crash"
+                self.t.add("writers", name, bad, error_line(next(r[2] for r in res if r[0] == bad)))
+                continue
+            if outcomes.count("ok") != 1:
+                self.t.add("writers", name, "silent" if outcomes.count("ok") == 2 else "crash",
+                           "both exited 0: one run was lost" if outcomes.count("ok") == 2 else "neither ran")
+                continue
+            winner = seeds[outcomes.index("ok")]
+            if winner not in refs:
+                refs[winner] = os.path.dirname(self.reference_file(f"ref-seed{winner}", "--set", f"run.seed={winner}"))
+            diff = same_run(refs[winner], d)
+            left = glob.glob(os.path.join(d, "*.lock"))
+            if diff:
+                self.t.add("writers", name, "silent", diff)
+            elif left:
+                self.t.add("writers", name, "silent", f"lock file left: {left}")
+            else:
+                self.t.add("writers", name, "clear", error_line(res[outcomes.index("clear")][2]))
+        # a lock file left by a killed process: taken over, the run is the reference
+        d = os.path.join(self.work, "stale-lock")
+        os.makedirs(d)
+        with open(os.path.join(d, "r.h5.lock"), "w") as f:
+            f.write("pid 999999 on host elsewhere since 2000-01-01 00:00:00\n")
+        o, rc, out = self.m.run(self.run_args(os.path.join(d, "r.h5")))
+        diff = same_run(self.ref, d) if o == "ok" else None
+        self.t.add("writers", "a lock file left by a killed writer", "silent" if diff else o, diff or error_line(out))
+        # a lock held by a live process: refused, nothing written
+        import fcntl
+        d = os.path.join(self.work, "held-lock")
+        os.makedirs(d)
+        with open(os.path.join(d, "r.h5.lock"), "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(f"pid {os.getpid()} on host here since now\n")
+            f.flush()
+            self.refused("writers", "run while another process holds the output's lock", d,
+                         self.run_args(os.path.join(d, "r.h5")), ["being written"])
+        # sft on one --out twice at once, and runs sharing a cache that has no base yet
+        d = os.path.join(self.work, "sft-race")
+        os.makedirs(d)
+        ps = [subprocess.Popen(self.m.cmd(["sft", SCENARIO, "--out", os.path.join(d, "base.h5"), "--set", f"run.seed={sd}"]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, **MPI_ENV), start_new_session=True) for sd in seeds]
+        res = [(p.communicate(timeout=120)[1], p.returncode) for p in ps]
+        outs = [classify(rc, e, e) for e, rc in res]
+        ok = all(x in ("ok", "clear") for x in outs) and "ok" in outs and not glob.glob(os.path.join(d, "*.lock"))
+        self.t.add("writers", "two sft on one --out, started together", ("clear" if "clear" in outs else "ok") if ok else
+                   ("crash" if "crash" in outs else "silent"), " / ".join(error_line(e) for e, rc in res if rc))
+        d = os.path.join(self.work, "cache-race")
+        cache = os.path.join(d, "cache")
+        ps = [subprocess.Popen(self.m.cmd(["run", SCENARIO, "--out", os.path.join(d, f"r{i}", "r.h5"), "--cache", cache]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, **MPI_ENV), start_new_session=True) for i in range(2)]
+        res = [(p.communicate(timeout=120)[1], p.returncode) for p in ps]
+        # the same base, so the reference run (whose base sits in another cache directory)
+        diffs = [x for i in range(2) for x in [same_run(self.ref, os.path.join(d, f"r{i}"), ignore=("base_checkpoint",))] if x]
+        outs = [classify(rc, e, e) for e, rc in res]
+        self.t.add("writers", "two runs training one new cached base together",
+                   "silent" if diffs and outs == ["ok", "ok"] else outs[0] if outs[0] != "ok" else outs[1],
+                   diffs[0] if diffs else " / ".join(error_line(e) for e, rc in res if rc))
+
+    def sweep_race(self):
+        """Two sweeps started together on one directory: one runs it, the other is refused."""
+        d = os.path.join(self.work, "sweep-race")
+        sargs = ["sweep", GRID, "--out", d, "--cache", self.cache, "--quiet"]
+        ps = [subprocess.Popen(self.m.cmd(sargs), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, **MPI_ENV), start_new_session=True) for _ in range(2)]
+        res = [(p.communicate(timeout=300)[1], p.returncode) for p in ps]
+        outs = sorted(classify(rc, e, e) for e, rc in res)
+        name = "two sweeps on one directory, started together"
+        if outs != ["clear", "ok"]:
+            self.t.add("writers", name, "silent" if outs == ["ok", "ok"] else outs[0],
+                       "both exited 0" if outs == ["ok", "ok"] else " / ".join(error_line(e) for e, rc in res if rc))
+            return
+        rows = json.load(open(os.path.join(d, "index.json")))["runs"]
+        bad = [r["id"] for r in rows if r["status"] != "complete"]
+        left = glob.glob(os.path.join(d, "*.lock"))
+        self.t.add("writers", name, "silent" if bad or left else "clear",
+                   f"not complete {bad}, locks left {left}" if bad or left else
+                   error_line(next(e for e, rc in res if rc)))
+
+    def reference_file(self, name, *extra):
+        d = os.path.join(self.work, name)
+        if not os.path.exists(os.path.join(d, "r.h5")):
+            o, rc, out = self.m.run(self.run_args(os.path.join(d, "r.h5"), *extra))
+            if o != "ok":
+                raise SystemExit(f"fault_suite: the reference {name} failed:\n{out}")
+        return os.path.join(d, "r.h5")
+
+    # ---- hostile input -----------------------------------------------------------------------
+
+    def hostile(self):
+        """Paths of the wrong kind, inputs as outputs, empty lists, invisible characters, numbers
+        out of range, a low file-size limit in a user's shell: one clear error each (or, for a
+        byte-order mark, the run itself), nothing written where nothing should be."""
+        d = os.path.join(self.work, "hostile")
+        os.makedirs(d)
+        scen = os.path.join(d, "copy.ini")
+        shutil.copy(SCENARIO, scen)
+        out = os.path.join(d, "out", "r.h5")
+        fifo = os.path.join(d, "fifo.ini")
+        os.mkfifo(fifo)
+        big = os.path.join(d, "big.ini")
+        with open(big, "w") as f:
+            f.write(open(SCENARIO).read() + ("# padding\n" * 220_000))
+        os.makedirs(os.path.join(d, "out"))
+        os.makedirs(os.path.join(d, "empty"))
+        cases = [
+            ("run DIRECTORY", self.run_args(out, scen_arg=d), ["directory"]),
+            ("run /dev/zero", self.run_args(out, scen_arg="/dev/zero"), ["character device"]),
+            ("run FIFO", self.run_args(out, scen_arg=fifo), ["FIFO"]),
+            ("run of a 2 MiB scenario", self.run_args(out, scen_arg=big), ["larger than"]),
+            ("run --out EXISTING_DIRECTORY", self.run_args(os.path.join(d, "out")), ["directory"]),
+            ("run --out /dev/null", self.run_args("/dev/null"), ["character device"]),
+            ("run --base DIRECTORY", self.run_args(out, "--base", d), ["directory"]),
+            ("run --base /dev/zero", self.run_args(out, "--base", "/dev/zero"), ["character device"]),
+            ("run S --out S --force", self.run_args(scen, "--force", scen_arg=scen), ["scenario file"]),
+            ("sft S --out S", ["sft", scen, "--out", scen], ["scenario file"]),
+            ("sft --out DIRECTORY", ["sft", scen, "--out", d], ["directory"]),
+            ("inspect /dev/zero", ["inspect", "/dev/zero"], ["character device"]),
+            ("sweep --seeds ''", ["sweep", GRID, "--out", os.path.join(d, "sw"), "--seeds", "", "--dry-run"], ["--seeds"]),
+            ("sweep --variants ''", ["sweep", GRID, "--out", os.path.join(d, "sw"), "--variants", "", "--dry-run"],
+             ["--variants"]),
+            ("--set optim.lr=1e39", self.run_args(out, "--set", "optim.lr=1e39"), ["optim.lr", "range"]),
+            ("--set optim.lr=1e-50", self.run_args(out, "--set", "optim.lr=1e-50"), ["optim.lr", "range"]),
+            ("report MISSING_DIRECTORY", ["report", os.path.join(d, "missing")], ["missing"]),
+            ("report EMPTY_DIRECTORY", ["report", os.path.join(d, "empty")], ["empty"]),
+        ]
+        if self.long:
+            cases += [
+                ("--set optim.lr=1e309", self.run_args(out, "--set", "optim.lr=1e309"), ["optim.lr", "range"]),
+                ("--set optim.lr=-1e39", self.run_args(out, "--set", "optim.lr=-1e39"), ["optim.lr", "range"]),
+                ("--set run.seed=99999999999999999999", self.run_args(out, "--set", "run.seed=99999999999999999999"),
+                 ["run.seed", "range"]),
+                ("score --out CHECKPOINT", ["score", "--checkpoint", self.base_file(), "--tokens", self.base_file(),
+                                            "--profile", "fp32-ref", "--out", self.base_file()], ["checkpoint"]),
+                ("sweep GRID_DIRECTORY", ["sweep", d, "--out", os.path.join(d, "sw")], ["directory"]),
+                ("sweep --seeds ','", ["sweep", GRID, "--out", os.path.join(d, "sw"), "--seeds", ",", "--dry-run"],
+                 ["--seeds"]),
+            ]
+        for name, args, expect in cases:  # each from the same start: no output yet, the scenario intact
+            shutil.rmtree(os.path.join(d, "out"))
+            os.makedirs(os.path.join(d, "out"))
+            shutil.copy(SCENARIO, scen)
+            self.refused("input", name, d, args, expect, timeout=30)
+        # invisible characters: shown escaped in the one error line
+        text = open(SCENARIO).read()
+        weird = [("a NUL byte in a value", text.replace("seed = 3", "seed = 3\0" + "1"), ["\\x00"]),
+                 ("a byte-order mark before a line", text.replace("[model]", "\ufeff[model]"), ["<U+FEFF>"])]
+        if self.long:
+            weird += [("a zero-width space in a key", text.replace("top_k", "top\u200b_k"), ["<U+200B>"]),
+                      ("an escape byte in a value", text.replace("name = sort", "name = so\x1b[2Jrt"), ["\\x1B"])]
+        for name, body, expect in weird:
+            p = os.path.join(d, "weird.ini")
+            with open(p, "w", encoding="utf-8", newline="") as f:
+                f.write(body)
+            self.refused("input", name, d, self.run_args(out, scen_arg=p), expect, timeout=30)
+        # a byte-order mark at the start (editors on Windows write one): the same run as without
+        bom = os.path.join(self.work, "bom")
+        os.makedirs(bom)
+        p = os.path.join(bom, "tiny.ini")
+        with open(p, "w", encoding="utf-8") as f:
+            f.write("\ufeff" + text)
+        o, rc, out2 = self.m.run(self.run_args(os.path.join(bom, "r.h5"), scen_arg=p))
+        diff = same_files(os.path.join(self.ref, "r.h5"), os.path.join(bom, "r.h5")) if o == "ok" else None
+        diff = diff if diff and "@scenario" not in diff else None  # the effective text names its source
+        self.t.add("input", "a byte-order mark at the start of the scenario", "silent" if diff else o,
+                   diff or error_line(out2))
+        # a user's shell under a low file-size limit (no PMIX_MCA_gds=hash): the write's EFBIG, not
+        # a crash inside MPI_Init
+        for cmd, kb in ((["sft", SCENARIO, "--out", os.path.join(d, "lim", "b.h5")], 2000),
+                        (self.run_args(os.path.join(d, "lim", "r.h5")), 2000), (self.run_args(os.path.join(d, "lim2", "r.h5")), 40)):
+            os.makedirs(os.path.dirname(cmd[3]), exist_ok=True)  # cmd[3]: the --out of either command
+            o, rc, out2 = self.m.run(cmd, ulimit_kb=kb, user_env=True)
+            name = f"{cmd[0]} under ulimit -f {kb} in a user's shell"
+            if o == "clear" and "File too large" not in out2:
+                self.t.add("input", name, "crash", "error does not name the errno: " + error_line(out2))
+            else:
+                self.t.add("input", name, o, error_line(out2) or "fitted")
+
+    def base_file(self):
+        return glob.glob(os.path.join(self.cache, "base-*.h5"))[0]
+
+
+def rewrite(path, drop=(), version=None, drop_state=()):
+    """The file as an older moerl (or another tool) wrote it: copied by h5py without the integrity
+    header, without the root attributes `drop` and the state attributes `drop_state`."""
+    tmp = path + ".rewrite"
+    with h5py.File(path, "r") as src, h5py.File(tmp, "w") as dst:
+        for k in src:
+            src.copy(k, dst)
+        for k, v in src.attrs.items():
+            if k not in drop:
+                dst.attrs[k] = v
+        if version is not None:
+            dst.attrs["version"] = np.int64(version)
+        if "state" in dst:
+            for k in drop_state:
+                if k in dst["state"].attrs:
+                    del dst["state"].attrs[k]
+    os.replace(tmp, path)
+
 
 def children(pid):
     out = []
@@ -515,7 +841,7 @@ def main():
     ap.add_argument("--long", action="store_true", help="many more cases of each kind (ctest label long)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the random fault points (default: time)")
     ap.add_argument("--keep", help="work in this directory and keep it")
-    ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun")
+    ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
@@ -545,6 +871,13 @@ def main():
             s.base()
         if want("rerun"):
             s.rerun()
+        if want("identity"):
+            s.identity()
+        if want("writers"):
+            s.writers(30 if a.long else 5)
+            s.sweep_race()
+        if want("input"):
+            s.hostile()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

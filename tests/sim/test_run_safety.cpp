@@ -17,6 +17,7 @@
 #include "sim/run.h"
 #include "store/checkpoint.h"
 #include "store/h5io.h"
+#include "store/output_lock.h"
 #include "sim_test_util.h"
 #include "../rl/rl_fixture.h"
 
@@ -120,9 +121,17 @@ TEST_F(RunSafety, ConfigDiffCoversEveryModelField) {
 // and its results are not marked complete.
 TEST_F(RunSafety, ARunWhoseLastWriteFailsIsNotComplete) {
   const Scenario s = test::tiny_scenario({"rl.steps=2"});
-  const std::string out = dir_.file("a.h5");
-  std::filesystem::create_directories(run_checkpoint_path(out) + "/blocker");
-  EXPECT_THROW(run(s, out), std::exception);
+  const std::string out = dir_.file("a.h5"), ckpt = run_checkpoint_path(out);
+  RunOptions o;
+  o.out = out;
+  o.cache_dir = dir_.file("cache");
+  o.progress = false;
+  // after the first step (a directory there beforehand is refused before any work)
+  o.on_step = [&] {
+    std::filesystem::remove(ckpt);
+    std::filesystem::create_directories(ckpt + "/blocker");
+  };
+  EXPECT_THROW(run_rl(s, o), std::exception);
   EXPECT_EQ(status_of(out), "running");
 }
 
@@ -168,6 +177,111 @@ TEST_F(RunSafety, UnwritableOutputFailsBeforeAnyWork) {
   expect_throw_with<H5Error>([&] { cmd_sft(c, {ini, "--steps", "100000", "--out", "/dev/null/b.h5"}); },
                              {"/dev/null/b.h5", "cannot create"});
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+}
+
+// ---- the run's files are one thing (issue 26) ---------------------------------------------------
+
+namespace {
+// Rewrites root attributes of an HDF5 file in place (and renews its integrity header), as an
+// older moerl or another tool would have written it: `drop` removed, `ints` set.
+void edit_attrs(const std::string& path, const std::string& obj, const std::vector<std::string>& drop,
+                const std::vector<std::pair<std::string, int64_t>>& ints) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hid_t g = H5Oopen(f, obj.c_str(), H5P_DEFAULT);
+  for (const std::string& k : drop) H5Adelete(g, k.c_str());
+  for (const auto& [k, v] : ints) {
+    if (H5Aexists(g, k.c_str()) > 0) H5Adelete(g, k.c_str());
+    const hid_t sp = H5Screate(H5S_SCALAR);
+    const hid_t a = H5Acreate2(g, k.c_str(), H5T_NATIVE_INT64, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &v);
+    H5Aclose(a);
+    H5Sclose(sp);
+  }
+  H5Oclose(g);
+  H5Fclose(f);
+  h5_seal_file(path);
+}
+
+std::string bytes_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+}  // namespace
+
+// Case 1: a results file of the format before the integrity work has no `scenario` attribute; it
+// was resumed, relabelled with the new scenario and marked complete.
+TEST_F(RunSafety, ResumeRefusesResultsWithoutTheirScenario) {
+  const Scenario s = test::tiny_scenario({"rl.steps=4"});
+  const std::string out = dir_.file("a.h5");
+  run(s, out, false, 2);
+  edit_attrs(out, "/", {"scenario"}, {{"version", 1}});
+  const std::string before = bytes_of(out);
+  const Scenario r3 = test::tiny_scenario({"rl.steps=4", "rl.algorithm=r3"});
+  expect_throw_with<std::invalid_argument>([&] { run(r3, out, true); },
+                                           {out, "no 'scenario' attribute", "--resume --force", "inspect"});
+  EXPECT_EQ(bytes_of(out), before) << "the old results were touched";
+  EXPECT_EQ(run(s, out, true, -1, /*force=*/true).steps, 4);  // --resume --force starts over
+  const std::string v1 = dir_.file("v1.h5");  // with its scenario, but of another format version
+  run(s, v1, false, 2);
+  edit_attrs(v1, "/", {}, {{"version", 1}});
+  expect_throw_with<std::invalid_argument>([&] { run(s, v1, true); }, {v1, "version 1", "resumes version 2"});
+}
+
+// Case 2: a checkpoint of another seed's run (the same model) beside these results.
+TEST_F(RunSafety, ResumeRefusesAnotherRunsCheckpointNamingTheField) {
+  const Scenario s = test::tiny_scenario({"rl.steps=4"}), other = test::tiny_scenario({"rl.steps=4", "run.seed=9"});
+  const std::string out = dir_.file("a.h5"), foreign = dir_.file("b.h5");
+  run(s, out, false, 2);
+  run(other, foreign, false, 2);
+  std::filesystem::copy_file(run_checkpoint_path(foreign), run_checkpoint_path(out),
+                             std::filesystem::copy_options::overwrite_existing);
+  expect_throw_with<std::invalid_argument>([&] { run(s, out, true); },
+                                           {out, "not one run", "seed = 9 in " + run_checkpoint_path(out), "3 in"});
+  EXPECT_EQ(steps_of(out), 2);
+}
+
+// Case 9 (one process): the rank layout is part of the identity, checked before any step.
+TEST_F(RunSafety, ResumeRefusesAnotherRankLayoutBeforeAnyStep) {
+  const Scenario s = test::tiny_scenario({"rl.steps=4"});
+  const std::string out = dir_.file("a.h5");
+  run(s, out, false, 2);
+  EXPECT_EQ(H5File::open(out).attr_int("/", "ranks"), 1);
+  EXPECT_EQ(H5File::open(run_checkpoint_path(out)).attr_int("state", "ranks"), 1);
+  edit_attrs(out, "/", {}, {{"ranks", 2}});
+  edit_attrs(run_checkpoint_path(out), "state", {}, {{"ranks", 2}});
+  const std::string before = bytes_of(out);
+  expect_throw_with<std::invalid_argument>([&] { run(s, out, true); },
+                                           {"ranks = 2 in " + out, "ranks = 2 in " + run_checkpoint_path(out), "1 now"});
+  EXPECT_EQ(bytes_of(out), before);
+}
+
+// Case 3: one writer per output — a held lock refuses, naming the holder; the lock goes with the run.
+TEST_F(RunSafety, ASecondWriterOfTheSameOutputIsRefused) {
+  const Scenario s = test::tiny_scenario({"rl.steps=1"});
+  const std::string out = dir_.file("a.h5");
+  {
+    const OutputLock held = OutputLock::take(out, "--out");
+    expect_throw_with<std::runtime_error>([&] { run(s, out); },
+                                          {out, "being written by another moerl", "pid " + std::to_string(getpid())});
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  run(s, out);
+  EXPECT_FALSE(std::filesystem::exists(output_lock_path(out))) << "the run left its lock file";
+}
+
+// Cases 6 and 13: an output that is an input, or a directory, is refused by what it is.
+TEST_F(RunSafety, AnOutputThatIsAnInputOrADirectoryIsRefused) {
+  const std::string ini = dir_.file("tiny.ini");
+  std::ofstream(ini) << test::kTinyScenario;
+  const std::string text = bytes_of(ini);
+  const Scenario s = Scenario::load(ini, {"rl.steps=1"});
+  expect_throw_with<std::invalid_argument>([&] { run(s, ini, false, -1, /*force=*/true); }, {ini, "scenario file", "--out"});
+  const Comms c = comms_local();
+  expect_throw_with<std::invalid_argument>([&] { cmd_sft(c, {ini, "--steps", "0", "--out", ini}); }, {ini, "scenario file"});
+  EXPECT_EQ(bytes_of(ini), text) << "the scenario file was replaced";
+  std::filesystem::create_directories(dir_.file("d"));
+  expect_throw_with<std::invalid_argument>([&] { run(s, dir_.file("d")); }, {dir_.file("d"), "is a directory"});
 }
 
 TEST(RunScenarioDiff, NamesChangedAddedAndRemovedKeysAndIgnoresComments) {

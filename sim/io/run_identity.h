@@ -1,0 +1,34 @@
+// run_identity.h — what makes a run's two files one run. The results file (root attributes) and
+// the run's checkpoint (attributes of group `state`) both record the run's identity: the
+// scenario's hash, run.seed, the step, the format version and the rank layout (the ranks of the
+// run's group). `--resume` combines the two files with the scenario and refuses, naming each
+// differing field, when any of them is not the same run: a checkpoint copied from another seed's
+// run, a run resumed on another number of ranks, files of an older format that do not record it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sim/io/results.h"
+#include "sim/scenario.h"
+#include "store/checkpoint.h"
+
+namespace moerl {
+
+// The identity scalars of a run's checkpoint: step, seed, ranks, scenario_hash (the int64 bit
+// pattern of run_scenario_hash's 64 bits).
+void run_identity_scalars(const Scenario& s, int ranks, int64_t step, CheckpointExtras* ex);
+
+// Why a results file and checkpoint cannot be resumed by this build: a results version other than
+// kResultsVersion, no scenario attribute (the format before results recorded their scenario), a
+// checkpoint without the identity scalars. "" when both are in the current format. The message
+// names the file and the field.
+std::string run_resume_format_problem(const std::string& results, const std::string& ckpt);
+
+// Checks that a results file (current format, same scenario: run_scenario_diff is empty) and its
+// checkpoint are the run that `s` on `ranks` ranks continues: scenario hash, seed and ranks of
+// both files, and the checkpoint's step within the steps of the results. Throws
+// std::invalid_argument naming every differing field with both values.
+void run_check_identity(const std::string& results, const std::string& ckpt, const Scenario& s, int ranks);
+
+}  // namespace moerl

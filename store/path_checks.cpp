@@ -1,0 +1,73 @@
+// path_checks.cpp — see path_checks.h.
+#include "store/path_checks.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace moerl {
+
+namespace {
+const char* kind_name(mode_t m) {
+  if (S_ISREG(m)) return "a regular file";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+}  // namespace
+
+std::string path_kind(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "missing" : std::strerror(errno);
+  return kind_name(st.st_mode);
+}
+
+void path_check_input_file(const std::string& path, const std::string& what) {
+  if (path.empty()) throw std::invalid_argument(what + ": the path is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    throw std::invalid_argument(path + ": cannot read " + what + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw std::invalid_argument(path + ": is " + kind_name(st.st_mode) + ", not a " + what +
+                                " (expected a regular file)");
+}
+
+void path_check_output_file(const std::string& path, const std::string& what) {
+  if (path.empty()) throw std::invalid_argument(what + ": the path is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;  // absent (or unreachable: the write says why)
+  if (S_ISDIR(st.st_mode))
+    throw std::invalid_argument(path + ": is a directory; " + what + " names a file to write (e.g. " +
+                                (std::filesystem::path(path) / "run.h5").string() + ")");
+  if (!S_ISREG(st.st_mode))
+    throw std::invalid_argument(path + ": is " + kind_name(st.st_mode) + "; " + what +
+                                " must be a regular file or a new name (files are written beside it and renamed into place)");
+}
+
+bool path_same_file(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ec;
+  const auto ca = std::filesystem::weakly_canonical(a, ec);
+  if (ec) return false;
+  const auto cb = std::filesystem::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
+void path_check_not_an_input(const std::string& out, const std::string& out_what,
+                             const std::vector<std::pair<std::string, std::string>>& inputs) {
+  for (const auto& [what, in] : inputs)
+    if (!in.empty() && path_same_file(out, in))
+      throw std::invalid_argument(out + ": " + out_what + " is the " + what + " " + in +
+                                  " this command reads; writing it would replace its input (choose another " +
+                                  out_what + ")");
+}
+
+}  // namespace moerl
