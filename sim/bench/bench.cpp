@@ -158,14 +158,14 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
   if (o.phase != "step" && o.phase != "rollout" && o.phase != "train")
     throw std::invalid_argument("bench: phase '" + o.phase + "': must be step, rollout or train");
   bool want_short = false, want_long = false;
-  for (const std::string& w : o.workloads) {
-    bool& seen = w == "short" ? want_short : want_long;
-    if ((w != "short" && w != "long") || seen)
-      throw std::invalid_argument("bench: workloads '" + cli_join(o.workloads, ",") +
-                                  "': each of short, long at most once");
-    seen = true;
+  for (size_t i = 0; i < o.workloads.size(); ++i) {
+    const std::string& w = o.workloads[i];
+    if (!bench_workload_known(w) || std::find(o.workloads.begin(), o.workloads.begin() + i, w) != o.workloads.begin() + i)
+      throw std::invalid_argument("bench: workloads '" + cli_join(o.workloads, ",") + "': each of " +
+                                  kBenchWorkloads + " at most once");
+    (w == "short" ? want_short : want_long) = true;  // long-fixed needs the long options too
   }
-  if (!want_short && !want_long) throw std::invalid_argument("bench: workloads: none given (short, long)");
+  if (o.workloads.empty()) throw std::invalid_argument(std::string("bench: workloads: none given (") + kBenchWorkloads + ")");
   if (want_long) {
     if (o.long_mean < 1 || 2 * o.long_mean - 1 > o.long_max)
       throw std::invalid_argument("bench: long-answer mean " + std::to_string(o.long_mean) + ", limit " +
@@ -257,6 +257,9 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     if (name == "short") {
       run.w.R_max = R;
       run.expect.assign(B, R);
+    } else if (name == "long-fixed") {
+      run.w.R_max = o.long_mean;
+      run.expect.assign(B, o.long_mean);
     } else {
       run.w.R_max = o.long_max;
       run.w.eos = cfg.vocab_size - 1;
@@ -287,8 +290,9 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     for (const std::string& p : o.profiles) add_item(run_of("short"), p, p);
     if (o.recipe) add_item(run_of("short"), s.engines.rollout, s.engines.train);
   }
-  if (want_long)
-    for (const std::string& p : o.long_profiles) add_item(run_of("long"), p, p);
+  for (const char* name : {"long", "long-fixed"})
+    if (run_of(name) >= 0)
+      for (const std::string& p : o.long_profiles) add_item(run_of(name), p, p);
 
   // After a rollout: the batch must have the lengths of its schedule; the first one fills the
   // workload's numbers and the loss gradient.
@@ -610,15 +614,14 @@ std::string workload_section(const BenchReport& r) {
     o << line;
   }
   const BenchWorkload* ws = r.find_workload("short");
-  const BenchWorkload* wl = r.find_workload("long");
-  if (ws && wl)
+  if (ws)
     for (const BenchStep& sl : r.steps) {
-      if (sl.workload != "long") continue;
-      const BenchStep* ss = r.step(sl.rollout_profile, sl.train_profile, "short");
-      if (!ss) continue;
+      const BenchWorkload* wl = r.find_workload(sl.workload);
+      const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+      if (!wl || !ss) continue;
       const TokenCost c = token_cost(*ws, *ss, *wl, sl);
       o << "\n";
-      const std::string head = "long / short, " + step_label(*ss, false);
+      const std::string head = sl.workload + " / short, " + step_label(*ss, false);
       std::snprintf(line, sizeof(line), "%-34s %12s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding",
                     "other s/comp", "attn s/pair");
       o << line;
@@ -649,11 +652,12 @@ std::string workload_section(const BenchReport& r) {
   }
   o << "(linear: the linear layers' GEMMs and weight packing; other ops: norms, RoPE, softmax, SwiGLU, top-k,\n"
        " log-probs, embedding; outside: the model's own loops, copies and zero-fills, the MoE dispatch, sampling)\n";
-  if (ws && wl)
+  if (ws)
     for (const BenchStep& sl : r.steps) {
-      const BenchStep* ss = sl.workload == "long" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
-      if (!ss || ss->ops_train_s.empty() || sl.ops_train_s.empty()) continue;
-      const std::string head = "long / short per computed position, " + step_label(*ss);
+      const BenchWorkload* wl = r.find_workload(sl.workload);
+      const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+      if (!wl || !ss || ss->ops_train_s.empty() || sl.ops_train_s.empty()) continue;
+      const std::string head = sl.workload + " / short per computed position, " + step_label(*ss);
       std::snprintf(line, sizeof(line), "%-46s %9s %9s %9s\n", head.c_str(), "linear", "other ops", "outside");
       o << line;
       for (int ph = 0; ph < 2; ++ph) {
@@ -702,9 +706,12 @@ std::string bench_format_table(const BenchReport& r) {
     << " sampled tokens, KV cache), then forward + backward + AdamW over the " << r.B << " x " << r.T
     << " tokens\n";
   if (const BenchWorkload* w = r.find_workload("long"))
-    o << "long answers: the same prompts, responses ending at EOS (token " << w->eos << ") after a length drawn "
-      << "uniformly from 1.." << 2 * w->mean_len - 1 << " (mean " << w->mean_len << "), limit " << w->R_max
+    o << "long answers: the same prompts, responses ending at EOS (token " << w->eos << ") at lengths spread evenly over "
+      << "1.." << 2 * w->mean_len - 1 << " (mean " << w->mean_len << "), limit " << w->R_max
       << "; decode until the longest ends, train over B x (prompt + longest) with the loss on each response's own tokens\n";
+  if (const BenchWorkload* w = r.find_workload("long-fixed"))
+    o << "long-fixed: the same prompts, every response " << w->R_max
+      << " tokens (no EOS, no padding): the long answers' real tokens at one length\n";
   std::snprintf(line, sizeof(line),
                 "machine: %d thread(s) x %d rank(s), %s; load average %.2f %.2f %.2f at start, %.2f %.2f %.2f at end\n",
                 r.threads, r.ranks, r.blas.c_str(), r.load_begin[0], r.load_begin[1], r.load_begin[2],
@@ -844,12 +851,14 @@ std::string bench_format_json(const BenchReport& r) {
   o << "  ],\n";
   o << "  \"token_cost\": [";
   bool first = true;
-  if (const BenchWorkload *ws = r.find_workload("short"), *wl = r.find_workload("long"); ws && wl)
+  if (const BenchWorkload* ws = r.find_workload("short"))
     for (const BenchStep& sl : r.steps) {
-      const BenchStep* ss = sl.workload == "long" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
-      if (!ss) continue;
+      const BenchWorkload* wl = r.find_workload(sl.workload);
+      const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+      if (!wl || !ss) continue;
       const TokenCost c = token_cost(*ws, *ss, *wl, sl);
-      o << (first ? "\n" : ",\n") << "    {\"rollout_profile\": \"" << json_escape(sl.rollout_profile)
+      o << (first ? "\n" : ",\n") << "    {\"workload\": \"" << json_escape(sl.workload)
+        << "\", \"rollout_profile\": \"" << json_escape(sl.rollout_profile)
         << "\", \"train_profile\": \"" << json_escape(sl.train_profile) << "\"";
       const char* names[3] = {"rollout", "train", "step"};
       for (int ph = 0; ph < 3; ++ph)

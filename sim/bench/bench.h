@@ -44,9 +44,9 @@ struct BenchOptions {
   // one phase (the train phase then runs over the warm-up rollout's sequences).
   std::string phase = "step";
   int local_rank = 0;             // this rank's index on its node (its GPU with run.backend = cuda)
-  // Workloads timed, "short" and/or "long" (sim/bench/workload.h). The short one runs under
-  // `profiles` (and the recipe), the long one under `long_profiles` only: its step is ≈ 10× the
-  // short one's, with ≈ 5× the peak memory.
+  // Workloads timed, of "short", "long", "long-fixed" (sim/bench/workload.h). The short one runs
+  // under `profiles` (and the recipe), the long ones under `long_profiles` only: a long step is
+  // ≈ 10× the short one's, with ≈ 5× the peak memory.
   std::vector<std::string> workloads{"short"};
   std::vector<std::string> long_profiles{"fp32-ref"};
   int long_mean = 128;            // long: response lengths spread evenly over 1 … 2·long_mean − 1

@@ -16,6 +16,9 @@
 //    decode loop ends with the longest response, the buffers are trimmed to it, and the train
 //    forward runs over T = P + (the longest response), the loss mask 1 on each response's own
 //    tokens only.
+//  * long-fixed: the long workload's real tokens at one length — every response exactly `mean`
+//    tokens (fixed length, no EOS, no padding): against long it isolates the padding, against
+//    short the longer context.
 // Real tokens are the prompt and each response's own tokens (EOS included); computed tokens are
 // what the forward runs over, B·T; the rest is padding.
 #pragma once
@@ -31,7 +34,7 @@ namespace moerl {
 // One workload's batch, filled by bench_workload_measure from the rollout's lengths (every round
 // generates the same batch: same parameters, prompts and sampling streams).
 struct BenchWorkload {
-  std::string name;       // "short" | "long"
+  std::string name;       // "short" | "long" | "long-fixed"
   int B = 0, P = 0;       // sequences, prompt tokens
   int R_max = 0;          // response limit (short: its fixed length)
   int eos = -1;           // EOS token id; -1: fixed length R_max
@@ -51,6 +54,12 @@ struct BenchWorkload {
   double train_padding() const { return tokens_computed > 0 ? 1.0 - static_cast<double>(tokens_real) / tokens_computed : 0.0; }
   double decode_padding() const { return decode_computed > 0 ? 1.0 - static_cast<double>(decode_real) / decode_computed : 0.0; }
 };
+
+// The workload names, for messages; bench_workload_known(name): one of them.
+inline constexpr const char* kBenchWorkloads = "short, long, long-fixed";
+inline bool bench_workload_known(const std::string& name) {
+  return name == "short" || name == "long" || name == "long-fixed";
+}
 
 // Coordinate of the length schedule's stream (Stream::data); the prompts use 0xBE7C4.
 inline constexpr uint64_t kLengthStream = 0x1E46;

@@ -7,7 +7,8 @@
 //               [--long-mean 128] [--long-max 256]
 // The long-answer workload (responses of their own length, sim/bench/workload.h) is not in the
 // default run: its step is ≈ 10× the short one's (≈ 10–20 s on 2 cores) with ≈ 6 GiB peak memory;
-// `--workloads short,long` adds it under --long-profiles.
+// `--workloads short,long` adds it under --long-profiles; long-fixed (every response --long-mean
+// tokens, no padding) separates its padding from its longer context.
 // Under mpirun the model runs expert- and data-parallel over all ranks (as `moerl run`); rank 0
 // prints. The exit status is 0 whether or not a target is missed (analysis/bench/compare.py
 // reports them); --require-targets makes a miss exit with 1.
@@ -71,7 +72,8 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
        "profiles whose RL step is timed (comma-separated; fp32-ref is the baseline of the ratios)")
       ("recipe", po::value(&recipe)->default_value(true), "also time the [engines] recipe step (rollout + train profile)")
       ("workloads", po::value(&workloads)->default_value("short"),
-       "short (the reference step) and/or long (long answers ending at EOS), comma-separated")
+       "short (the reference step), long (long answers ending at EOS), long-fixed (every response "
+       "--long-mean tokens), comma-separated")
       ("long-profiles", po::value(&long_profiles)->default_value("fp32-ref"),
        "profiles whose long-answer step is timed (comma-separated)")
       ("long-mean", po::value(&long_mean)->default_value(128),
@@ -114,9 +116,9 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   o.long_mean = long_mean;
   o.long_max = long_max;
   for (const std::string& w : o.workloads)
-    if (w != "short" && w != "long")
-      throw usage_error("bench: --workloads " + workloads + ": '" + w + "' is not short or long");
-  if (o.workloads.empty()) throw usage_error("bench: --workloads: none given (short, long)");
+    if (!bench_workload_known(w))
+      throw usage_error("bench: --workloads " + workloads + ": '" + w + "' is not one of " + kBenchWorkloads);
+  if (o.workloads.empty()) throw usage_error(std::string("bench: --workloads: none given (") + kBenchWorkloads + ")");
   if (long_mean < 1 || 2 * long_mean - 1 > long_max)
     throw usage_error("bench: --long-mean " + std::to_string(long_mean) + ", --long-max " + std::to_string(long_max) +
                       ": needs 1 <= mean and 2 * mean - 1 <= max");

@@ -286,11 +286,11 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   BenchOptions o = quick();
   o.profiles = {"fp32-ref"};
   o.recipe = false;
-  o.workloads = {"short", "long"};
+  o.workloads = {"short", "long", "long-fixed"};
   o.long_mean = 4;  // 1 .. 7
   o.long_max = 8;
   const BenchReport r = bench_run(s, "tiny", o, ModelParallel{});
-  ASSERT_EQ(r.workloads.size(), 2u);
+  ASSERT_EQ(r.workloads.size(), 3u);
   const BenchWorkload* ws = r.find_workload("short");
   const BenchWorkload* wl = r.find_workload("long");
   ASSERT_NE(ws, nullptr);
@@ -320,7 +320,18 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   EXPECT_GT(sl->ops_train_s[static_cast<size_t>(Op::linear_backward_grouped)], 0.0);
   EXPECT_EQ(sl->ops_train_s[static_cast<size_t>(Op::attention_decode)], 0.0);
   EXPECT_GT(sl->ops_rollout_s[static_cast<size_t>(Op::attention_decode)], 0.0);
-  EXPECT_EQ(r.steps.size(), 2u);
+  // long-fixed: the long answers' real tokens at one length, no padding
+  const BenchWorkload* wf = r.find_workload("long-fixed");
+  ASSERT_NE(wf, nullptr);
+  EXPECT_EQ(wf->tokens_real, wl->tokens_real);
+  EXPECT_EQ(wf->tokens_computed, wf->tokens_real);
+  EXPECT_EQ(wf->T, 4 + 4);
+  EXPECT_EQ(wf->eos, -1);
+  EXPECT_EQ(wf->train_padding(), 0.0);
+  EXPECT_EQ(wf->decode_padding(), 0.0);
+  EXPECT_GT(wl->train_padding(), 0.0);
+  EXPECT_NE(r.step("fp32-ref", "fp32-ref", "long-fixed"), nullptr);
+  EXPECT_EQ(r.steps.size(), 3u);
   EXPECT_EQ(r.steps[0].workload, "short");  // the short step first: compare.py reads steps[...] by profile
   // the short targets, then the long-answer token cost (whole step, fp32-ref)
   ASSERT_EQ(r.targets.size(), 3u);
@@ -332,12 +343,13 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   const std::string table = bench_format_table(r);
   for (const char* key : {"long answers:", "long fp32-ref", "long / short, fp32-ref", "real tokens per second",
                           "decode step time against its context", "pad tok",
-                          "where the time goes", "long / short per computed position"})
+                          "where the time goes", "long / short per computed position",
+                          "long-fixed / short, fp32-ref", "long-fixed: the same prompts, every response 4 tokens"})
     EXPECT_NE(table.find(key), std::string::npos) << key;
   const std::string json = bench_format_json(r);
   for (const char* key : {"\"workloads\"", "\"token_cost\"", "\"tokens_per_s_step\"", "\"train_padding\"",
                           "\"decode_step_s\"", "\"workload\": \"long\"", "long-answer token cost",
-                          "\"ops_train_s\": {\"embedding_forward\""})
+                          "\"ops_train_s\": {\"embedding_forward\"", "\"workload\": \"long-fixed\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
@@ -348,7 +360,10 @@ TEST(Bench, RejectsBadWorkloads) {
   BenchOptions o = quick();
   o.workloads = {"medium"};
   test::expect_throw_with<std::invalid_argument>([&] { bench_run(s, "tiny", o, ModelParallel{}); },
-                                                 {"workloads 'medium'"});
+                                                 {"workloads 'medium'", "each of short, long, long-fixed at most once"});
+  o.workloads = {"long", "short", "long"};
+  test::expect_throw_with<std::invalid_argument>([&] { bench_run(s, "tiny", o, ModelParallel{}); },
+                                                 {"workloads 'long,short,long'"});
   o.workloads = {"long"};
   o.long_mean = 5;
   o.long_max = 8;  // 2·5 − 1 = 9 > 8
