@@ -587,14 +587,14 @@ std::string workload_section(const BenchReport& r) {
   std::ostringstream o;
   char line[320];
   o << "\nworkloads: real tokens = prompt + each response's own tokens (EOS included); the rest of B x T is padding\n";
-  std::snprintf(line, sizeof(line), "%-8s %5s %6s %24s %6s %6s %5s %11s %10s %8s %8s %8s\n", "workload", "B",
+  std::snprintf(line, sizeof(line), "%-10s %5s %6s %24s %6s %6s %5s %11s %10s %8s %8s %8s\n", "workload", "B",
                 "prompt", "response mean/min/max", "limit", "trunc", "T", "real tokens", "computed", "pad tok",
                 "pad dec", "pad FLOP");
   o << line;
   for (const BenchWorkload& w : r.workloads) {
     char resp[64];
     std::snprintf(resp, sizeof(resp), "%.1f / %d / %d", w.len_mean, w.len_min, w.len_max);
-    std::snprintf(line, sizeof(line), "%-8s %5d %6d %24s %6d %6d %5d %11lld %10lld %7.1f%% %7.1f%% %7.1f%%\n",
+    std::snprintf(line, sizeof(line), "%-10s %5d %6d %24s %6d %6d %5d %11lld %10lld %7.1f%% %7.1f%% %7.1f%%\n",
                   w.name.c_str(), w.B, w.P, resp, w.R_max, w.truncated, w.T, static_cast<long long>(w.tokens_real),
                   static_cast<long long>(w.tokens_computed), 100.0 * w.train_padding(), 100.0 * w.decode_padding(),
                   100.0 * (1.0 - (w.flops_rollout_real + w.flops_train_real) / (w.flops_rollout + w.flops_train)));
@@ -622,14 +622,14 @@ std::string workload_section(const BenchReport& r) {
       const TokenCost c = token_cost(*ws, *ss, *wl, sl);
       o << "\n";
       const std::string head = sl.workload + " / short, " + step_label(*ss, false);
-      std::snprintf(line, sizeof(line), "%-34s %12s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding",
+      std::snprintf(line, sizeof(line), "%-36s %10s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding",
                     "other s/comp", "attn s/pair");
       o << line;
       const char* names[3] = {"rollout", "train fwd+bwd", "RL step"};
       for (int ph = 0; ph < 3; ++ph) {
         char att[32] = "-";
         if (ph < 2) std::snprintf(att, sizeof(att), "%.2fx", c.attention_per_pair[ph]);
-        std::snprintf(line, sizeof(line), "%-34s %11.2fx %8.2fx %14.2fx %15s\n", names[ph], c.per_real[ph],
+        std::snprintf(line, sizeof(line), "%-36s %9.2fx %8.2fx %14.2fx %15s\n", names[ph], c.per_real[ph],
                       c.padding[ph], c.rest_per_computed[ph], att);
         o << line;
       }
@@ -658,14 +658,14 @@ std::string workload_section(const BenchReport& r) {
       const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
       if (!wl || !ss || ss->ops_train_s.empty() || sl.ops_train_s.empty()) continue;
       const std::string head = sl.workload + " / short per computed position, " + step_label(*ss);
-      std::snprintf(line, sizeof(line), "%-46s %9s %9s %9s\n", head.c_str(), "linear", "other ops", "outside");
+      std::snprintf(line, sizeof(line), "%-52s %9s %9s %9s\n", head.c_str(), "linear", "other ops", "outside");
       o << line;
       for (int ph = 0; ph < 2; ++ph) {
         const OpGroups gs = op_groups(ph == 0 ? ss->ops_rollout_s : ss->ops_train_s, ph == 0 ? ss->rollout_s : ss->train_s);
         const OpGroups gl = op_groups(ph == 0 ? sl.ops_rollout_s : sl.ops_train_s, ph == 0 ? sl.rollout_s : sl.train_s);
         const double cs = ph == 0 ? static_cast<double>(ws->B) * ws->P + ws->decode_computed : static_cast<double>(ws->tokens_computed);
         const double cl = ph == 0 ? static_cast<double>(wl->B) * wl->P + wl->decode_computed : static_cast<double>(wl->tokens_computed);
-        std::snprintf(line, sizeof(line), "%-46s %8.2fx %8.2fx %8.2fx\n", ph == 0 ? "rollout" : "train fwd+bwd",
+        std::snprintf(line, sizeof(line), "%-52s %8.2fx %8.2fx %8.2fx\n", ph == 0 ? "rollout" : "train fwd+bwd",
                       (gl.linear / cl) / (gs.linear / cs), (gl.other / cl) / (gs.other / cs),
                       (gl.outside / cl) / (gs.outside / cs));
         o << line;
@@ -831,9 +831,10 @@ std::string bench_format_json(const BenchReport& r) {
       << ", \"optimizer_s\": " << num(s.optimizer_s) << ", \"total_median_s\": " << num(s.total_median_s)
       << ",\n     \"workload\": \"" << json_escape(s.workload) << "\"";
     if (const BenchWorkload* w = r.find_workload(s.workload)) {
-      const double n = static_cast<double>(w->tokens_real);
-      o << ", \"tokens_per_s_rollout\": " << num(n / s.rollout_s) << ", \"tokens_per_s_train\": "
-        << num(n / s.train_s) << ", \"tokens_per_s_step\": " << num(n / s.total_s);
+      // 0 for a phase not timed (--phase rollout | train): JSON has no inf
+      auto rate = [&](double sec) { return num(sec > 0 ? static_cast<double>(w->tokens_real) / sec : 0.0); };
+      o << ", \"tokens_per_s_rollout\": " << rate(s.rollout_s) << ", \"tokens_per_s_train\": " << rate(s.train_s)
+        << ", \"tokens_per_s_step\": " << rate(s.total_s);
     }
     o << ", \"attention_rollout_s\": " << num(s.attention_rollout_s) << ", \"attention_train_s\": "
       << num(s.attention_train_s) << ", \"prefill_s\": " << num(s.prefill_s) << ",\n     \"decode_step_s\": "

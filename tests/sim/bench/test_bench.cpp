@@ -355,6 +355,20 @@ TEST(Bench, ReportHasTheLongAnswerRows) {
   EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
 }
 
+TEST(Bench, OnePhaseWritesValidJson) {  // a phase not timed has no rate (JSON has no inf)
+  BenchOptions o = quick();
+  o.profiles = {"fp32-ref"};
+  o.recipe = false;
+  o.workloads = {"long"};
+  o.long_mean = 4;
+  o.long_max = 8;
+  o.phase = "rollout";
+  const std::string json = bench_format_json(bench_run(Scenario::defaults(kTiny), "tiny", o, ModelParallel{}));
+  EXPECT_EQ(json.find("inf"), std::string::npos);
+  EXPECT_EQ(json.find("nan"), std::string::npos);
+  EXPECT_NE(json.find("\"tokens_per_s_train\": 0,"), std::string::npos);
+}
+
 TEST(Bench, RejectsBadWorkloads) {
   const Scenario s = Scenario::defaults(kTiny);
   BenchOptions o = quick();
