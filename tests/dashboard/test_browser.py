@@ -25,6 +25,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from cdp import Browser  # noqa: E402
+from analysis.runs import _is_number_or_bool  # noqa: E402
 
 RENDERED = ("document.querySelectorAll('.panel').length > 0 && "
             "[...document.querySelectorAll('.panel')].every(p => p.dataset.rendered === '1')")
@@ -59,14 +60,7 @@ def groups_of(d, keys):
     def value(r, k):
         return r["source"] if k == "source" else r["seed"] if k == "run.seed" else r["keys"].get(k, "")
 
-    def numeric(v):
-        if v in ("true", "false", "on", "off", "yes", "no"):
-            return True
-        try:
-            float(v)
-            return True
-        except ValueError:
-            return False
+    numeric = _is_number_or_bool  # the labelling rule the report's Python side uses too
     out = {}
     for i in runs:
         r = d["runs"][i]

@@ -1,6 +1,9 @@
 // rl_fixture.h — a tiny scenario for end-to-end RL tests (seconds, not minutes).
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,15 @@ eval_prompts = 16
 [optim]
 lr = 1e-3
 )";
+
+// A fresh scratch directory under the system's temporary directory, named by the test and the
+// process (removed first if a previous run left it).
+inline std::string tmp_dir(const std::string& name) {
+  const auto d = std::filesystem::temp_directory_path() / ("moerl_test_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
 
 inline Scenario tiny_scenario(const std::vector<std::string>& sets = {}) {
   return Scenario::parse(kTinyScenario, "<tiny>", sets);

@@ -18,13 +18,6 @@
 namespace moerl {
 namespace {
 
-std::string tmp_dir(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("moerl_len_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
-
 // The tiny scenario on the bubble task: 4 values in [0, 6), answers of 5..15 tokens, a limit of 12
 // so that the untrained policy both ends (EOS = 7) and is truncated.
 std::vector<std::string> bubble(std::vector<std::string> sets) {
@@ -173,7 +166,7 @@ TEST(Lengths, MarginsByHand) {
 // The dumped first mini-batch: the mask covers each response's own tokens, truncated responses
 // get rl.truncated_reward and leave the loss under rl.mask_truncated.
 TEST(Lengths, MaskTruncationRewardAndMaskTruncated) {
-  const std::string dir = tmp_dir("mask");
+  const std::string dir = test::tmp_dir("len_mask");
   for (const bool mask_truncated : {false, true}) {
     SCOPED_TRACE(mask_truncated ? "mask_truncated" : "plain");
     const Scenario s = test::tiny_scenario(bubble({"rl.steps=1", "rl.truncated_reward=0.25",
@@ -205,7 +198,7 @@ TEST(Lengths, MaskTruncationRewardAndMaskTruncated) {
 // well-formed answer is wrong (reward 0) or right, so reward = task reward + penalty is checked
 // where the task reward is 0: an untrained policy.
 TEST(Lengths, OverlongPenaltyIsLinearOverTheBuffer) {
-  const std::string dir = tmp_dir("overlong");
+  const std::string dir = test::tmp_dir("len_overlong");
   const Scenario s = test::tiny_scenario(bubble({"rl.steps=1", "rl.overlong_buffer=4", "rl.overlong_penalty=0.5"}));
   run(s, dir + "/o.h5", dir, true);
   const H5File f = H5File::open(dir + "/o.h5");
@@ -225,7 +218,7 @@ TEST(Lengths, OverlongPenaltyIsLinearOverTheBuffer) {
 // Dynamic sampling: a group whose rewards are all equal leaves the loss (mask 0), and the share
 // of such groups is recorded.
 TEST(Lengths, FilterGroupsDropsGroupsOfEqualRewards) {
-  const std::string dir = tmp_dir("filter");
+  const std::string dir = test::tmp_dir("len_filter");
   // truncated responses get 1, ended ones (malformed: reward 0) 0: some groups all-truncated
   const Scenario s = test::tiny_scenario(bubble({"rl.steps=2", "rl.truncated_reward=1", "rl.filter_groups=true",
                                                  "rl.max_response_len=4", "rl.minibatches=1"}));
@@ -257,7 +250,7 @@ TEST(Lengths, FilterGroupsDropsGroupsOfEqualRewards) {
 // Lengths that differ within a group, under each aggregation and with the length options on: a
 // run split in two resumes bit-identically.
 TEST(Lengths, ResumeIsBitIdentical) {
-  const std::string dir = tmp_dir("resume");
+  const std::string dir = test::tmp_dir("len_resume");
   const std::vector<std::vector<std::string>> variants = {
       {"rl.algorithm=grpo", "rl.truncated_reward=0.5", "rl.filter_groups=true"},
       {"rl.algorithm=r3", "rl.aggregation=seq-mean-token-sum-norm", "rl.overlong_buffer=4", "rl.mask_truncated=true"},

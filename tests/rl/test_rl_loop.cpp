@@ -16,12 +16,6 @@
 namespace moerl {
 namespace {
 
-std::string tmp_dir(const std::string& name) {
-  const auto d = std::filesystem::temp_directory_path() / ("moerl_test_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
 
 RunSummary run(const Scenario& s, const std::string& out, const std::string& dir, bool resume = false,
                int max_steps = -1) {
@@ -35,7 +29,7 @@ RunSummary run(const Scenario& s, const std::string& out, const std::string& dir
 }
 
 TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
-  const std::string dir = tmp_dir("algos");
+  const std::string dir = test::tmp_dir("algos");
   const std::vector<std::vector<std::string>> variants = {
       {"rl.algorithm=grpo"}, {"rl.algorithm=gspo"}, {"rl.algorithm=rspo"}, {"rl.algorithm=icepop"},
       {"rl.algorithm=r3"}, {"rl.algorithm=grpo", "rl.correction=tis"},
@@ -63,7 +57,7 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
 
 // Under the FP8 rollout every diagnostic and flag is written, every step, with plausible values.
 TEST(RlLoop, Fp8RolloutWritesEveryCorrectionDiagnostic) {
-  const std::string dir = tmp_dir("diag");
+  const std::string dir = test::tmp_dir("diag");
   const Scenario s = test::tiny_scenario({"rl.steps=3"});
   ASSERT_EQ(s.profile(s.engines.rollout).name, "fp8-rollout");
   const std::string out = dir + "/run.h5";
@@ -117,7 +111,7 @@ TEST(RlLoop, Fp8RolloutWritesEveryCorrectionDiagnostic) {
 
 // Every correction is off by default and, switched on, changes the run (the loss it trains on).
 TEST(RlLoop, EverySequenceCorrectionIsOffByDefaultAndChangesARun) {
-  const std::string dir = tmp_dir("corr");
+  const std::string dir = test::tmp_dir("corr");
   // partial credit: a random policy gets nonzero advantages, so the loss is not identically 0
   const Scenario base = test::tiny_scenario({"rl.steps=2", "task.partial_credit=true"});
   EXPECT_EQ(base.rl.loss.correction, Correction::none);
@@ -137,7 +131,7 @@ TEST(RlLoop, EverySequenceCorrectionIsOffByDefaultAndChangesARun) {
 }
 
 TEST(RlLoop, IdenticalExactEnginesAreTrulyOnPolicy) {
-  const std::string dir = tmp_dir("onpolicy");
+  const std::string dir = test::tmp_dir("onpolicy");
   for (const char* temp : {"1.0", "0.7"}) {
     const Scenario s = test::tiny_scenario({"engines.rollout=fp32-ref", "engines.train=fp32-ref",
                                             std::string("rl.temperature=") + temp, "rl.steps=2"});
@@ -156,7 +150,7 @@ TEST(RlLoop, IdenticalExactEnginesAreTrulyOnPolicy) {
 }
 
 TEST(RlLoop, ResumeIsBitIdentical) {
-  const std::string dir = tmp_dir("resume");
+  const std::string dir = test::tmp_dir("resume");
   const Scenario s = test::tiny_scenario({"rl.steps=4", "rl.eval_every=2"});
   run(s, dir + "/straight.h5", dir);
   const RunSummary first = run(s, dir + "/split.h5", dir, false, 2);
@@ -186,7 +180,7 @@ TEST(RlLoop, ResumeIsBitIdentical) {
 
 // The flags are recomputed from the series, so a resumed run fires them at the same steps.
 TEST(RlLoop, PrecursorFlagsResumeAlike) {
-  const std::string dir = tmp_dir("precursors");
+  const std::string dir = test::tmp_dir("precursors");
   const Scenario s = test::tiny_scenario({"rl.steps=5", "task.partial_credit=true", "precursors.window=1",
                                           "precursors.k3_rise=1.01", "precursors.entropy_spike=1.001",
                                           "precursors.ess_drop=0.999"});
@@ -204,7 +198,7 @@ TEST(RlLoop, PrecursorFlagsResumeAlike) {
 }
 
 TEST(RlLoop, StaleRolloutsSeparateStalenessFromNumericsAndResumeBitIdentically) {
-  const std::string dir = tmp_dir("stale");
+  const std::string dir = test::tmp_dir("stale");
   // partial credit: a random policy still gets nonzero advantages, so the weights move
   const Scenario exact = test::tiny_scenario({"rl.rollout_staleness=2", "rl.steps=3", "task.partial_credit=true",
                                               "engines.rollout=fp32-ref", "engines.train=fp32-ref"});
@@ -268,7 +262,7 @@ TEST(RlLoop, CollapseDetection) {
 }
 
 TEST(RlLoop, DumpTensorsWritesTheFirstMinibatch) {
-  const std::string dir = tmp_dir("dump");
+  const std::string dir = test::tmp_dir("dump");
   const Scenario s = test::tiny_scenario({"rl.steps=1", "rl.algorithm=icepop"});
   RunOptions o;
   o.out = dir + "/d.h5";
