@@ -7,7 +7,9 @@ variant paired by seed, the mismatch's growth, and the phase diagram over a mism
 Runs are grouped by their `variant` key (moerl sweep's [variant.NAME] sections; else by
 rl.algorithm) and, with --dial, by the dial's value. Several sweep directories pool their runs
 (e.g. the search seeds and the fresh seeds of the same grid). Writes, into --out (default
-SWEEP_DIR/report): collapse.md, collapse.csv and, with --dial, phase.png.
+SWEEP_DIR/report): collapse.md, collapse.csv, with --dial phase.png, and with --curves V1,V2,…
+curves.png: per variant, every run's reward and truncated share (10-step means) against the step,
+its collapse step marked.
 
 Per group:
   collapse rate   share of runs whose status is "collapsed" (the documented rule: reward's
@@ -217,12 +219,61 @@ def phase_plot(rs, path, dial, reference="control"):
     plt.close(fig)
 
 
+def _trailing10(x):
+    """The trailing 10-step mean (shorter at the start), NaN read as 0 — as the report's curves."""
+    x = np.nan_to_num(np.asarray(x, dtype=float))
+    c = np.cumsum(np.concatenate([[0.0], x]))
+    i = np.arange(1, len(x) + 1)
+    return (c[i] - c[np.maximum(i - 10, 0)]) / np.minimum(i, 10)
+
+
+def curves_plot(runs, variants, path):
+    """One column per variant: every run's reward (top) and, when recorded, truncated share
+    (bottom), as trailing 10-step means against the step; a dot at each run's collapse step."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    by_v = group(runs)
+    cols = [v for v in variants if (v, "") in by_v]
+    if not cols:
+        raise SystemExit(f"--curves {','.join(variants)}: none of these variants is in the runs "
+                         f"(there: {', '.join(v for v, _ in by_v)})")
+    trunc = any("truncated_frac" in r.metrics for v in cols for r in by_v[(v, "")])
+    nrow = 2 if trunc else 1
+    fig, axes = plt.subplots(nrow, len(cols), figsize=(2.9 * len(cols), 2.5 * nrow + 0.4), sharex=True,
+                             sharey="row", squeeze=False)
+    for j, v in enumerate(cols):
+        rs = sorted(by_v[(v, "")], key=lambda r: str(seed_of(r)))
+        k = sum(r.status == "collapsed" for r in rs)
+        for r in rs:
+            c = r.attrs.get("collapse_step", -1)
+            c = int(c) if c is not None and int(c) >= 0 else None
+            color = "tab:red" if c is not None else "tab:blue"
+            for i, name in enumerate(["reward_mean", "truncated_frac"][:nrow]):
+                y = _trailing10(r.series(name))
+                axes[i][j].plot(np.arange(len(y)), y, color=color, lw=0.9, alpha=0.75)
+                if c is not None and c < len(y):
+                    axes[i][j].plot([c], [y[c]], "o", color="k", ms=3)
+        axes[0][j].set_title(f"{v}: {k}/{len(rs)} collapsed", fontsize=9)
+        axes[-1][j].set_xlabel("step")
+    axes[0][0].set_ylabel("reward (10-step mean)")
+    if trunc:
+        axes[1][0].set_ylabel("truncated share (10-step)")
+    for ax in axes.flat:
+        ax.grid(alpha=0.3)
+    fig.suptitle("each line a seed (red: collapsed by the rule, dot at its collapse step)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m analysis.collapse", description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
     ap.add_argument("--dial", help="scenario key of the mismatch dial (e.g. profile.fp8n.router_noise): phase.png")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
+    ap.add_argument("--curves", help="variants to draw run by run in curves.png: grpo,control,dense,r3")
     args = ap.parse_args(argv)
     runs = load_runs(args.dirs)
     if not runs:
@@ -237,8 +288,11 @@ def main(argv=None):
         f.write(table_csv(rs))
     if args.dial:
         phase_plot(rs, os.path.join(out, "phase.png"), args.dial, args.reference)
+    if args.curves:
+        curves_plot(runs, [v for v in args.curves.split(",") if v], os.path.join(out, "curves.png"))
     print(md, end="")
-    print(f"→ {out}/collapse.md, collapse.csv" + (", phase.png" if args.dial else ""))
+    print(f"→ {out}/collapse.md, collapse.csv" + (", phase.png" if args.dial else "")
+          + (", curves.png" if args.curves else ""))
 
 
 if __name__ == "__main__":

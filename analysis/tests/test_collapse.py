@@ -100,3 +100,19 @@ def test_report_has_the_collapse_table_for_a_grid_with_a_control(tmp_path):
     for page in ("static.html", "data/index.js"):  # the static page and the dashboard's table
         text = (d / "report" / page).read_text()
         assert "Collapse and accuracy against the control" in text and "-0.100" in text, page
+
+
+def test_curves_draw_every_run_and_refuse_unknown_variants(tmp_path):
+    d = tmp_path / "grid"
+    write_sweep(d, [run(v, s, 0.0, status="collapsed" if (v == "grpo" and s == 0) else "complete")
+                    for v in ("control", "grpo") for s in (0, 1)])
+    with h5py.File(d / "grpo_0.0-seed0.h5", "a") as f:
+        f.attrs["collapse_step"] = 12
+        f["metrics"]["truncated_frac"] = np.linspace(0, 1, 20)
+    collapse.main([str(d), "--curves", "grpo,control"])
+    assert (d / "report" / "curves.png").read_bytes()[:8] == PNG
+    # the trailing mean the collapse rule reads: shorter windows at the start, then 10 steps
+    y = collapse._trailing10(np.arange(12, dtype=float))
+    assert y[0] == 0 and y[3] == pytest.approx(1.5) and y[11] == pytest.approx(np.mean(np.arange(2, 12)))
+    with pytest.raises(SystemExit, match="none of these variants"):
+        collapse.main([str(d), "--curves", "dense"])
