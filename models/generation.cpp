@@ -3,6 +3,7 @@
 // position's log-probs and routing equal the training forward's bit for bit under fp32-ref.
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/precision.h"
 #include "models/layer_forward.h"
@@ -31,6 +32,29 @@ void Model::generation_begin(GenerationState** state, int B, int max_len,
 }
 
 void Model::generation_end(GenerationState* state) { delete state; }
+
+void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
+  if (n < 0 || n > st->B)
+    throw std::invalid_argument("generation_keep: keeping " + std::to_string(n) + " of " + std::to_string(st->B) + " rows");
+  std::vector<uint8_t> used(static_cast<size_t>(st->B), 0);
+  for (int i = 0; i < n; ++i) {
+    const int f = from[i];
+    if (f < 0 || f >= st->B || used[f] || (f != i && f < n))
+      throw std::invalid_argument("generation_keep: row " + std::to_string(i) + " from row " + std::to_string(f) +
+                                  ": each source must be the row itself or one past the kept rows, once");
+    used[f] = 1;
+  }
+  // A row's cache is its first pos positions; a source at or past n is never a destination.
+  const size_t row = static_cast<size_t>(st->max_len) * cfg_.d_model, used_len = static_cast<size_t>(st->pos) * cfg_.d_model;
+  for (int i = 0; i < n; ++i) {
+    if (from[i] == i) continue;
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      std::memcpy(st->kcache[l].data() + i * row, st->kcache[l].data() + from[i] * row, sizeof(float) * used_len);
+      std::memcpy(st->vcache[l].data() + i * row, st->vcache[l].data() + from[i] * row, sizeof(float) * used_len);
+    }
+  }
+  st->B = n;
+}
 
 namespace {
 // Runs all layers over the rows in st->x; positions [rows]; decode when `decode`.

@@ -13,6 +13,9 @@ struct LayerCall {
   const PackedLayer* packed = nullptr;
   int layer = 0, N = 0;
   int B = 0, T = 0;                    // training mode: N = B·T (T is also the aux-loss seq_len)
+  // training mode, sequences of their own length (packed): attention runs over each run of
+  // sequences of one length; null: B sequences of T rows
+  const std::vector<SeqRun>* runs = nullptr;
   GenerationState* decode = nullptr;   // decode mode: N = B rows, KV cache in here
   const int32_t* positions = nullptr;  // [N]
   uint64_t call = 0;

@@ -49,6 +49,15 @@ struct RouterControl {
 struct ForwardRequest {
   const int32_t* tokens = nullptr;  // [B, T]
   int B = 0, T = 0;
+  // [B] positions of sequence b that are its own (prompt + response, 1..T); the rest of its row
+  // of tokens is padding. The forward then runs packed: each sequence over its own positions only
+  // (attention over its own length, RoPE positions per sequence, every other op row-wise), and
+  // nothing is computed for the padding — its rows of every output are 0, it enters no
+  // expert_load, aux loss or gradient. The inputs and outputs keep the [B, T] layout. Under a
+  // profile whose kernels are row-independent (profile_rows_independent, models/sites.h) the
+  // sequences' own positions get the bits of the unpacked forward. Null: every position is the
+  // sequence's own (the [B, T] batch of fixed length).
+  const int32_t* lengths = nullptr;
   const NumericsProfile* profile = nullptr;  // nullptr = fp32-ref
   RouterMode router_mode = RouterMode::normal;
   const int32_t* replay_ids = nullptr;  // [L, B*T, K] when replaying
@@ -128,6 +137,13 @@ class Model {
   void generation_step(GenerationState* state, float* logits, int32_t* topk_ids,
                        float* router_logp, const int32_t* tokens,
                        const int32_t* replay_ids = nullptr);
+  // Keeps n of the state's rows (decode compaction: finished sequences leave the batch): row i
+  // becomes what row from[i] was (its KV cache included), the others are dropped, and later steps
+  // take n tokens. Each from[i] must be i or >= n and all distinct (a finished row's place is
+  // filled from the tail), so nothing is moved twice. What keys on a row (its noise streams under
+  // a row-keyed profile) then keys on its new index: callers compact only under a profile whose
+  // kernels are row-independent (models/sites.h). Throws std::invalid_argument.
+  void generation_keep(GenerationState* state, const int32_t* from, int n);
   void generation_end(GenerationState* state);
 
   // Packed weights are cached per profile until the parameters change: call after every

@@ -19,7 +19,7 @@ void Model::backward(const float* dlogp) {
   Impl& im = *impl_;
   if (!im.saved) throw std::logic_error("backward: the last forward did not save activations");
   const NumericsProfile& p = im.profile;
-  const int B = im.B, T = im.T, N = B * T, D = cfg_.d_model, V = cfg_.vocab_size,
+  const int B = im.B, T = im.T, N = im.seq_begin[B], D = cfg_.d_model, V = cfg_.vocab_size,
             H = cfg_.n_heads, Dh = cfg_.head_dim(), L = cfg_.n_layers, K = cfg_.top_k;
   const size_t ND = static_cast<size_t>(N) * D;
   const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
@@ -58,10 +58,12 @@ void Model::backward(const float* dlogp) {
     }
   };
 
-  // logprobs[b, t] = log_softmax(logits[b·T+t])[tokens[b·T+t+1]]
+  // logprobs[b, t] = log_softmax(logits[seq_begin[b]+t])[tokens[seq_begin[b]+t+1]] (seq_begin[b] = b·T
+  // unpacked); the padding's dlogp is not read
   std::vector<float> dlp(N, 0.0f);
   for (int b = 0; b < B; ++b)
-    for (int t = 0; t + 1 < T; ++t) dlp[b * T + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
+    for (int t = 0; t + 1 < im.seq_begin[b + 1] - im.seq_begin[b]; ++t)
+      dlp[im.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
   std::vector<float> dlogits(static_cast<size_t>(N) * V, 0.0f);
   if (im.temperature == 1.0f) {
     be.logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
@@ -90,7 +92,7 @@ void Model::backward(const float* dlogp) {
       MoeCall mc = moe_call(cfg_, p, l, im.call, im.mode, replay, bias, T, true,
                             im.dispatcher.get(), &im.rows);
       mc.router.backend = &be;
-      router_apply_control(&mc.router, router_control_, l, N, cfg_.n_experts, true);
+      router_apply_control(&mc.router, im.control, l, N, cfg_.n_experts, true);
       MoeGrads g;
       g.w_gate = grads_.get(pre + "moe.w_gate");
       g.w_up = grads_.get(pre + "moe.w_up");
@@ -118,8 +120,11 @@ void Model::backward(const float* dlogp) {
     std::fill(dq.begin(), dq.end(), 0.0f);
     std::fill(dk.begin(), dk.end(), 0.0f);
     std::fill(dv.begin(), dv.end(), 0.0f);
-    be.attention_backward(dq.data(), dk.data(), dv.data(), dctx.data(), a.att.data(), a.q.data(),
-                          a.k.data(), a.v.data(), B, T, H, Dh);
+    for (const SeqRun& r : im.runs) {  // per run of sequences of one length, as the forward
+      const size_t o = static_cast<size_t>(r.row0) * D;
+      be.attention_backward(dq.data() + o, dk.data() + o, dv.data() + o, dctx.data() + o, a.att.data() + r.att0,
+                            a.q.data() + o, a.k.data() + o, a.v.data() + o, r.B, r.T, H, Dh);
+    }
     // q, k = rope(h·W_qᵀ), rope(h·W_kᵀ) ; v = h·W_vᵀ
     be.rope_backward(dq.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
     be.rope_backward(dk.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);

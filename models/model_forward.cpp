@@ -2,7 +2,9 @@
 // generation shares with it (generation.cpp). Every op's output is rounded to the profile's
 // storage format, as a low-precision engine stores it; backward (model_backward.cpp) mirrors this
 // file line by line, straight-through the roundings.
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/precision.h"
 #include "models/layer_forward.h"
@@ -74,10 +76,18 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
     }
     be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->max_len, H, Dh,
                         attn_ctx);
-  } else {
+  } else if (!c.runs) {
     a->att.resize(static_cast<size_t>(c.B) * H * c.T * c.T);
     be.attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
                          c.B, c.T, H, Dh, attn_ctx);
+  } else {  // each run of sequences of one length over its own rows (one run: the call above)
+    const SeqRun last = c.runs->empty() ? SeqRun{} : c.runs->back();  // no sequence on this rank: none
+    a->att.resize(last.att0 + static_cast<size_t>(last.B) * H * last.T * last.T);
+    for (const SeqRun& r : *c.runs) {
+      const size_t o = static_cast<size_t>(r.row0) * D;
+      be.attention_forward(a->ctx.data() + o, a->att.data() + r.att0, a->q.data() + o, a->k.data() + o,
+                           a->v.data() + o, r.B, r.T, H, Dh, attn_ctx);
+    }
   }
   round_array(a->ctx.data(), ND, p.activations);
   be.linear_forward(a->o.data(), a->ctx.data(), pl.wo, N, lin(Site::wo));
@@ -119,11 +129,52 @@ void final_forward(float* logits, float* h_final, float* rstd_final, const float
                     site_linear_numerics(p, LinearKind::lm_head, site_key(p, L, Site::lm_head, call)));
 }
 
+std::vector<SeqRun> seq_runs(const std::vector<int>& seq_begin, int H) {
+  std::vector<SeqRun> runs;
+  size_t att = 0;
+  for (size_t b = 0; b + 1 < seq_begin.size(); ++b) {
+    const int T = seq_begin[b + 1] - seq_begin[b];
+    if (runs.empty() || runs.back().T != T) {
+      if (!runs.empty()) att += static_cast<size_t>(runs.back().B) * H * runs.back().T * runs.back().T;
+      runs.push_back(SeqRun{seq_begin[b], 0, T, att});
+    }
+    runs.back().B += 1;
+  }
+  return runs;
+}
+
+namespace {
+// Rows of the [B, T] layout → the packed layout: sequence b's first len rows of `width` values
+// (times `blocks` leading blocks, e.g. layers) go to rows seq_begin[b]... of each block.
+template <class V>
+std::vector<V> rows_pack(const V* src, int blocks, int B, int T, const std::vector<int>& seq_begin, int width) {
+  const size_t N = static_cast<size_t>(seq_begin[B]), w = static_cast<size_t>(width);
+  std::vector<V> dst(static_cast<size_t>(blocks) * N * w);
+  for (int l = 0; l < blocks; ++l)
+    for (int b = 0; b < B; ++b)
+      std::copy_n(src + ((static_cast<size_t>(l) * B + b) * T) * w, (seq_begin[b + 1] - seq_begin[b]) * w,
+                  dst.data() + (static_cast<size_t>(l) * N + seq_begin[b]) * w);
+  return dst;
+}
+// The inverse: packed rows back into the [B, T] layout, the padding rows 0.
+template <class V>
+void rows_unpack(std::vector<V>* v, int blocks, int B, int T, const std::vector<int>& seq_begin, int width) {
+  if (v->empty()) return;
+  const size_t N = static_cast<size_t>(seq_begin[B]), w = static_cast<size_t>(width);
+  std::vector<V> dst(static_cast<size_t>(blocks) * B * T * w, V(0));
+  for (int l = 0; l < blocks; ++l)
+    for (int b = 0; b < B; ++b)
+      std::copy_n(v->data() + (static_cast<size_t>(l) * N + seq_begin[b]) * w, (seq_begin[b + 1] - seq_begin[b]) * w,
+                  dst.data() + ((static_cast<size_t>(l) * B + b) * T) * w);
+  v->swap(dst);
+}
+}  // namespace
+
 void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   const NumericsProfile& p = req.profile ? *req.profile : default_profile();
   const Backend& be = backend();
-  const int B = req.B, T = req.T, N = B * T, D = cfg_.d_model, L = cfg_.n_layers,
-            V = cfg_.vocab_size, K = cfg_.top_k;
+  const int B = req.B, T = req.T, D = cfg_.d_model, L = cfg_.n_layers, V = cfg_.vocab_size, K = cfg_.top_k,
+            E = cfg_.n_experts, H = cfg_.n_heads;
   const int B_total = req.B_total > 0 ? req.B_total : B;
   if (B_total < 1 || T < 2 || T > cfg_.max_seq_len)
     throw std::invalid_argument("forward: need B >= 1 and 2 <= T <= model.max_seq_len = " +
@@ -135,7 +186,7 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
                                 std::to_string(par_.dp_rank()) + " of " + std::to_string(par_.dp_size()) +
                                 " holds " + std::to_string(block.size()) + " of B_total = " +
                                 std::to_string(B_total));
-  for (int i = 0; i < N; ++i)
+  for (int i = 0; i < B * T; ++i)
     if (req.tokens[i] < 0 || req.tokens[i] >= V)
       throw std::invalid_argument("forward: token " + std::to_string(req.tokens[i]) +
                                   " at index " + std::to_string(i) + " outside [0, " +
@@ -144,31 +195,66 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
   im.saved = false;
   im.B = B; im.T = T;
-  im.rows = RowSums(par_, B_total, B, T);
+  // The row layout: sequence b's own positions from row seq_begin[b] (packed), b·T without lengths.
+  im.seq_begin.assign(static_cast<size_t>(B) + 1, 0);
+  for (int b = 0; b < B; ++b) {
+    const int len = req.lengths ? req.lengths[b] : T;
+    if (len < 1 || len > T)
+      throw std::invalid_argument("forward: lengths[" + std::to_string(b) + "] = " + std::to_string(len) +
+                                  " outside [1, T = " + std::to_string(T) + "]");
+    im.seq_begin[b + 1] = im.seq_begin[b] + len;
+  }
+  const int N = im.seq_begin[B];
+  im.has_padding = N < B * T;
+  im.runs = seq_runs(im.seq_begin, H);
+  int64_t rows_total = N;  // every rank's own positions (integer sum: exact in any order)
+  if (req.lengths && par_.dp_size() > 1) par_.dp->allreduce_sum(&rows_total, 1);
+  im.rows = req.lengths ? RowSums(par_, B_total, im.seq_begin, rows_total) : RowSums(par_, B_total, B, T);
   im.profile = p;
   im.mode = req.router_mode;
   im.call = req.call;
-  im.tokens.assign(req.tokens, req.tokens + N);
+  auto pack = [&](const auto* src, int blocks, int width) {
+    using V = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
+    return im.has_padding ? rows_pack(src, blocks, B, T, im.seq_begin, width)
+                     : std::vector<V>(src, src + static_cast<size_t>(blocks) * B * T * width);
+  };
+  im.tokens = pack(req.tokens, 1, 1);
   if (req.router_mode == RouterMode::replay) {
     if (!cfg_.is_moe() || !req.replay_ids)
       throw std::invalid_argument("forward: replay needs an MoE model and replay ids");
-    im.replay_ids.assign(req.replay_ids, req.replay_ids + static_cast<size_t>(L) * N * K);
+    im.replay_ids = pack(req.replay_ids, L, K);
+  }
+  std::vector<int32_t> probe;
+  if (cfg_.is_moe() && req.probe_ids) probe = pack(req.probe_ids, L, K);
+  // the KL regularisers' targets follow the rows
+  im.control = router_control_;
+  im.kl_full_target.clear();
+  im.kl_topk_target.clear();
+  if (im.has_padding && cfg_.is_moe() && router_control_.kl_full_target) {
+    im.kl_full_target = pack(router_control_.kl_full_target, L, E);
+    im.control.kl_full_target = im.kl_full_target.data();
+  }
+  if (im.has_padding && cfg_.is_moe() && router_control_.kl_topk_target) {
+    im.kl_topk_target = pack(router_control_.kl_topk_target, L, E);
+    im.control.kl_topk_target = im.kl_topk_target.data();
   }
   im.positions.resize(N);
   im.targets.resize(N);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t) {
-      im.positions[b * T + t] = t;
-      im.targets[b * T + t] = t + 1 < T ? req.tokens[b * T + t + 1] : -1;
+  for (int b = 0; b < B; ++b) {
+    const int r0 = im.seq_begin[b], len = im.seq_begin[b + 1] - r0;
+    for (int t = 0; t < len; ++t) {
+      im.positions[r0 + t] = t;
+      im.targets[r0 + t] = t + 1 < len ? req.tokens[static_cast<size_t>(b) * T + t + 1] : -1;
     }
+  }
 
   const bool moe = cfg_.is_moe();
   out->topk_ids.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0);
   out->router_logp.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0.0f);
-  out->expert_load.assign(moe ? static_cast<size_t>(L) * cfg_.n_experts : 0, 0);
+  out->expert_load.assign(moe ? static_cast<size_t>(L) * E : 0, 0);
   out->aux_loss = 0.0f;
   out->own_topk_ids.assign(moe && req.want_own_topk ? static_cast<size_t>(L) * N * K : 0, 0);
-  out->router_logits.assign(moe && req.want_router_logits ? static_cast<size_t>(L) * N * cfg_.n_experts : 0, 0.0f);
+  out->router_logits.assign(moe && req.want_router_logits ? static_cast<size_t>(L) * N * E : 0, 0.0f);
   if (!(req.temperature > 0.0f))
     throw std::invalid_argument("forward: temperature must be > 0 (got " + std::to_string(req.temperature) + ")");
   im.temperature = req.temperature;
@@ -176,27 +262,27 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   im.layers.resize(L);
   std::vector<double> a2a(moe ? 2 * L : 0, 0.0);  // per layer: bytes sent, rows received
   std::vector<float> x(static_cast<size_t>(N) * D);
-  be.embedding_forward(x.data(), req.tokens, params_.get("embed"), N, D);
+  be.embedding_forward(x.data(), im.tokens.data(), params_.get("embed"), N, D);
   round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = im.layers[l];
     a.x_in = x;
     LayerCall c;
     c.cfg = &cfg_; c.profile = &p; c.params = &params_; c.packed = &ps.layers[l];
-    c.layer = l; c.N = N; c.B = B; c.T = T; c.positions = im.positions.data(); c.call = req.call;
+    c.layer = l; c.N = N; c.B = B; c.T = T; c.runs = &im.runs; c.positions = im.positions.data(); c.call = req.call;
     c.router_mode = req.router_mode;
     c.replay_ids = req.router_mode == RouterMode::replay ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
-    c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
+    c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * E : nullptr;
     c.training = true;
     c.dispatcher = im.dispatcher.get();
     c.rows = &im.rows;
-    c.control = &router_control_;
+    c.control = &im.control;
     c.backend = &be;
     const size_t lo = static_cast<size_t>(l) * N * K;
-    if (moe && req.probe_ids) c.probe_ids = req.probe_ids + lo;
+    if (!probe.empty()) c.probe_ids = probe.data() + lo;
     if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
     out->aux_loss += layer_forward(&a, x.data(), moe ? &out->router_logp[static_cast<size_t>(l) * N * K] : nullptr,
-                                   moe ? &out->expert_load[static_cast<size_t>(l) * cfg_.n_experts] : nullptr, c);
+                                   moe ? &out->expert_load[static_cast<size_t>(l) * E] : nullptr, c);
     if (moe) {
       const DispatchPlan& dp = a.moe.plan;
       for (int s = 0; s < dp.ranks; ++s)
@@ -205,8 +291,8 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
       a2a[2 * l + 1] = dp.received();
       std::memcpy(&out->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
       if (req.want_router_logits)
-        std::memcpy(&out->router_logits[static_cast<size_t>(l) * N * cfg_.n_experts],
-                    a.moe.router.logits.data(), sizeof(float) * N * cfg_.n_experts);
+        std::memcpy(&out->router_logits[static_cast<size_t>(l) * N * E],
+                    a.moe.router.logits.data(), sizeof(float) * N * E);
       if (req.want_own_topk && req.router_mode == RouterMode::normal)
         std::memcpy(&out->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
     }
@@ -240,10 +326,18 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     for (float& z : scaled) z /= req.temperature;
     be.logprob_forward(lp.data(), scaled.data(), im.targets.data(), N, V);
   }
-  out->logprobs.resize(static_cast<size_t>(B) * (T - 1));
+  out->logprobs.assign(static_cast<size_t>(B) * (T - 1), 0.0f);
   for (int b = 0; b < B; ++b)
-    for (int t = 0; t + 1 < T; ++t) out->logprobs[static_cast<size_t>(b) * (T - 1) + t] = lp[b * T + t];
+    for (int t = 0; t + 1 < im.seq_begin[b + 1] - im.seq_begin[b]; ++t)
+      out->logprobs[static_cast<size_t>(b) * (T - 1) + t] = lp[im.seq_begin[b] + t];
   if (req.want_logits) out->logits = im.logits;
+  if (im.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
+    rows_unpack(&out->topk_ids, L, B, T, im.seq_begin, K);
+    rows_unpack(&out->router_logp, L, B, T, im.seq_begin, K);
+    rows_unpack(&out->own_topk_ids, L, B, T, im.seq_begin, K);
+    rows_unpack(&out->router_logits, L, B, T, im.seq_begin, E);
+    rows_unpack(&out->logits, 1, B, T, im.seq_begin, V);
+  }
   im.saved = req.save_for_backward;
   if (!im.saved) im.layers.clear();
 }

@@ -33,7 +33,7 @@ struct LayerActs {
   std::vector<float> h_attn;     // [N, D] attn_norm output
   std::vector<float> rstd_attn;  // [N]
   std::vector<float> q, k, v;    // [N, D] after RoPE, attention operand format
-  std::vector<float> att;        // [B, H, T, T] probabilities (training mode only)
+  std::vector<float> att;        // [B, H, T, T] probabilities per SeqRun (training mode only)
   std::vector<float> ctx;        // [N, D] attention output before W_o
   std::vector<float> o;          // [N, D] W_o output
   std::vector<float> x_mid;      // [N, D] residual after attention
@@ -43,6 +43,16 @@ struct LayerActs {
   MoeActs moe;
   FfnActs ffn;
 };
+
+// Consecutive sequences of one length in the training forward's row layout: B sequences of T rows
+// from row row0, their attention probabilities [B, H, T, T] from att0 of LayerActs::att. The
+// batch of fixed length is one run; a packed batch has one per change of length.
+struct SeqRun {
+  int row0 = 0, B = 0, T = 0;
+  size_t att0 = 0;
+};
+// The runs of sequences whose rows begin at seq_begin[b] (seq_begin[B+1]), and H heads.
+std::vector<SeqRun> seq_runs(const std::vector<int>& seq_begin, int H);
 
 struct GenerationState {
   int B = 0, max_len = 0, pos = 0;
@@ -69,7 +79,15 @@ struct Model::Impl {
   std::vector<int32_t> replay_ids;
   uint64_t call = 0;
   float temperature = 1.0f;
-  std::vector<int32_t> tokens, targets, positions;
+  std::vector<int32_t> tokens, targets, positions;  // [N] in the forward's row layout
+  // Packed forward (ForwardRequest::lengths with padding): sequence b's own positions are rows
+  // seq_begin[b] .. seq_begin[b+1]-1 of every saved tensor (N = seq_begin[B]); else b·T.
+  bool has_padding = false;  // some sequence is shorter than T: the rows are packed
+  std::vector<int> seq_begin;
+  std::vector<SeqRun> runs;
+  // the KL regularisers' targets in the packed layout, and the RouterControl pointing at them
+  std::vector<float> kl_full_target, kl_topk_target;
+  RouterControl control;
   RowSums rows;  // how sums over the batch's rows are formed (parallel.h)
   std::vector<LayerActs> layers;
   std::vector<float> x_final, h_final, rstd_final, logits;

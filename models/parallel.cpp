@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace moerl {
 
@@ -25,17 +26,30 @@ void ModelParallel::validate(const ModelConfig& cfg) const {
                                 " data-parallel ranks to divide it (each rank sums whole chunks)");
 }
 
+namespace {
+std::vector<int> uniform_seq_begin(int B, int T) {
+  std::vector<int> b0(static_cast<size_t>(B) + 1);
+  for (int b = 0; b <= B; ++b) b0[b] = b * T;
+  return b0;
+}
+}  // namespace
+
 RowSums::RowSums(const ModelParallel& par, int64_t B_total, int B, int T)
-    : rows_total_(B_total * T), seqs_total_(B_total), canonical_(par.canonical()), dp_(par.dp) {
+    : RowSums(par, B_total, uniform_seq_begin(B, T), B_total * T) {}
+
+RowSums::RowSums(const ModelParallel& par, int64_t B_total, std::vector<int> seq_begin, int64_t rows_total)
+    : seq_begin_(std::move(seq_begin)), rows_total_(rows_total), seqs_total_(B_total),
+      canonical_(par.canonical()), dp_(par.dp) {
+  const int B = static_cast<int>(seq_begin_.size()) - 1;
   if (!canonical_) {
-    bounds_ = {0, B * T};
+    bounds_ = {0, seq_begin_[B]};
     return;
   }
   const int n = par.dp_size(), r = par.dp_rank(), C = par.reduce_chunks;
   const SeqBlock mine = dp_block(B_total, n, r);
   bounds_.clear();
   for (int c = C / n * r; c <= C / n * (r + 1); ++c)
-    bounds_.push_back(static_cast<int>((B_total * c / C - mine.begin) * T));
+    bounds_.push_back(seq_begin_[static_cast<size_t>(B_total * c / C - mine.begin)]);
 }
 
 namespace {

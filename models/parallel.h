@@ -63,12 +63,17 @@ class RowSums {
   RowSums() = default;
   // This rank holds B of the B_total sequences of the batch, T rows each.
   RowSums(const ModelParallel& par, int64_t B_total, int B, int T);
+  // Sequences of their own length (the packed layout): local sequence b holds rows
+  // [seq_begin[b], seq_begin[b+1]) (seq_begin[B+1], seq_begin[0] = 0), and the whole batch, all
+  // ranks together, rows_total rows. With seq_begin[b] = b·T it is the constructor above.
+  RowSums(const ModelParallel& par, int64_t B_total, std::vector<int> seq_begin, int64_t rows_total);
 
   int groups() const { return static_cast<int>(bounds_.size()) - 1; }
   const std::vector<int>& bounds() const { return bounds_; }  // [groups()+1]
   int begin(int g) const { return bounds_[g]; }  // local rows of group g
   int end(int g) const { return bounds_[g + 1]; }
   int64_t rows_total() const { return rows_total_; }  // rows of the whole batch
+  const std::vector<int>& seq_begin() const { return seq_begin_; }  // [B+1] local sequences' rows
   int64_t seqs_total() const { return seqs_total_; }
   bool canonical() const { return canonical_; }
   Collectives* dp() const { return dp_; }
@@ -81,6 +86,7 @@ class RowSums {
 
  private:
   std::vector<int> bounds_{0, 0};
+  std::vector<int> seq_begin_{0};
   int64_t rows_total_ = 0, seqs_total_ = 0;
   bool canonical_ = false;
   Collectives* dp_ = nullptr;

@@ -168,18 +168,22 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
     aux += balance_finish(a->aux_weight.data(), total.data(), total.data() + E,
                           static_cast<double>(rows.rows_total()), 0, N, E, K, cfg.aux_loss_coef, 1.0f);
   } else if (cfg.load_balance == LoadBalance::seq_aux_loss) {
-    // per sequence (always on one rank), averaged over all sequences of the batch
-    const int T = c.seq_len;
+    // per sequence (always on one rank) over its own rows (its own length in the packed layout),
+    // averaged over all sequences of the batch
+    const std::vector<int>& sb = rows.seq_begin();
     const float Bt = static_cast<float>(rows.seqs_total());
     std::vector<double> part(G, 0.0);
     std::vector<double> count(E), sum_p(E);
+    size_t i = 0;  // local sequence
     for (int g = 0; g < G; ++g) {
       float sum = 0.0f;
-      for (int r0 = rows.begin(g); r0 < rows.end(g); r0 += T) {
+      for (; i + 1 < sb.size() && sb[i] < rows.end(g); ++i) {
+        const int r0 = sb[i], r1 = sb[i + 1];
+        if (r0 < rows.begin(g)) continue;
         std::fill(count.begin(), count.end(), 0.0);
         std::fill(sum_p.begin(), sum_p.end(), 0.0);
-        balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r0 + T, E, K, cfg.scoring);
-        sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), T, r0, r0 + T, E, K,
+        balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r1, E, K, cfg.scoring);
+        sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), r1 - r0, r0, r1, E, K,
                               cfg.aux_loss_coef, 1.0f / Bt) / Bt;
       }
       part[g] = sum;

@@ -50,6 +50,23 @@ inline LinearNumerics site_linear_numerics(const NumericsProfile& p, LinearKind 
   return nm;
 }
 
+// True when every op's result for a row depends on that row alone (and attention's on its own
+// sequence's earlier rows), never on where the row sits in its call or how many rows the call
+// has: no reduction split drawn per row (split_k) or sized by the call (batch_invariant = false),
+// no random tie-break or router noise keyed by the row's index, no FP8 tensor-wide activation
+// scale over the call's rows. Under such a profile a batch may drop rows (decode compaction) or
+// pack its sequences without changing a bit of the others; under any other the batch keeps its
+// layout, so that a sequence's numbers do not depend on when its neighbours finished.
+inline bool profile_rows_independent(const NumericsProfile& p) {
+  const ReduceOrder orders[] = {p.gemm_order, p.norm_order, p.attn_order, p.combine_order};
+  for (const ReduceOrder& o : orders)
+    if (o.kind == OrderKind::split_k && o.split > 1) return false;
+  const Format scaled[] = {p.matmul, p.router, p.lm_head};
+  for (Format f : scaled)
+    if ((f == Format::fp8_e4m3 || f == Format::fp8_e5m2) && p.act_scaling == Scaling::tensor) return false;
+  return p.batch_invariant && !p.atomics && p.tie_break != TieBreak::random && p.router_noise == 0.0f;
+}
+
 inline ReduceCtx site_reduce(const NumericsProfile& p, const ReduceOrder& order, const NoiseKey& key) {
   ReduceCtx c;
   c.order = order;

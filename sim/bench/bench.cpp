@@ -22,6 +22,7 @@
 #include "kernels/rng.h"
 #include "kernels/simd.h"
 #include "models/model.h"
+#include "models/sites.h"
 #include "sim/backend_select.h"
 #include "sim/cli/cli.h"
 #include "sim/bench/bench_backend.h"
@@ -247,6 +248,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     bool force = false;            // BenchBackend makes EOS the token at expect[s] − 1
     RolloutBatch rb;
     std::vector<float> dlogp;      // [Bl, T − 1], after the first rollout
+    std::vector<int32_t> lengths;  // [Bl] P + ℓ_s of this rank's sequences (the packed train forward)
   };
   std::vector<Run> runs;
   for (const std::string& name : o.workloads) {
@@ -315,6 +317,8 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     int64_t response_tokens = 0;
     for (int32_t l : run.expect) response_tokens += l;
     run.dlogp = bench_loss_dlogp(rb.len.data(), Bl, P, rb.T, response_tokens);
+    run.lengths.resize(static_cast<size_t>(Bl));
+    for (int i = 0; i < Bl; ++i) run.lengths[static_cast<size_t>(i)] = P + rb.len[i];
   };
 
   auto run_step = [&](StepItem& it, bool record) {
@@ -371,6 +375,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     req.B = Bl;
     req.T = run.rb.T;
     req.B_total = B;
+    req.lengths = run.lengths.data();  // packed: each sequence over its own positions
     req.profile = &it.tp;
     req.save_for_backward = true;
     model.forward(&res, req);
@@ -430,6 +435,7 @@ BenchReport bench_run(const Scenario& s, const std::string& workload, const Benc
     st.workload = runs[static_cast<size_t>(it.run)].w.name;
     st.rollout_profile = it.rollout;
     st.train_profile = it.train;
+    st.compacted = runs[static_cast<size_t>(it.run)].w.eos >= 0 && profile_rows_independent(it.rp);
     st.total_s = best(it.total);
     st.rollout_s = best(it.rollout_s);
     st.train_s = best(it.train_s);
@@ -502,8 +508,9 @@ double step_flops(const BenchReport& r, const BenchStep& s, int phase) {
 // Query-key pairs the attention of a phase computes per layer, whole batch: the train forward
 // T·(T+1)/2 per sequence; the rollout's prefill P·(P+1)/2, then a decode step at position p
 // attends over p + 1 keys.
-double attention_pairs(const BenchWorkload& w, int phase) {
-  if (phase == 1) return w.B * 0.5 * w.T * (w.T + 1.0);
+double attention_pairs(const BenchWorkload& w, int phase, bool compacted) {
+  if (phase == 1) return w.pairs_train_real;  // the train forward runs packed
+  if (compacted) return w.pairs_rollout_real;
   const int steps = w.B > 0 ? static_cast<int>(w.decode_computed / w.B) : 0;
   double pairs = 0.5 * w.P * (w.P + 1.0);
   for (int r = 0; r < steps; ++r) pairs += w.P + r + 1.0;
@@ -514,6 +521,14 @@ double attention_pairs(const BenchWorkload& w, int phase) {
 // seconds per real token long ÷ short, and what it is made of: the padding (computed ÷ real
 // positions, long ÷ short), the non-attention seconds per computed position and the attention
 // seconds per query-key pair (long ÷ short; ≈ 1 where a phase grows as its arithmetic does).
+// Positions a phase computed (0 rollout: the prefill and the decode batch's rows; 1 train; 2 the
+// step, as the train): the packed train forward computes the real tokens, the decode batch its
+// real rows when compacted.
+double computed_positions(const BenchWorkload& w, const BenchStep& s, int ph) {
+  if (ph == 0) return static_cast<double>(w.B) * w.P + (s.compacted ? w.decode_real : w.decode_computed);
+  return static_cast<double>(w.tokens_real);
+}
+
 struct TokenCost {
   double per_real[3] = {0, 0, 0}, padding[3] = {0, 0, 0}, rest_per_computed[3] = {0, 0, 0};
   double attention_per_pair[2] = {0, 0};
@@ -524,7 +539,7 @@ TokenCost token_cost(const BenchWorkload& ws, const BenchStep& ss, const BenchWo
   auto phase = [](const BenchWorkload& w, const BenchStep& s, int ph, double* sec, double* att, double* computed) {
     *sec = ph == 0 ? s.rollout_s : ph == 1 ? s.train_s : s.total_s;
     *att = ph == 0 ? s.attention_rollout_s : ph == 1 ? s.attention_train_s : s.attention_rollout_s + s.attention_train_s;
-    *computed = ph == 0 ? static_cast<double>(w.B) * w.P + w.decode_computed : static_cast<double>(w.tokens_computed);
+    *computed = computed_positions(w, s, ph);
   };
   for (int ph = 0; ph < 3; ++ph) {
     double s_sec, s_att, s_comp, l_sec, l_att, l_comp;
@@ -533,7 +548,8 @@ TokenCost token_cost(const BenchWorkload& ws, const BenchStep& ss, const BenchWo
     c.per_real[ph] = (l_sec / wl.tokens_real) / (s_sec / ws.tokens_real);
     c.padding[ph] = (l_comp / wl.tokens_real) / (s_comp / ws.tokens_real);
     c.rest_per_computed[ph] = ((l_sec - l_att) / l_comp) / ((s_sec - s_att) / s_comp);
-    if (ph < 2) c.attention_per_pair[ph] = (l_att / attention_pairs(wl, ph)) / (s_att / attention_pairs(ws, ph));
+    if (ph < 2)
+      c.attention_per_pair[ph] = (l_att / attention_pairs(wl, ph, sl.compacted)) / (s_att / attention_pairs(ws, ph, ss.compacted));
   }
   return c;
 }
@@ -586,7 +602,8 @@ OpGroups op_groups(const std::vector<double>& ops, double phase_s) {
 std::string workload_section(const BenchReport& r) {
   std::ostringstream o;
   char line[320];
-  o << "\nworkloads: real tokens = prompt + each response's own tokens (EOS included); the rest of B x T is padding\n";
+  o << "\nworkloads: real tokens = prompt + each response's own tokens (EOS included); the rest of B x T is padding "
+       "(not computed: the step runs packed)\n";
   std::snprintf(line, sizeof(line), "%-10s %5s %6s %24s %6s %6s %5s %11s %10s %8s %8s %8s\n", "workload", "B",
                 "prompt", "response mean/min/max", "limit", "trunc", "T", "real tokens", "computed", "pad tok",
                 "pad dec", "pad FLOP");
@@ -600,7 +617,8 @@ std::string workload_section(const BenchReport& r) {
                   100.0 * (1.0 - (w.flops_rollout_real + w.flops_train_real) / (w.flops_rollout + w.flops_train)));
     o << line;
   }
-  o << "(pad tok: train positions; pad dec: rows of the decode steps; pad FLOP: the step's analytic FLOPs spent on padding)\n\n";
+  o << "(the [B, T] layout's padding, which the packed step skips — pad tok: train positions; pad dec: rows of a masked\n"
+       " decode batch; pad FLOP: the analytic FLOPs a masked step would spend on padding)\n\n";
   std::snprintf(line, sizeof(line), "%-34s %12s %12s %12s %9s %9s\n", "real tokens per second (best)", "rollout",
                 "fwd+bwd", "RL step", "attn% rol", "attn% trn");
   o << line;
@@ -663,8 +681,7 @@ std::string workload_section(const BenchReport& r) {
       for (int ph = 0; ph < 2; ++ph) {
         const OpGroups gs = op_groups(ph == 0 ? ss->ops_rollout_s : ss->ops_train_s, ph == 0 ? ss->rollout_s : ss->train_s);
         const OpGroups gl = op_groups(ph == 0 ? sl.ops_rollout_s : sl.ops_train_s, ph == 0 ? sl.rollout_s : sl.train_s);
-        const double cs = ph == 0 ? static_cast<double>(ws->B) * ws->P + ws->decode_computed : static_cast<double>(ws->tokens_computed);
-        const double cl = ph == 0 ? static_cast<double>(wl->B) * wl->P + wl->decode_computed : static_cast<double>(wl->tokens_computed);
+        const double cs = computed_positions(*ws, *ss, ph), cl = computed_positions(*wl, sl, ph);
         std::snprintf(line, sizeof(line), "%-52s %8.2fx %8.2fx %8.2fx\n", ph == 0 ? "rollout" : "train fwd+bwd",
                       (gl.linear / cl) / (gs.linear / cs), (gl.other / cl) / (gs.other / cs),
                       (gl.outside / cl) / (gs.outside / cs));
@@ -708,7 +725,8 @@ std::string bench_format_table(const BenchReport& r) {
   if (const BenchWorkload* w = r.find_workload("long"))
     o << "long answers: the same prompts, responses ending at EOS (token " << w->eos << ") at lengths spread evenly over "
       << "1.." << 2 * w->mean_len - 1 << " (mean " << w->mean_len << "), limit " << w->R_max
-      << "; decode until the longest ends, train over B x (prompt + longest) with the loss on each response's own tokens\n";
+      << "; decode until the longest ends (a finished row leaves the decode batch under a row-independent profile), "
+         "train packed: each sequence over its own prompt + response, the loss on each response's own tokens\n";
   if (const BenchWorkload* w = r.find_workload("long-fixed"))
     o << "long-fixed: the same prompts, every response " << w->R_max
       << " tokens (no EOS, no padding): the long answers' real tokens at one length\n";

@@ -58,6 +58,9 @@ struct BenchOptions {
 struct BenchStep {
   std::string workload = "short";
   std::string rollout_profile, train_profile;
+  // The decode batch dropped its finished rows (the rollout profile is row-independent,
+  // models/sites.h); the train forward always runs packed (each sequence its own positions).
+  bool compacted = false;
   double total_s = 0, rollout_s = 0, train_s = 0, optimizer_s = 0;  // train = forward + backward
   double total_median_s = 0;
   // Seconds in the attention ops (BenchBackend), best of the rounds, of the rollout (prefill and

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/sites.h"
+#include "sim/rl/rollout.h"
 
 namespace moerl {
 
@@ -31,6 +32,10 @@ void BenchBackend::rollout_begin(int P, int eos, const int32_t* targets, int n) 
   eos_ = eos;
   targets_ = targets;
   n_ = n;
+  rows_.resize(static_cast<size_t>(n));
+  for (int b = 0; b < n; ++b) rows_[static_cast<size_t>(b)] = b;
+  done_.assign(static_cast<size_t>(n), 0);
+  masked_ = false;
   marks_ = 0;
   prefill_s_ = 0.0;
   step_s_.clear();
@@ -53,12 +58,24 @@ void BenchBackend::linear_forward(float* out, const float* inp, const PackedWeig
   const int64_t call = static_cast<int64_t>(nm.reduce.key.call);
   const int64_t r = call == 0 ? 0 : call - P_ + 1;
   if (targets_) {
-    if (M != n_)
+    // The logits of position r come from the step fed position r − 1; rows of sequences that drew
+    // EOS at r − 2 or before have left a compacted batch.
+    if (r >= 2 && !masked_) {
+      for (int s = 0; s < n_; ++s)
+        if (targets_[s] - 1 == r - 2) done_[static_cast<size_t>(s)] = 1;
+      rollout_compact_plan(&rows_, done_);
+    }
+    if (M == n_ && static_cast<int>(rows_.size()) != n_) masked_ = true;  // finished rows stayed
+    if (masked_) {
+      rows_.resize(static_cast<size_t>(n_));
+      for (int b = 0; b < n_; ++b) rows_[static_cast<size_t>(b)] = b;
+    }
+    if (M != static_cast<int>(rows_.size()))
       throw std::logic_error("BenchBackend: LM head over " + std::to_string(M) + " rows in a rollout of " +
-                             std::to_string(n_) + " sequences");
+                             std::to_string(n_) + " sequences, " + std::to_string(rows_.size()) + " of them going");
     const int V = w.N;
     for (int b = 0; b < M; ++b) {
-      const int64_t at = static_cast<int64_t>(targets_[b]) - 1;  // EOS's response position
+      const int64_t at = static_cast<int64_t>(targets_[rows_[static_cast<size_t>(b)]]) - 1;  // EOS's response position
       if (r < at) out[static_cast<size_t>(b) * V + eos_] = -kForce;
       else if (r == at) out[static_cast<size_t>(b) * V + eos_] = kForce;
     }

@@ -10,7 +10,9 @@
 //    with targets, the LM head's output for sequence s gets its EOS logit set to −10⁴ before
 //    response position ℓ_s − 1 and to +10⁴ at it, so sampling draws EOS exactly there (w = 0 and
 //    w = 1 in the sampler's double arithmetic). rollout_generate, the model and the sampler run
-//    as in the RL step; only that one logit column is edited.
+//    as in the RL step; only that one logit column is edited. When the decode batch is compacted
+//    (finished rows leave it), the row of each sequence follows from the schedule itself: the
+//    rows of the sequences that drew EOS leave as rollout_compact_plan says.
 // What it is not: a second backend. A step on it computes the bits of a step on the inner backend
 // (the edit aside), and nothing is copied or reordered; the clock reads cost ≈ 50 ns per op call
 // (≈ 2 ms of a 256-step rollout).
@@ -87,6 +89,12 @@ class BenchBackend final : public TimingBackend {
   mutable bool in_rollout_ = false;
   mutable int P_ = 0, eos_ = -1, n_ = 0;
   mutable const int32_t* targets_ = nullptr;
+  // Decode compaction (rollout_generate under a row-independent profile): the sequence of each
+  // row of the decode batch, followed as rollout_compact_plan drops the rows of the sequences
+  // that drew their EOS (the schedule says which); masked_: the rows kept their places.
+  mutable std::vector<int32_t> rows_;
+  mutable std::vector<uint8_t> done_;
+  mutable bool masked_ = false;
   mutable Clock::time_point begin_, last_mark_;
   mutable double att_at_mark_ = 0.0;
   mutable int marks_ = 0;

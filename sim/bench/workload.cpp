@@ -40,6 +40,7 @@ void bench_workload_measure(BenchWorkload* w, const ModelConfig& cfg, const int3
   w->len_max = 0;
   w->decode_real = 0;
   w->flops_rollout_real = w->flops_train_real = 0.0;
+  w->pairs_rollout_real = w->pairs_train_real = 0.0;
   for (int s = 0; s < B; ++s) {
     const int l = len[s];
     sum += l;
@@ -49,6 +50,8 @@ void bench_workload_measure(BenchWorkload* w, const ModelConfig& cfg, const int3
     w->decode_real += fed;
     w->flops_rollout_real += prefill + decode_upto[fed];
     w->flops_train_real += flops_train_sequence(cfg, P + l);
+    w->pairs_train_real += 0.5 * (P + l) * (P + l + 1.0);
+    w->pairs_rollout_real += 0.5 * P * (P + 1.0) + fed * (P + 1.0) + 0.5 * fed * (fed - 1.0);  // Σ_{r<fed} P + r + 1
   }
   w->len_mean = B > 0 ? static_cast<double>(sum) / B : 0.0;
   w->tokens_real = static_cast<int64_t>(B) * P + sum;

@@ -12,15 +12,17 @@
 //    The same on every rank (each takes its block). The limit R_max (256 by default) is above
 //    every ℓ_s, so nothing is truncated. EOS is token V − 1. An untrained model does not say EOS at a controlled rate, so the bench makes EOS
 //    its token at ℓ_s − 1 and not before (BenchBackend edits that one logit); the rollout then
-//    runs as in the RL step: finished rows stay in the batch fed EOS (masked, not packed), the
-//    decode loop ends with the longest response, the buffers are trimmed to it, and the train
-//    forward runs over T = P + (the longest response), the loss mask 1 on each response's own
-//    tokens only.
+//    runs as in the RL step: a finished row leaves the decode batch (decode compaction, under a
+//    row-independent profile such as fp32-ref; under any other it stays, fed EOS), the decode
+//    loop ends with the longest response, the buffers are trimmed to it, and the train forward
+//    runs packed — each sequence over its own P + ℓ_s positions of the [B, T] layout, T = P +
+//    (the longest response) — the loss mask 1 on each response's own tokens only.
 //  * long-fixed: the long workload's real tokens at one length — every response exactly `mean`
 //    tokens (fixed length, no EOS, no padding): against long it isolates the padding, against
 //    short the longer context.
-// Real tokens are the prompt and each response's own tokens (EOS included); computed tokens are
-// what the forward runs over, B·T; the rest is padding.
+// Real tokens are the prompt and each response's own tokens (EOS included); the layout's tokens
+// are B·T (what a masked forward runs over); the rest is padding, which the packed step does not
+// compute.
 #pragma once
 
 #include <cstdint>
@@ -45,11 +47,13 @@ struct BenchWorkload {
   int len_min = 0, len_max = 0;
   int truncated = 0;      // responses that reached R_max without EOS (the rollout's count)
   int64_t tokens_real = 0;       // Σ_s (P + ℓ_s)
-  int64_t tokens_computed = 0;   // B·T: the train forward's positions
+  int64_t tokens_computed = 0;   // B·T: the [B, T] layout's positions (a masked forward's)
   int64_t decode_real = 0;       // rows of the decode steps that feed a response's own token
-  int64_t decode_computed = 0;   // B × decode steps run
-  double flops_rollout = 0.0, flops_train = 0.0;            // analytic, the padded batch (what runs)
+  int64_t decode_computed = 0;   // B × decode steps run (a masked decode batch's rows)
+  double flops_rollout = 0.0, flops_train = 0.0;            // analytic, the padded batch (masked)
   double flops_rollout_real = 0.0, flops_train_real = 0.0;  // the same, each sequence alone (packed)
+  // attention query-key pairs per layer, whole batch, each sequence over its own positions
+  double pairs_rollout_real = 0.0, pairs_train_real = 0.0;
 
   double train_padding() const { return tokens_computed > 0 ? 1.0 - static_cast<double>(tokens_real) / tokens_computed : 0.0; }
   double decode_padding() const { return decode_computed > 0 ? 1.0 - static_cast<double>(decode_real) / decode_computed : 0.0; }

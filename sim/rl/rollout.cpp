@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/rng.h"
+#include "models/sites.h"
 #include "sim/tasks/task.h"
 
 namespace moerl {
@@ -54,39 +55,45 @@ std::vector<int32_t> rollout_shared_prefix_ids(Model& model, const NumericsProfi
   return prefix_ids;
 }
 
-// [L, S·n, K] routing of n positions per sequence → rows s·T + t0 .. of the batch's [L, S·T, K].
+// [L, n_rows·n, K] routing of n positions per row of a call → rows seq[i]·T + t0 .. of the batch's
+// [L, S·T, K] (seq[i]: the sequence of the call's row i; null: row i is sequence i, n_rows = S).
 void rollout_place_routing(RolloutBatch* out, const std::vector<int32_t>& ids, const std::vector<float>& rlp, int L,
-                           int K, int t0, int n) {
-  const int S = out->S, T = out->T;
+                           int K, int t0, int n, const int32_t* seq = nullptr, int n_rows = -1) {
+  const int S = out->S, T = out->T, rows = n_rows < 0 ? S : n_rows;
   for (int l = 0; l < L; ++l)
-    for (int s = 0; s < S; ++s)
+    for (int i = 0; i < rows; ++i) {
+      const size_t s = seq ? static_cast<size_t>(seq[i]) : static_cast<size_t>(i);
       for (int t = 0; t < n; ++t) {
-        const size_t src = ((static_cast<size_t>(l) * S + s) * n + t) * K;
+        const size_t src = ((static_cast<size_t>(l) * rows + i) * n + t) * K;
         const size_t dst = ((static_cast<size_t>(l) * S + s) * T + t0 + t) * K;
         std::memcpy(&out->topk_ids[dst], &ids[src], sizeof(int32_t) * K);
         std::memcpy(&out->router_logp[dst], &rlp[src], sizeof(float) * K);
       }
+    }
 }
 
-// Response position r of every sequence still going: draws its token from its own stream and
-// records log μ, the log-distribution and the entropy; a finished sequence is fed EOS (padding,
-// left at 0). next[S] receives the tokens to feed; returns how many sequences are still going.
+// Response position r of every sequence still going: row i of the decode batch is sequence
+// seq[i] (its own stream, its own rows of *out); draws its token and records log μ, the
+// log-distribution and the entropy; a finished sequence still in the batch (masked layout) is fed
+// EOS (padding, left at 0). next[n] receives the tokens to feed; returns how many sequences are
+// still going.
 int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, std::vector<uint8_t>* done,
-                                const std::vector<float>& logits, const std::vector<float>& lp, int V, int r,
-                                const SamplingConfig& sampling, uint64_t seed, uint64_t step, uint64_t first_index,
-                                int eos) {
-  const int S = out->S, P = out->P, R = out->R, T = out->T;
+                                const std::vector<int32_t>& seq, int n, const std::vector<float>& logits,
+                                const std::vector<float>& lp, int V, int r, const SamplingConfig& sampling,
+                                uint64_t seed, uint64_t step, uint64_t first_index, int eos) {
+  const int P = out->P, R = out->R, T = out->T;
   int64_t active = 0;
-  for (int s = 0; s < S; ++s) {
+  for (int i = 0; i < n; ++i) {
+    const int s = seq[i];
     if ((*done)[s]) {
-      (*next)[s] = eos;
+      (*next)[i] = eos;
       out->tokens[static_cast<size_t>(s) * T + P + r] = eos;
       continue;
     }
-    const float* row = &lp[static_cast<size_t>(s) * V];
+    const float* row = &lp[static_cast<size_t>(i) * V];
     Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
-    const int32_t tok = sampling_draw(&logits[static_cast<size_t>(s) * V], V, sampling, &rng);
-    (*next)[s] = tok;
+    const int32_t tok = sampling_draw(&logits[static_cast<size_t>(i) * V], V, sampling, &rng);
+    (*next)[i] = tok;
     out->tokens[static_cast<size_t>(s) * T + P + r] = tok;
     out->logp[static_cast<size_t>(s) * R + r] = row[tok];
     std::memcpy(&out->logp_all[(static_cast<size_t>(s) * R + r) * V], row, sizeof(float) * V);
@@ -104,7 +111,41 @@ int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, s
   return active;
 }
 
+// Decode compaction (rollout_compact_plan): the rows whose sequence has ended leave the batch
+// (their KV cache too); seq[n], the logits' rows and the model's state follow; returns the new n.
+int rollout_compact(Model& model, GenerationState* st, std::vector<int32_t>* seq, std::vector<float>* logits,
+                    const std::vector<uint8_t>& done, int V) {
+  const int n = static_cast<int>(seq->size());
+  const std::vector<int32_t> from = rollout_compact_plan(seq, done);
+  const int keep = static_cast<int>(from.size());
+  if (keep == n) return n;
+  model.generation_keep(st, from.data(), keep);
+  for (int i = 0; i < keep; ++i)
+    if (from[i] != i)
+      std::memcpy(&(*logits)[static_cast<size_t>(i) * V], &(*logits)[static_cast<size_t>(from[i]) * V], sizeof(float) * V);
+  return keep;
+}
+
 }  // namespace
+
+std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::vector<uint8_t>& done) {
+  const int n = static_cast<int>(seq->size());
+  int keep = 0;
+  for (int i = 0; i < n; ++i) keep += done[(*seq)[i]] ? 0 : 1;
+  std::vector<int32_t> from(static_cast<size_t>(keep));
+  int tail = n - 1;
+  for (int i = 0; i < keep; ++i) {
+    if (!done[(*seq)[i]]) {
+      from[i] = i;
+      continue;
+    }
+    while (done[(*seq)[tail]]) --tail;  // the last row still going: it lies at or past keep
+    from[i] = tail--;
+  }
+  for (int i = 0; i < keep; ++i) (*seq)[i] = (*seq)[from[i]];  // sources at or past keep: not yet overwritten
+  seq->resize(static_cast<size_t>(keep));
+  return from;
+}
 
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
@@ -126,14 +167,21 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
 
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
   const ModelParallel& par = model.parallel();
-  std::vector<int32_t> next(S);
+  // Row i of the decode batch is sequence seq[i]. Under a row-independent profile a sequence that
+  // has ended leaves the batch after the step that fed its EOS (compaction); otherwise it stays,
+  // fed EOS, so that no row's numerics depend on when its neighbours finished.
+  const bool compact = eos >= 0 && profile_rows_independent(profile);
+  std::vector<int32_t> seq(S), next(S);
+  for (int s = 0; s < S; ++s) seq[s] = s;
+  int n = S;  // = seq.size()
   std::vector<uint8_t> done(S, 0);
   int R_run = R;
   for (int r = 0; r < R; ++r) {
-    std::vector<float> scaled(logits);
+    std::vector<float> scaled(logits.begin(), logits.begin() + static_cast<size_t>(n) * V);
     for (float& z : scaled) z /= tau;
-    model.backend().log_softmax_forward(lp.data(), scaled.data(), S, V);
-    int64_t active = rollout_sample_position(out, &next, &done, logits, lp, V, r, sampling, seed, step, first_index, eos);
+    model.backend().log_softmax_forward(lp.data(), scaled.data(), n, V);
+    int64_t active = rollout_sample_position(out, &next, &done, seq, n, logits, lp, V, r, sampling, seed, step,
+                                             first_index, eos);
     bool last = r + 1 == R;
     if (eos >= 0) {  // the batch ends when its last sequence has, on every data-parallel rank
       if (par.dp && par.dp->size() > 1) par.dp->allreduce_sum(&active, 1);
@@ -144,16 +192,21 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     }
     // Feed the sampled token: this computes the routing of position P + r (kept for replay —
     // the last position's routing included, so R3 has a record for every position).
-    ids.resize(moe ? static_cast<size_t>(L) * S * K : 0);
+    ids.resize(moe ? static_cast<size_t>(L) * n * K : 0);
     rlp.resize(ids.size());
     if (!last || moe) {
       model.generation_step(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                             next.data());
-      if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1);
+      if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
     }
     if (last) break;
+    if (compact) n = rollout_compact(model, st, &seq, &logits, done, V);
   }
   model.generation_end(st);
+  if (compact)  // the padding of the sequences that left the batch: EOS, as a masked batch feeds
+    for (int s = 0; s < S; ++s)
+      std::fill(out->tokens.begin() + static_cast<size_t>(s) * out->T + P + out->len[s],
+                out->tokens.begin() + static_cast<size_t>(s) * out->T + P + R_run, eos);
   if (R_run < R) rollout_trim(out, R_run, L);
 }
 

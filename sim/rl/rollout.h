@@ -16,7 +16,8 @@ namespace moerl {
 // R is the longest response of the batch (every rank of a data-parallel group has the same R:
 // generation stops when the last sequence of the whole batch has ended). Sequence s has len[s]
 // response tokens (EOS included); positions past it are padding: tokens EOS, log-probs,
-// log-distributions and entropies 0, routing the pad token's (R3 replays it, nothing scores it).
+// log-distributions and entropies 0, routing 0 when the decode batch was compacted, else the pad
+// token's (nothing scores or replays it: the train forward runs packed, ForwardRequest::lengths).
 struct RolloutBatch {
   int S = 0, P = 0, R = 0, T = 0;    // sequences, prompt, response, T = P + R
   std::vector<int32_t> len;          // [S] response tokens of each sequence, EOS included
@@ -32,9 +33,15 @@ struct RolloutBatch {
 // Generates up to R_max tokens after prompts[S, P]: exactly R_max when eos < 0 (fixed-length
 // tasks), else until each sequence has drawn eos or R_max tokens (truncated), with the decode
 // loop ending when every sequence of the batch has ended (on every data-parallel rank together:
-// the MoE exchanges of each decode step are collective). Finished sequences are fed EOS until then
-// (masked, not packed: their rows keep their place, so the other rows' numerics do not depend on
-// when a neighbour finished). out->R is the number of decode positions run, the buffers are
+// the MoE exchanges of each decode step are collective). Under a profile whose kernels are
+// row-independent (profile_rows_independent, models/sites.h: fp32-ref, bf16-train, fp16, any
+// profile with fixed or reversed orders, batch invariance, no random ties or router noise) a
+// finished sequence leaves the decode batch after the step that fed its EOS (decode compaction:
+// no work after EOS; its tokens, log-probs and routing are those of the uncompacted batch bit for
+// bit). Under any other profile (fp8-rollout: split-K orders drawn per row index, splits sized by
+// the call's rows, random ties) finished sequences stay in the batch, fed EOS (masked: the rows
+// keep their place, so a sequence's numerics do not depend on when a neighbour finished).
+// out->R is the number of decode positions run, the buffers are
 // trimmed to it. Log-probs are of the full tempered distribution (top-p only restricts what is
 // drawn). The sampling stream of sequence s at response position r
 // is (seed, Stream::sampling, step, first_index + s, r): independent of batch composition.
@@ -45,6 +52,12 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
                       const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
                       uint64_t seed, uint64_t step, uint64_t first_index, int shared_group = 1,
                       int eos = -1);
+
+// The decode compaction's plan: row i of the decode batch holds sequence seq[i]; the rows whose
+// sequence is done leave, each one's place filled by the last row still going (one KV-cache row
+// moved per finished sequence; Model::generation_keep's contract). *seq becomes the kept rows'
+// sequences; returns from[keep]: row i of the new batch is row from[i] of the old.
+std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::vector<uint8_t>& done);
 
 // Keeps the first R response positions of every buffer of *rb (R ≤ rb->R); L: the model's layers.
 void rollout_trim(RolloutBatch* rb, int R, int L);

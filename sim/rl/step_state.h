@@ -57,6 +57,7 @@ struct StepState {
   // π_old: the train engine's forward over the batch (log-probs, logits, routing, router logits,
   // load), its request (the calibration and staleness forwards start from it) and its replay ids.
   ForwardRequest old_request;
+  std::vector<int32_t> old_lengths;  // [block.size()] P + len of this rank's sequences (packed forward)
   std::vector<int32_t> old_replay;
   ForwardResult old;
   std::vector<float> logp_train;                 // [S, R] the recomputed π_old
@@ -76,6 +77,7 @@ struct Minibatch {
   std::vector<float> logp_new, logp_old, logp_rollout, logp_ref, mask;  // [n, R]
   std::vector<float> advantages;                                       // [n]
   ForwardRequest request;
+  std::vector<int32_t> lengths;        // [|mine|] P + len of this rank's sequences (packed forward)
   std::vector<int32_t> replay, probe;  // [L, |mine|·T, K] routing replayed / probed (RSPO)
   ForwardResult result;                // this rank's forward
   LossBatch batch;

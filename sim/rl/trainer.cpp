@@ -277,6 +277,11 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   req.B = static_cast<int>(st->block.size());
   req.B_total = shape.S;
   req.T = shape.T;
+  // packed: each sequence over its prompt and its own response (EOS included), no padding
+  st->old_lengths.resize(st->block.size());
+  for (size_t i = 0; i < st->old_lengths.size(); ++i)
+    st->old_lengths[i] = shape.P + st->rollout.len[static_cast<size_t>(st->block.begin) + i];
+  req.lengths = st->old_lengths.data();
   req.profile = &st->train_profile;
   req.temperature = shape.tau;
   req.want_logits = true;
@@ -468,6 +473,9 @@ void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
   req.B = static_cast<int>(mb->block.size());
   req.B_total = mb->size();
   req.T = shape.T;
+  mb->lengths.resize(mb->mine.size());
+  for (size_t i = 0; i < mb->mine.size(); ++i) mb->lengths[i] = shape.P + st.rollout.len[static_cast<size_t>(mb->mine[i])];
+  req.lengths = mb->lengths.data();
   req.profile = &st.train_profile;
   req.temperature = shape.tau;
   req.save_for_backward = true;

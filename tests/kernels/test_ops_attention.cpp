@@ -7,7 +7,9 @@
 // compared bit for bit. Other orders are compared with a tolerance derived below.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -278,6 +280,39 @@ TEST(OpsAttention, BackwardMatchesFiniteDifferences) {
     test_ops::check_grad(in.q, dq, J, label("dq %s", what.c_str()));
     test_ops::check_grad(in.k, dk, J, label("dk %s", what.c_str()));
     test_ops::check_grad(in.v, dv, J, label("dv %s", what.c_str()));
+  }
+}
+
+// The packed (varlen) layout of the training forward (models/model_forward.cpp): each sequence's
+// own rows, attention run per run of sequences of one length. A query's row over keys 0..t does
+// not depend on T, so cpu::attention_forward over each sequence alone gives, on its own rows, the
+// bits of ref::attention_forward over the masked [B, T_max] batch; the backward with the padding's
+// dout 0 gives the same dq, dk, dv on the own rows.
+TEST(OpsAttention, PackedSequencesEqualMaskedRefOnTheirOwnRows) {
+  const int B = 4, T = 9, H = 2, Dh = 8, ld = H * Dh;
+  const int len[B] = {9, 4, 4, 1};
+  const Inputs in(Shape{B, T, H, Dh}, 5);
+  const std::vector<float> dout_all = normals(in.n(), 77, T, Dh, 1.0f);
+  std::vector<float> dout(in.n(), 0.0f);  // the masked convention: 0 on the padding
+  for (int b = 0; b < B; ++b)
+    std::copy_n(dout_all.begin() + static_cast<ptrdiff_t>(b) * T * ld, len[b] * ld, dout.begin() + static_cast<ptrdiff_t>(b) * T * ld);
+  std::vector<float> out_r(in.n()), att_r(in.n_att()), dq_r(in.n(), 0.0f), dk_r(in.n(), 0.0f), dv_r(in.n(), 0.0f);
+  ref::attention_forward(out_r.data(), att_r.data(), in.q.data(), in.k.data(), in.v.data(), B, T, H, Dh);
+  ref::attention_backward(dq_r.data(), dk_r.data(), dv_r.data(), dout.data(), att_r.data(), in.q.data(), in.k.data(),
+                          in.v.data(), B, T, H, Dh);
+  for (int b = 0; b < B; ++b) {
+    const size_t o = static_cast<size_t>(b) * T * ld, n = static_cast<size_t>(len[b]) * ld;
+    const std::vector<float> q(in.q.begin() + o, in.q.begin() + o + n), k(in.k.begin() + o, in.k.begin() + o + n),
+        v(in.v.begin() + o, in.v.begin() + o + n), g(dout.begin() + o, dout.begin() + o + n);
+    std::vector<float> out(n), att(static_cast<size_t>(H) * len[b] * len[b]), dq(n, 0.0f), dk(n, 0.0f), dv(n, 0.0f);
+    cpu::attention_forward(out.data(), att.data(), q.data(), k.data(), v.data(), 1, len[b], H, Dh, ReduceCtx{});
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), g.data(), att.data(), q.data(), k.data(), v.data(), 1,
+                            len[b], H, Dh);
+    auto own = [&](const std::vector<float>& x) { return std::vector<float>(x.begin() + o, x.begin() + o + n); };
+    expect_bits(own(out_r), out, "out, sequence " + std::to_string(b));
+    expect_bits(own(dq_r), dq, "dq, sequence " + std::to_string(b));
+    expect_bits(own(dk_r), dk, "dk, sequence " + std::to_string(b));
+    expect_bits(own(dv_r), dv, "dv, sequence " + std::to_string(b));
   }
 }
 

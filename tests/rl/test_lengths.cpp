@@ -10,6 +10,7 @@
 
 #include "rl_fixture.h"
 #include "models/params.h"
+#include "models/sites.h"
 #include "sim/rl/response_metrics.h"
 #include "sim/rl/rollout.h"
 #include "sim/run.h"
@@ -92,6 +93,55 @@ TEST(Lengths, GenerationEndsAtEosAndPaddingChangesNoOtherRow) {
     EXPECT_GT(n_trunc, 0);
     EXPECT_LT(n_trunc, S);
   }
+}
+
+// Decode compaction: under a row-independent profile a finished sequence leaves the decode batch
+// (its rows are never computed again), and every sequence's tokens, log-probs, distributions,
+// entropies and routing are those of the masked batch, in which it stays fed EOS, bit for bit.
+// The masked batch here: the same arithmetic with random top-k tie-breaking (no ties occur in
+// these logits, but the draw is keyed by the row's index, so the batch keeps its layout).
+TEST(Lengths, CompactedDecodeEqualsTheMaskedBatch) {
+  const Scenario s = test::tiny_scenario(bubble({}));
+  Model m(s.model);
+  params_init(&m.params(), s.model, 2);
+  const int S = 16, P = 5, R_max = 12, eos = 7, L = s.model.n_layers, K = s.model.top_k;
+  std::vector<int32_t> prompts(static_cast<size_t>(S) * P);
+  for (int i = 0; i < S * P; ++i) prompts[i] = (i * 5 + 3) % 6;
+  const NumericsProfile compact = s.profile("fp32-ref");
+  NumericsProfile masked = compact;
+  masked.tie_break = TieBreak::random;
+  ASSERT_TRUE(profile_rows_independent(compact));
+  ASSERT_FALSE(profile_rows_independent(masked));
+  SamplingConfig sampling;
+  RolloutBatch a, b;
+  rollout_generate(&a, m, compact, prompts.data(), S, P, R_max, sampling, 9, 0, 0, 1, eos);
+  rollout_generate(&b, m, masked, prompts.data(), S, P, R_max, sampling, 9, 0, 0, 1, eos);
+  EXPECT_EQ(a.len, b.len);
+  EXPECT_EQ(a.truncated, b.truncated);
+  EXPECT_EQ(a.tokens, b.tokens);  // the padding is EOS in both
+  EXPECT_EQ(a.logp, b.logp);
+  EXPECT_EQ(a.logp_all, b.logp_all);
+  EXPECT_EQ(a.entropy, b.entropy);
+  ASSERT_EQ(a.T, b.T);
+  int finished_early = 0, pad_routed = 0;
+  for (int i = 0; i < S; ++i) {
+    finished_early += a.len[i] < a.R;
+    for (int l = 0; l < L; ++l)
+      for (int t = 0; t < a.T; ++t)
+        for (int k = 0; k < K; ++k) {
+          const size_t at = ((static_cast<size_t>(l) * S + i) * a.T + t) * K + k;
+          if (t < P + a.len[i]) {
+            EXPECT_EQ(a.topk_ids[at], b.topk_ids[at]);
+            EXPECT_EQ(a.router_logp[at], b.router_logp[at]);
+          } else {  // compacted: never computed; masked: the EOS fed to a finished row
+            EXPECT_EQ(a.topk_ids[at], 0);
+            EXPECT_EQ(a.router_logp[at], 0.0f);
+            pad_routed += b.router_logp[at] != 0.0f;
+          }
+        }
+  }
+  EXPECT_GT(finished_early, 0);
+  EXPECT_GT(pad_routed, 0);
 }
 
 TEST(Lengths, RolloutTrimKeepsTheFirstPositions) {
