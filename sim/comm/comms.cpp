@@ -190,4 +190,10 @@ std::string RankGrid::broadcast(const std::string& s) const {
   return out;
 }
 
+void RankGrid::max_ints(std::vector<int>* v) const {
+  if (group_comm_ == MPI_COMM_NULL || size_ == 1 || v->empty()) return;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, v->data(), static_cast<int>(v->size()), MPI_INT, MPI_MAX, group_comm_),
+            "MPI_Allreduce");
+}
+
 }  // namespace moerl
