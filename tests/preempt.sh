@@ -3,7 +3,8 @@
 # 1 and on 2 ranks, ends it at a step boundary with status 75 ("preempted"), every run written and
 # resumable, none failed and no rank left hanging; --resume then gives files bit-identical to an
 # uninterrupted run's. On 2 ranks the signal goes to one rank only (the others learn it at the
-# next step boundary), or to every rank, as SLURM sends it.
+# next step boundary), to mpirun (which forwards SIGUSR1 to every rank), or to every rank, as
+# SLURM sends it.
 # Usage: tests/preempt.sh MOERL_BINARY     (MPIEXEC overrides the launcher, default mpirun)
 set -uo pipefail
 moerl=$1
@@ -69,6 +70,18 @@ grep -q "preempted by another rank's signal after step" "$tmp/p2.log" || fail "2
 "$mpiexec" --oversubscribe -np 2 "$moerl" run "$scen" --out "$tmp/p2/r.h5" "${run_set[@]}" --resume > "$tmp/p2-resume.log" 2>&1 ||
   fail "2 ranks: --resume"
 "$py" "$here/sweep/same_runs.py" --files "$tmp/ref2/r.h5" "$tmp/p2/r.h5" > "$tmp/same2.log" || fail "2 ranks: $(cat "$tmp/same2.log")"
+
+# --- the same under mpirun, SIGUSR1 to mpirun itself: it forwards the signal to every rank ---
+rm -rf "$tmp/p2"
+"$mpiexec" --oversubscribe -np 2 "$moerl" run "$scen" --out "$tmp/p2/r.h5" "${run_set[@]}" > "$tmp/p2u.log" 2>&1 &
+job=$!
+wait_for 'grep -q "^step 3/30" "$tmp/p2u.log"' || fail "2 ranks (mpirun): the run did not reach step 3"
+kill -USR1 "$job"
+expect_status 75 "2 ranks, SIGUSR1 to mpirun"
+grep -q "preempted by SIGUSR1 after step" "$tmp/p2u.log" || fail "2 ranks: mpirun did not pass SIGUSR1 on to rank 0"
+"$mpiexec" --oversubscribe -np 2 "$moerl" run "$scen" --out "$tmp/p2/r.h5" "${run_set[@]}" --resume > "$tmp/p2u-resume.log" 2>&1 ||
+  fail "2 ranks (mpirun): --resume"
+"$py" "$here/sweep/same_runs.py" --files "$tmp/ref2/r.h5" "$tmp/p2/r.h5" > "$tmp/same2u.log" || fail "2 ranks (mpirun): $(cat "$tmp/same2u.log")"
 
 # --- sweeps: the reference on 1 rank (a sweep's runs do not depend on the rank count) ---
 "$moerl" sweep "$grid" --out "$tmp/sref" "${sweep_set[@]}" > "$tmp/sref.log" 2>&1 || fail "reference sweep"

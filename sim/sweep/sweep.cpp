@@ -325,7 +325,8 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.progress = o_.progress && c_.is_root && (o_.task >= 0 || (n_groups_ == 1 && isatty(STDOUT_FILENO)));
   ro.grid = grid_.get();
   ro.local_rank = c_.local_rank;
-  if (serve_others || c_.is_root) ro.on_step = [this, serve_others] {
+  // (a task keeps no index: sweep_assemble.h)
+  if (serve_others || (c_.is_root && o_.task < 0)) ro.on_step = [this, serve_others] {
     if (serve_others) serve(false);
     if (c_.is_root) refresh_progress();
   };
