@@ -6,7 +6,8 @@
 # requeue`: SLURM signals it, moerl stops at a step boundary, the task runs again and resumes), and
 # the report as a job that depends on the array (afterok). Then: every task COMPLETED, task 1
 # twice, in one log; every run complete and bit-identical to a plain `moerl sweep` of the same
-# grid; the report covers the 4 runs. The daemons are stopped by PID whatever happens.
+# grid; the report covers the 4 runs. Then mpi-sweep.sbatch on 2 ranks (srun --mpi=pmix): the
+# same runs, led by both ranks. The daemons are stopped by PID whatever happens.
 # Exits 77 (ctest: skipped) with the exact reason when SLURM is missing or its daemons cannot start.
 # Usage: tests/slurm/slurm_test.sh MOERL_BINARY
 set -uo pipefail
@@ -107,10 +108,27 @@ runs=$("$py" -c 'import csv, sys; print(sum(int(r["runs"]) for r in csv.DictRead
        "$work/arr/report/summary.csv") || fail "the report's summary.csv is unreadable"
 [[ $runs == "$n" ]] || fail "the report covers $runs runs of $n"
 
+# one MPI job over the grid: mpi-sweep.sbatch on 2 ranks (srun --mpi=pmix), the same runs again;
+# and the docs' reason for --mpi=pmix: a bare srun of this OpenMPI fails in MPI_Init
+mid=$(sbatch --parsable --ntasks=2 "$root/scripts/slurm/mpi-sweep.sbatch" "$grid" "$work/mpi" "${opts[@]}" --quiet) ||
+  fail "sbatch of mpi-sweep.sbatch"
+bid=$(sbatch --parsable --ntasks=2 -o "$work/bare-srun.out" \
+        --wrap="srun $moerl sweep $grid --out $work/bare --set rl.steps=2 --quiet") || fail "sbatch of a bare srun"
+for i in $(seq 600); do
+  [[ $(state "$mid") == COMPLETED || $(state "$mid") == FAILED ]] && [[ $(state "$bid") == COMPLETED || $(state "$bid") == FAILED ]] && break
+  sleep 0.5
+done
+[[ $(state "$mid") == COMPLETED ]] || fail "mpi-sweep.sbatch job $mid: $(state "$mid")"
+ranks=$(tail -n +2 "$work/mpi/index.csv" | cut -d, -f10 | sort -u | tr '\n' ' ')
+[[ $ranks == "0 1 " ]] || fail "mpi-sweep.sbatch: runs led by ranks '$ranks', expected 0 and 1 (did srun start 2 ranks of one job?)"
+"$py" "$root/tests/sweep/same_runs.py" "$work/ref" "$work/mpi" > "$work/same-mpi.out" || fail "mpi-sweep.sbatch: $(cat "$work/same-mpi.out")"
+[[ $(state "$bid") == FAILED ]] && grep -q "MPI_Init" "$work/bare-srun.out" ||
+  echo "slurm: note: a bare srun (MpiDefault=none) did not fail in MPI_Init here ($(state "$bid")): this OpenMPI has SLURM's PMI"
+
 cluster_stop
 for p in $(pgrep -x 'munged|slurmctld|slurmd' 2>/dev/null); do
   [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$tmp"* || $(tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null) == *"$tmp"* ]] &&
     fail "daemon $p ($(cat "/proc/$p/comm")) still running after the stop"
 done
 echo "slurm: ok in $(( $(date +%s) - t_start )) s (array of $n with task 1 requeued: $restarts restart(s), resumed; runs" \
-     "bit-identical to a plain sweep; the dependent report covers all $n)"
+     "bit-identical to a plain sweep; the dependent report covers all $n; mpi-sweep.sbatch on 2 ranks the same)"
