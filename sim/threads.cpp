@@ -63,7 +63,9 @@ const ThreadChoice& threads_current() { return g_choice; }
 
 std::string threads_describe() {
   if (g_choice.why.empty()) return "threads as oneTBB chooses";
-  return std::to_string(g_choice.threads) + " thread" + (g_choice.threads == 1 ? "" : "s") + " (" + g_choice.why + ")";
+  // oneTBB's own limit, not the choice: what the kernels really get
+  const size_t n = tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism);
+  return std::to_string(n) + " thread" + (n == 1 ? "" : "s") + " (" + g_choice.why + ")";
 }
 
 }  // namespace moerl
