@@ -33,6 +33,12 @@ void preempt_install_handlers() {
   sigaction(SIGUSR1, &sa, nullptr);
 }
 
+void preempt_uninstall_handlers() {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
+}
+
 bool preempt_requested() { return g_signal != 0; }
 
 const char* preempt_signal_name() {

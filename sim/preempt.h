@@ -18,6 +18,9 @@ inline constexpr int kExitPreempted = 75;
 
 // Installs the handlers (main(), once, after MPI_Init).
 void preempt_install_handlers();
+// Gives the signals their default action back (a command that ends with an error: MPI_Abort's
+// SIGTERM must end the rank, as it always did).
+void preempt_uninstall_handlers();
 // Whether a stop signal reached this process (async-signal-safe flag read).
 bool preempt_requested();
 // The signal's name ("SIGTERM"), or "" when none arrived.
