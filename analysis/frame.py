@@ -29,7 +29,7 @@ from .summary import COLUMNS, per_run_values
 SUMMARY_DOC = OrderedDict([  # column → its one definition (docs/sweeps.md, "Notebooks")
     ("source", "the sweep's label"),
     ("run", "the run id"),
-    ("status", "complete, collapsed, failed, running, pending or unreadable"),
+    ("status", "complete, collapsed, failed, preempted, running, pending or unreadable"),
     ("steps", "RL steps recorded in the run file"),
     ("collapse_step", "the first step (0-based) at which the collapse rule fired; -1: never"),
     ("final_reward", "mean of reward_mean over the last 10 steps that set it: moerl's one 'final reward'"),

@@ -1,7 +1,10 @@
 // backend.cpp — backend names, the Op name table, and the CPU backend (kernels/cpu + kernels/linear).
 #include "kernels/backend.h"
 
+#include <tbb/global_control.h>
 #include <tbb/info.h>
+
+#include <algorithm>
 
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/ops.h"
@@ -62,7 +65,10 @@ static_assert(!args_name_params("(int N, int D)", "(D, N)") &&
 struct CpuOps {
   static constexpr BackendKind kind = BackendKind::cpu;
   static std::string describe() {
-    return "cpu (" + std::to_string(tbb::info::default_concurrency()) + " threads, " +
+    // oneTBB's threads as limited (tbb::global_control: the allocation's, sim/threads.h), not the machine's
+    const size_t threads = std::min(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism),
+                                    static_cast<size_t>(tbb::info::default_concurrency()));
+    return "cpu (" + std::to_string(threads) + " threads, " +
            blas_kernel_name() + ")";
   }
 #define MOERL_OP(name, params, args) static constexpr void(*name) params = &cpu::name;

@@ -14,7 +14,8 @@ pkgs=(build-essential cmake pkg-config
       python3-matplotlib python3-pytest    # analysis/ and its tests (ctest runs them)
       python3-scipy python3-pandas         # analysis/: t quantiles, the notebook loader (load_runs)
       python3-pip python3-venv             # pip install -e . (pyproject.toml; its test)
-      chromium python3-websocket)          # the dashboard's browser test (ctest: dashboard_browser)
+      chromium python3-websocket           # the dashboard's browser test (ctest: dashboard_browser)
+      slurm-wlm munge)                     # a one-node SLURM for scripts/slurm/'s recipes (ctest: slurm)
 if [[ "${1:-}" == "--with-python" ]]; then
   pkgs+=(python3-torch)
 fi

@@ -20,6 +20,7 @@
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
 #include "sim/io/run_identity.h"
+#include "sim/preempt.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
 
@@ -375,10 +376,33 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   RunSummary sum;
   const bool tty = isatty(STDOUT_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
+  auto last_ckpt_time = t0;
   int64_t step = start;
+  int64_t ckpt_step = resuming ? start : -1;  // the step the checkpoint on disk holds
   RunStatus status = RunStatus::running;
   const int64_t end = opt.max_steps >= 0 ? std::min<int64_t>(s.rl.steps, start + opt.max_steps) : s.rl.steps;
+  // At a step boundary, the run's ranks agree on [stop: a signal reached one of them (sim/preempt.h),
+  // checkpoint now: the root's clock says checkpoint_seconds have passed]. One allreduce per step.
+  const auto agree = [&](bool stop, bool ckpt_due) {
+    std::vector<int> v{stop ? 1 : 0, writer && ckpt_due ? 1 : 0};
+    if (grid) grid->max_ints(&v);
+    return std::pair<bool, bool>(v[0] != 0, v[1] != 0);
+  };
   for (; step < end; ++step) {
+    if (agree(preempt_requested(), false).first) {
+      // Stopped before this step: everything up to it is on disk, the results say "preempted".
+      status = RunStatus::preempted;
+      if (step > start) {
+        if (ckpt_step != step) save_checkpoint(step);
+        results.attrs["status"] = run_status_name(status);
+        on_writer([&] { results.write(opt.out); });
+      }
+      if (verbose)
+        std::printf("%spreempted by %s after step %lld: checkpoint and results written; --resume continues\n",
+                    tty ? "\n" : "", preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal",
+                    static_cast<long long>(step));
+      break;
+    }
     trainer.step(step, &results);
     const bool collapsed = trainer.check_collapse(results);
     if (collapsed && results.int_attrs["collapse_step"] < 0) results.int_attrs["collapse_step"] = step;
@@ -389,9 +413,14 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     // write fails is never marked complete.
     results.attrs["status"] = run_status_name(RunStatus::running);
     on_writer([&] { results.write(opt.out); });
+    const bool ckpt_due = opt.checkpoint_seconds > 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_ckpt_time).count() >= opt.checkpoint_seconds;
     if ((s.rl.checkpoint_every > 0 && (step + 1) % s.rl.checkpoint_every == 0) || last ||
-        status != RunStatus::running || step + 1 == end)
+        status != RunStatus::running || step + 1 == end || (opt.checkpoint_seconds > 0 && agree(false, ckpt_due).second)) {
       save_checkpoint(step + 1);
+      ckpt_step = step + 1;
+      last_ckpt_time = std::chrono::steady_clock::now();
+    }
     if (status != RunStatus::running) {
       results.attrs["status"] = run_status_name(status);
       on_writer([&] { results.write(opt.out); });
@@ -411,7 +440,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
     }
     if (status != RunStatus::running) { ++step; break; }
   }
-  if (verbose && tty) std::printf("\n");
+  if (verbose && tty && status != RunStatus::preempted) std::printf("\n");
   sum.status = run_status_name(status);
   sum.steps = step;
   sum.collapse_step = results.int_attrs["collapse_step"];

@@ -30,6 +30,10 @@ struct RunOptions {
   bool dump_tensors = false;
   bool progress = true;        // print the live progress line (root rank only)
   int max_steps = -1;          // stop after this many steps in this invocation (-1 = all)
+  // Also checkpoint after a step when this many seconds have passed since the last checkpoint
+  // (0 = only rl.checkpoint_every and the end): bounds the work a SIGKILL or a lost node costs
+  // without changing the scenario. The root's clock decides; the run's ranks agree on it.
+  double checkpoint_seconds = 0.0;
   std::function<void()> on_step;  // called after every step is written (a sweep's rank 0 serves other groups here)
   // The ranks of this run (sim/comm/comms.h): experts over its EP group, sequences over its DP group;
   // only its root prints and writes. Null: one process.
@@ -38,7 +42,7 @@ struct RunOptions {
 };
 
 struct RunSummary {
-  std::string status;          // complete | collapsed | running (stopped by max_steps)
+  std::string status;          // complete | collapsed | running (stopped by max_steps) | preempted (sim/preempt.h)
   int64_t steps = 0;
   int64_t collapse_step = -1;
   double final_reward = 0.0, final_eval = 0.0;

@@ -6,6 +6,7 @@
 
 #include "kernels/linear.h"
 #include "kernels/simd.h"
+#include "sim/threads.h"
 
 namespace po = boost::program_options;
 
@@ -36,14 +37,16 @@ std::string cli_join(const std::vector<std::string>& v, const std::string& sep) 
 
 std::string cli_version_line() {
   return std::string("moerl ") + MOERL_VERSION + ": SIMD target " + simd_target() + " (available: " +
-         cli_join(simd_targets_available(), ", ") + "), BLAS " + blas_kernel_name();
+         cli_join(simd_targets_available(), ", ") + "), BLAS " + blas_kernel_name() + ", " + threads_describe();
 }
 
 namespace {
 void print_main_help() {
   std::printf("usage: moerl <command> [options]    (moerl <command> --help for its options)\n"
-              "       moerl --version               (version, SIMD target and BLAS of this machine)\n"
-              "environment: MOERL_SIMD=%s restricts the CPU kernels' instruction set\n\n"
+              "       moerl --version               (version, SIMD target, BLAS and threads of this process)\n"
+              "environment: MOERL_SIMD=%s restricts the CPU kernels' instruction set;\n"
+              "  threads per process: --threads N (any command), else OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK,\n"
+              "  else the CPUs of the affinity mask\n\n"
               "commands:\n", cli_join(simd_target_names(), "|").c_str());
   for (const Command& c : cli_commands()) std::printf("  %-8s %s\n", c.name, c.summary);
 }
@@ -60,10 +63,13 @@ int cli_main(const Comms& comms, int argc, char** argv) {
     return 0;
   }
   if (name == "--version" || name == "version") {
+    comms_checked(comms, [] { threads_apply(threads_resolve(0)); });
     if (comms.is_root) std::printf("%s\n", cli_version_line().c_str());
     return 0;
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
+  // The allocation's threads before any kernel runs; a command's --threads replaces it (cli_parse).
+  comms_checked(comms, [] { threads_apply(threads_resolve(0)); });
   for (const Command& c : cli_commands())
     if (name == c.name) return c.run(comms, args);
   std::string names;
@@ -74,7 +80,10 @@ int cli_main(const Comms& comms, int argc, char** argv) {
 bool cli_parse(const Comms& comms, const std::string& command, const std::string& usage,
                po::options_description desc, const po::positional_options_description& positional,
                const std::vector<std::string>& args, po::variables_map* vm) {
-  desc.add_options()("help,h", "print this help");
+  int threads = 0;
+  desc.add_options()("help,h", "print this help")(
+      "threads", po::value(&threads)->default_value(0),
+      "threads per process (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the affinity mask's CPUs)");
   try {
     po::store(po::command_line_parser(args).options(desc).positional(positional).run(), *vm);
     if (vm->count("help")) {
@@ -85,6 +94,8 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
   } catch (const po::error& e) {
     throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   }
+  if (threads < 0) throw usage_error(command + ": --threads " + std::to_string(threads) + ": must be >= 1 (or 0: as the allocation says)");
+  if (threads > 0) threads_apply(threads_resolve(threads));
   return true;
 }
 

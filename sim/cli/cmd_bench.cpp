@@ -60,7 +60,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   std::string scenario_path, json_out, peer_json, profiles, phase, simd, workloads, long_profiles;
-  int rounds = 5, gemm_n = 1024, threads = 0, long_mean = 128, long_max = 256;
+  int rounds = 5, gemm_n = 1024, long_mean = 128, long_max = 256;
   double gemm_seconds = 0.25;
   bool recipe = true, require = false, progress = false;
   std::vector<std::string> sets;
@@ -79,7 +79,6 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
       ("long-mean", po::value(&long_mean)->default_value(128),
        "long answers: response lengths spread evenly over 1 .. 2*mean-1 tokens (EOS included), mean exactly this")
       ("long-max", po::value(&long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
-      ("threads", po::value(&threads)->default_value(0), "threads per rank (0 = all the machine offers)")
       ("gemm-n", po::value(&gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
       ("gemm-seconds", po::value(&gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
       ("json", po::value(&json_out), "also write the numbers to this JSON file")
@@ -96,7 +95,6 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
     return 0;
   if (rounds < 1) throw usage_error("bench: --rounds " + std::to_string(rounds) + ": must be >= 1");
   if (gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(gemm_n) + ": must be >= 16");
-  if (threads < 0) throw usage_error("bench: --threads " + std::to_string(threads) + ": must be >= 0");
 
   if (!simd.empty()) {
     try {
@@ -137,10 +135,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
       throw usage_error("bench: --peer-json " + peer_json + ": needs positive \"rollout_s\" and \"train_s\"");
   }
 
-  std::unique_ptr<tbb::global_control> limit;
-  if (threads > 0)
-    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                  static_cast<size_t>(threads));
+  // --threads (every command's, sim/cli/cli.cpp) has limited oneTBB already (sim/threads.h).
   const Scenario s = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
   for (const std::string& p : o.profiles) (void)s.profile(p);  // unknown names fail before timing
   for (const std::string& p : o.long_profiles) (void)s.profile(p);

@@ -1,6 +1,7 @@
 // cmd_inspect.cpp — `moerl inspect FILE.h5 [FILE.h5]...`: a run's scenario, status and headline
 // numbers without Python; with several files, one comparison table (one row per run). A sweep
-// directory prints its index, then its runs side by side.
+// directory prints its index (assembled from its run files first when it has a plan), then its
+// runs side by side.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
+#include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace po = boost::program_options;
@@ -178,6 +180,9 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
       run_files.push_back(path);
       continue;
     }
+    // Array tasks write no index: it is assembled here from the plan and the run files, unless a
+    // sweep is running there and keeps it itself (sim/sweep/sweep_assemble.h).
+    sweep_index_refresh(path);
     const SweepIndex index = sweep_index_read(path);
     std::printf("== sweep %s ==\n%s\n", path.c_str(), sweep_index_table(index).c_str());
     for (const SweepIndexRow& r : index.rows)

@@ -6,7 +6,8 @@
 // share/moerl/analysis of an install prefix (bin/moerl → share/moerl/analysis); else the Python
 // package installed with `pip install -e .` (pyproject.toml). Never a path fixed at build time:
 // a moved binary finds its own tree's package or says it found none. The command says which one
-// it uses (stderr). Exit status is the report's.
+// it uses (stderr). Exit status is the report's. A sweep directory's index is first assembled from
+// its plan and run files (sim/sweep/sweep_assemble.h), so the pieces of a job array report whole.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "sim/cli/cli.h"
+#include "sim/sweep/sweep_assemble.h"
 
 extern char** environ;
 
@@ -87,6 +89,16 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   }
   if (!comms.is_root) return 0;
   if (args.empty()) throw usage_error("report: no sweep directory or run file given (see moerl report --help)");
+  // Every sweep directory among the arguments gets its index assembled from its plan and run files
+  // first (array tasks write none; sim/sweep/sweep_assemble.h). Only directories that hold a plan
+  // are touched, so options and their values pass through unharmed.
+  for (const std::string& a : args) {
+    try {
+      sweep_index_refresh(a);
+    } catch (const std::exception& e) {
+      throw ExitError(1, "report: " + a + ": cannot assemble its index: " + e.what());
+    }
+  }
   const auto [root, how] = analysis_root();
   const char* old = std::getenv("PYTHONPATH");
   std::vector<std::string> env_store;

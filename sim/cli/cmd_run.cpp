@@ -4,6 +4,8 @@
 #include <string>
 
 #include "sim/cli/cli.h"
+#include "sim/preempt.h"
+#include "sim/threads.h"
 #include "sim/rl/corrections.h"
 #include "sim/rl/registry.h"
 #include "sim/run.h"
@@ -82,6 +84,9 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
       std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
   });
   opt.progress = grid.is_root();
+  if (grid.is_root())
+    std::printf("moerl run: %s → %s; %d rank%s, %s per rank\n", scenario_path.c_str(), opt.out.c_str(), grid.size(),
+                grid.size() == 1 ? "" : "s", threads_describe().c_str());
   opt.grid = &grid;
   opt.local_rank = comms.local_rank;
   const RunSummary sum = run_rl(s, opt);
@@ -90,7 +95,8 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
                 sum.status.c_str(), static_cast<long long>(sum.steps),
                 sum.collapse_step >= 0 ? (" (collapse at step " + std::to_string(sum.collapse_step) + ")").c_str() : "",
                 sum.final_reward, sum.final_eval, opt.out.c_str());
-  return 0;
+  // Stopped by a signal with everything written: not a failure, and the job may come back for it.
+  return sum.status == "preempted" ? kExitPreempted : 0;
 }
 
 }  // namespace moerl

@@ -1,10 +1,16 @@
 // cmd_sweep.cpp — `moerl sweep GRID.ini [--out DIR] [--seeds LIST] [--ranks-per-run N] [--resume]`: every run of
 // a grid (sim/sweep/sweep_grid.h) over the MPI world (sim/sweep/sweep.h), one results file per run and an
-// index (sim/sweep/sweep_index.h) in DIR. Exit status 1 when any run failed.
+// index (sim/sweep/sweep_index.h) in DIR. For job arrays: `--list` (the runs, one line each), `--task K` /
+// `--task-from-env` (run K alone), `--index-only` (the index from the files, sim/sweep/sweep_assemble.h).
+// Exit status 1 when any run failed, kExitPreempted (sim/preempt.h) when a signal stopped runs.
 #include <cstdio>
 #include <filesystem>
 
+#include <cstdlib>
+#include <string>
+
 #include "sim/cli/cli.h"
+#include "sim/preempt.h"
 #include "sim/sweep/sweep.h"
 #include "sim/sweep/sweep_index.h"
 
@@ -17,7 +23,8 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   SweepOptions opt;
   std::vector<std::string> sets;
   std::string seeds, variants;
-  bool dry_run = false, quiet = false;
+  bool dry_run = false, quiet = false, list = false, task_from_env = false;
+  int task = -1;
   po::options_description desc("moerl sweep options");
   desc.add_options()
       ("grid", po::value(&grid_path)->required(), "grid file: a scenario plus a [sweep] section (positional)")
@@ -29,6 +36,12 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
       ("variants", po::value(&variants), "run only these of the grid's variants: grpo,control (same run ids)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors in every run")
       ("dry-run", po::bool_switch(&dry_run), "validate the grid and list its runs; run nothing")
+      ("list", po::bool_switch(&list), "print the number of runs, then one line per run: index, id, variant, values, seed (for job arrays)")
+      ("task", po::value(&task), "run only run K of the grid (0-based, as --list numbers them), resuming it if its file exists; writes no index")
+      ("task-from-env", po::bool_switch(&task_from_env), "--task from SLURM_ARRAY_TASK_ID (a SLURM job array task)")
+      ("index-only", po::bool_switch(&opt.index_only), "run nothing: write --out's index from its run files (array tasks write none)")
+      ("checkpoint-interval", po::value(&opt.checkpoint_seconds)->default_value(300.0),
+       "checkpoint every run at least every this many seconds, bounding the work a kill or lost node costs (0: only as rl.checkpoint_every says)")
       ("quiet", po::bool_switch(&quiet), "print only the final table");
   cli_add_set_option(&desc, &sets);
   po::positional_options_description pos;
@@ -47,8 +60,30 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
     // Given, even empty: an empty list is refused, not read as "the grid's own" (it is not what was asked).
     if (vm.count("seeds")) select.seeds = sweep_seed_list("--seeds", seeds);
     if (vm.count("variants")) select.variants = sweep_name_list("--variants", variants);
+    if (vm.count("task") && task_from_env)
+      throw usage_error("sweep: --task and --task-from-env: give one of them");
+    if (vm.count("task") && task < 0)
+      throw usage_error("sweep: --task " + std::to_string(task) + ": must be a run index >= 0 (moerl sweep GRID --list)");
+    if (task_from_env) {
+      const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+      if (!id || !*id)
+        throw usage_error("sweep: --task-from-env: SLURM_ARRAY_TASK_ID is not set (not a SLURM array task; use --task K)");
+      char* end = nullptr;
+      const long k = std::strtol(id, &end, 10);
+      if (*end || k < 0 || k > 1000000000)
+        throw usage_error(std::string("sweep: --task-from-env: SLURM_ARRAY_TASK_ID = '") + id +
+                          "': must be a run index >= 0 (sbatch --array=0-N)");
+      task = static_cast<int>(k);
+    }
+    if ((task >= 0) + opt.index_only + list + dry_run > 1)
+      throw usage_error("sweep: --task, --index-only, --list and --dry-run exclude each other");
+    if ((task >= 0 || opt.index_only) && opt.resume)
+      throw usage_error(std::string("sweep: --resume with ") + (opt.index_only ? "--index-only: it runs nothing" : "--task: a task always resumes its run"));
+    if (!(opt.checkpoint_seconds >= 0))
+      throw usage_error("sweep: --checkpoint-interval " + std::to_string(opt.checkpoint_seconds) + ": must be >= 0 seconds");
     grid = sweep_grid_load(grid_path, sets, select);
   });
+  opt.task = task;
   if (!go) return 0;
   if (opt.out.empty()) opt.out = "results/" + std::filesystem::path(grid_path).stem().string();
   opt.progress = !quiet;
@@ -62,16 +97,39 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
     }
     return 0;
   }
+  if (list) {
+    if (!comms.is_root) return 0;
+    // Tab-separated after the count line, so job scripts read it: the count with
+    // `head -1 | cut -d' ' -f1`, a task's id with `awk -F'\t' '$1 == K {print $2}'`.
+    std::printf("%zu runs (index, id, variant, values, seed)\n", grid.runs.size());
+    for (const SweepRun& r : grid.runs) {
+      std::string variant = "-", values, seed = "-";
+      for (const auto& [k, v] : r.keys) {
+        if (k == "variant") variant = v;
+        else if (k == "run.seed") seed = v;
+        else values += (values.empty() ? "" : " ") + k + "=" + v;
+      }
+      if (seed == "-") seed = std::to_string(r.scenario.run.seed);
+      std::printf("%d\t%s\t%s\t%s\t%s\n", r.index, r.id.c_str(), variant.c_str(), values.empty() ? "-" : values.c_str(),
+                  seed.c_str());
+    }
+    return 0;
+  }
   const SweepSummary sum = sweep_execute(comms, grid, opt);
+  // --index-only did its job whatever the runs' states (the table says them).
+  const int status = opt.index_only ? 0 : sum.preempted > 0 ? kExitPreempted : sum.failed > 0 ? 1 : 0;
+  if (opt.task >= 0) return status;  // the task printed its line; it writes no index to show
   if (comms.is_root) {
     std::fputs(sweep_index_table(sweep_index_read(opt.out)).c_str(), stdout);
-    std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s) → %s/index.csv\n"
-                "  report: moerl report %s\n",
+    std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s) → %s/index.csv\n"
+                "  %s %s\n",
                 sum.runs, sum.complete, sum.collapsed, sum.failed,
+                sum.preempted ? (", " + std::to_string(sum.preempted) + " preempted").c_str() : "",
                 sum.skipped ? (", " + std::to_string(sum.skipped) + " finished before").c_str() : "",
-                opt.out.c_str(), opt.out.c_str());
+                opt.out.c_str(), sum.preempted ? "preempted by a signal; continue with: moerl sweep GRID --resume --out" : "report: moerl report",
+                opt.out.c_str());
   }
-  return sum.failed > 0 ? 1 : 0;
+  return status;
 }
 
 }  // namespace moerl

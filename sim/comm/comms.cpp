@@ -9,6 +9,7 @@
 
 #include "sim/comm/mpi_collectives.h"
 #include "sim/io/text_io.h"
+#include "sim/preempt.h"
 
 namespace moerl {
 
@@ -56,6 +57,9 @@ int comms_run_guarded(const Comms& c, const std::function<int()>& fn) {
     code = 1;
     message = e.what();
   }
+  // The job ends with an error: the SIGTERM of MPI_Abort must end this rank at once, not ask it
+  // for a clean stop at the next step (sim/preempt.h).
+  preempt_uninstall_handlers();
   if (c.is_root) {
     std::fprintf(stderr, "moerl: error: %s\n", text_visible(message).c_str());
   } else {
@@ -188,6 +192,12 @@ std::string RankGrid::broadcast(const std::string& s) const {
   if (rank_ == 0) out = s;
   mpi_check(MPI_Bcast(out.data(), len, MPI_CHAR, 0, group_comm_), "MPI_Bcast");
   return out;
+}
+
+void RankGrid::max_ints(std::vector<int>* v) const {
+  if (group_comm_ == MPI_COMM_NULL || size_ == 1 || v->empty()) return;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, v->data(), static_cast<int>(v->size()), MPI_INT, MPI_MAX, group_comm_),
+            "MPI_Allreduce");
 }
 
 }  // namespace moerl

@@ -20,6 +20,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <mpi.h>
 
@@ -109,6 +110,9 @@ class RankGrid {
   void wait() const;
   // The root's string, on every rank of the group.
   std::string broadcast(const std::string& s) const;
+  // Every rank's v[i], replaced by their largest over the group (element-wise). A run's ranks agree
+  // at each step boundary on whether to stop (a signal reached one of them) and to checkpoint.
+  void max_ints(std::vector<int>* v) const;
 
  private:
   MPI_Comm group_comm_ = MPI_COMM_NULL, ep_comm_ = MPI_COMM_NULL, dp_comm_ = MPI_COMM_NULL;

@@ -34,10 +34,11 @@ struct RlSetup {
   bool dump_tensors = false;  // per-token tensors of each step's first mini-batch
 };
 
-// Status of a run as stored in results (attribute `status`).
-enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed };
-inline constexpr EnumNames<RunStatus, 4> kRunStatusNames{{"running", "complete", "collapsed", "failed"}};
-static_assert(static_cast<int>(RunStatus::failed) + 1 == kRunStatusNames.size());
+// Status of a run as stored in results (attribute `status`). `preempted`: stopped cleanly by a
+// signal at a step boundary (sim/preempt.h), its checkpoint written; --resume continues it.
+enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed, preempted };
+inline constexpr EnumNames<RunStatus, 5> kRunStatusNames{{"running", "complete", "collapsed", "failed", "preempted"}};
+static_assert(static_cast<int>(RunStatus::preempted) + 1 == kRunStatusNames.size());
 inline const char* run_status_name(RunStatus v) { return kRunStatusNames.name(v); }
 
 class RlTrainer {

@@ -19,7 +19,10 @@
 #include "store/h5io.h"
 #include "sim/io/results.h"
 #include "store/output_lock.h"
+#include "sim/preempt.h"
 #include "sim/run.h"
+#include "sim/threads.h"
+#include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace fs = std::filesystem;
@@ -150,6 +153,32 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
   return false;
 }
 
+// The grid's runs as index rows, all pending: the sweep directory's plan.
+SweepIndex plan_of(const SweepGrid& g) {
+  SweepIndex idx;
+  idx.grid = g.path;
+  idx.base = g.base;
+  idx.swept_keys = g.swept_keys;
+  for (const SweepRun& r : g.runs) {
+    SweepIndexRow row;
+    row.index = r.index;
+    row.id = r.id;
+    row.file = r.id + ".h5";
+    row.keys = r.keys;
+    row.status = "pending";
+    idx.rows.push_back(row);
+  }
+  return idx;
+}
+
+// A failed run's note beside its files (sweep_assemble.h), so an assembled index still says why.
+void note_failure(const std::string& dir, const std::string& id, const std::string& status, const std::string& error) {
+  const std::string path = sweep_failure_path(dir, id);
+  std::error_code ec;
+  if (status == "failed") text_write_atomic(path, error + "\n");
+  else fs::remove(path, ec);
+}
+
 class Sweep {
  public:
   Sweep(const Comms& comms, const SweepGrid& grid, const SweepOptions& opt) : c_(comms), g_(grid), o_(opt) {
@@ -158,6 +187,8 @@ class Sweep {
   SweepSummary execute();
 
  private:
+  SweepSummary execute_task();
+  SweepSummary execute_index_only();
   std::vector<int> prepare_index();  // rank 0: the runs to do
   void prepare_bases(const std::vector<int>& todo);
   Report run_one(int index, bool serve);
@@ -186,6 +217,7 @@ class Sweep {
   int waiting_leaders_ = 0;  // other leaders not yet told to stop
   int done_ = 0, skipped_ = 0;
   int done_before_ = 0;  // runs finished before this invocation's first run (skipped ones)
+  bool stopping_ = false;  // preempted (a signal here, or a group's run came back preempted): assign nothing more
   std::chrono::steady_clock::time_point t_start_;  // when this invocation's runs began
   std::chrono::steady_clock::time_point last_refresh_{};  // refresh_progress's last index write
 };
@@ -217,6 +249,7 @@ std::vector<int> Sweep::prepare_index() {
   index_.grid = g_.path;
   index_.base = g_.base;
   index_.swept_keys = g_.swept_keys;
+  sweep_plan_publish(o_.out, plan_of(g_));
   std::map<std::string, SweepIndexRow> before;  // the previous invocation's rows, for their timings
   if (o_.resume && has_index) {
     try {
@@ -287,10 +320,13 @@ Report Sweep::run_one(int index, bool serve_others) {
   ro.resume = o_.resume;
   ro.force = true;  // (explicitly) the sweep checked its directory itself (prepare_index): partial runs without a checkpoint start over
   ro.dump_tensors = o_.dump_tensors;
-  ro.progress = o_.progress && n_groups_ == 1 && c_.is_root && isatty(STDOUT_FILENO);
+  ro.checkpoint_seconds = o_.checkpoint_seconds;
+  // A task's log is its run's alone: the base policy and a line per step go there, as under `moerl run`.
+  ro.progress = o_.progress && c_.is_root && (o_.task >= 0 || (n_groups_ == 1 && isatty(STDOUT_FILENO)));
   ro.grid = grid_.get();
   ro.local_rank = c_.local_rank;
-  if (serve_others || c_.is_root) ro.on_step = [this, serve_others] {
+  // (a task keeps no index: sweep_assemble.h)
+  if (serve_others || (c_.is_root && o_.task < 0)) ro.on_step = [this, serve_others] {
     if (serve_others) serve(false);
     if (c_.is_root) refresh_progress();
   };
@@ -341,7 +377,13 @@ void Sweep::record(const Report& r) {
   row.seconds = r.seconds;
   row.rank = r.rank;
   row.error = r.error;
-  ++done_;
+  if (r.status == "preempted") stopping_ = true;
+  else ++done_;
+  try {
+    note_failure(o_.out, row.id, r.status, r.error);
+  } catch (const std::exception&) {
+    // the index below says it too
+  }
   sweep_index_write(o_.out, index_);
   if (!o_.progress) return;
   // ETA from this invocation's pace (runs finished per second of wall time, all groups together).
@@ -355,6 +397,9 @@ void Sweep::record(const Report& r) {
   if (r.status == "failed") {
     std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s%s\n", done_, index_.rows.size(), row.id.c_str(),
                 r.rank, r.seconds, r.error.c_str(), eta);
+  } else if (r.status == "preempted") {
+    std::printf("[%d/%zu] %s (rank %d): preempted after %lld steps, checkpointed (--resume continues it)\n", done_,
+                index_.rows.size(), row.id.c_str(), r.rank, static_cast<long long>(r.steps));
   } else {
     std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s%s\n", done_,
                 index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
@@ -365,7 +410,8 @@ void Sweep::record(const Report& r) {
 }
 
 int Sweep::assign_next(int rank) {
-  if (next_ >= todo_.size()) return -1;
+  if (preempt_requested()) stopping_ = true;
+  if (stopping_ || next_ >= todo_.size()) return -1;
   const int i = todo_[next_++];
   index_.rows[static_cast<size_t>(i)].status = "running";
   index_.rows[static_cast<size_t>(i)].rank = rank;
@@ -400,6 +446,8 @@ void Sweep::serve(bool block) {
 
 SweepSummary Sweep::execute() {
   mpi_ = c_.world != MPI_COMM_NULL;
+  if (o_.index_only) return execute_index_only();
+  if (o_.task >= 0) return execute_task();
   grid_ = std::make_unique<RankGrid>(c_, o_.ranks_per_run);  // throws on every rank if it does not divide
   n_groups_ = grid_->groups();
   group_ = grid_->group();
@@ -411,9 +459,9 @@ SweepSummary Sweep::execute() {
   });
   bcast_ints(&todo);
   if (c_.is_root && o_.progress) {
-    std::printf("sweep: %zu runs (%zu to run) from %s → %s; %d group%s of %d rank%s\n", g_.runs.size(), todo.size(),
-                g_.path.c_str(), o_.out.c_str(), n_groups_, n_groups_ == 1 ? "" : "s", grid_->size(),
-                grid_->size() == 1 ? "" : "s");
+    std::printf("sweep: %zu runs (%zu to run) from %s → %s; %d group%s of %d rank%s, %s per rank\n", g_.runs.size(),
+                todo.size(), g_.path.c_str(), o_.out.c_str(), n_groups_, n_groups_ == 1 ? "" : "s", grid_->size(),
+                grid_->size() == 1 ? "" : "s", threads_describe().c_str());
     std::fflush(stdout);
   }
   prepare_bases(todo);
@@ -455,13 +503,14 @@ SweepSummary Sweep::execute() {
   }
 
   wait_world();  // ranks done early sleep here until the last run ends
-  std::vector<int> tally(5, 0);
+  std::vector<int> tally(6, 0);
   if (c_.is_root) {
     tally[0] = static_cast<int>(index_.rows.size());
     for (const SweepIndexRow& r : index_.rows) {
       tally[1] += r.status == "complete";
       tally[2] += r.status == "collapsed";
       tally[3] += r.status == "failed";
+      tally[5] += r.status == "preempted";
     }
     tally[4] = skipped_;
     sweep_index_write(o_.out, index_);
@@ -473,6 +522,117 @@ SweepSummary Sweep::execute() {
   sum.collapsed = tally[2];
   sum.failed = tally[3];
   sum.skipped = tally[4];
+  sum.preempted = tally[5];
+  return sum;
+}
+
+// --index-only: the plan (checked against this grid) and the files make the index; nothing runs.
+SweepSummary Sweep::execute_index_only() {
+  std::vector<int> tally(6, 0);
+  comms_checked(c_, [&] {
+    if (!c_.is_root) return;
+    if (!fs::is_directory(o_.out)) throw usage_error("sweep: --index-only: " + o_.out + " is not a sweep directory");
+    lock_ = OutputLock::take((fs::path(o_.out) / "index.csv").string(), "--out");
+    sweep_plan_publish(o_.out, plan_of(g_));
+    SweepIndex idx = sweep_index_assemble(o_.out);
+    idx.grid = g_.path;
+    sweep_index_write(o_.out, idx);
+    lock_ = OutputLock();
+    tally[0] = static_cast<int>(idx.rows.size());
+    for (const SweepIndexRow& r : idx.rows) {
+      tally[1] += r.status == "complete";
+      tally[2] += r.status == "collapsed";
+      tally[3] += r.status == "failed";
+      tally[5] += r.status == "preempted";
+    }
+  });
+  bcast_ints(&tally);
+  SweepSummary sum;
+  sum.runs = tally[0];
+  sum.complete = tally[1];
+  sum.collapsed = tally[2];
+  sum.failed = tally[3];
+  sum.preempted = tally[5];
+  return sum;
+}
+
+// --task K: one run on every rank of the job (one group), as an array task runs it: resumed when
+// its files are there, finished runs left alone; the plan is published, the index not written.
+SweepSummary Sweep::execute_task() {
+  const int n = static_cast<int>(g_.runs.size());
+  comms_checked(c_, [&] {
+    if (o_.task >= n)
+      throw usage_error("sweep: --task " + std::to_string(o_.task) + ": the grid has " + std::to_string(n) +
+                        " run" + (n == 1 ? "" : "s") + " (tasks 0 to " + std::to_string(n - 1) + "; moerl sweep GRID --list)");
+    if (o_.ranks_per_run != 1 && o_.ranks_per_run != c_.size)
+      throw usage_error("sweep: --task with --ranks-per-run " + std::to_string(o_.ranks_per_run) +
+                        ": a task is one run on all the job's " + std::to_string(c_.size) +
+                        " rank(s); leave --ranks-per-run out or give the rank count");
+    if (!c_.is_root) return;
+    fs::create_directories(o_.out);
+    sweep_plan_publish(o_.out, plan_of(g_));
+    const std::string grid_ini = (fs::path(o_.out) / "grid.ini").string();
+    if (!fs::exists(grid_ini)) {
+      try {
+        text_write_atomic(grid_ini, g_.text);
+      } catch (const std::runtime_error&) {
+        if (!fs::exists(grid_ini)) throw;  // another task published it meanwhile
+      }
+    }
+  });
+  grid_ = std::make_unique<RankGrid>(c_, 0);
+  n_groups_ = 1;
+  leader_ = grid_->is_root();
+  o_.resume = true;
+  const SweepRun& run = g_.runs[static_cast<size_t>(o_.task)];
+  const std::string path = (fs::path(o_.out) / (run.id + ".h5")).string();
+  SweepIndexRow row;
+  bool finished = false;
+  if (c_.is_root) finished = read_previous(path, run, &row);
+  finished = grid_->broadcast(finished ? "1" : "0") == "1";
+  std::string status = grid_->broadcast(row.status);
+  if (c_.is_root && o_.progress) {
+    std::string keys;
+    for (const auto& [k, v] : run.keys) keys += "  " + k + "=" + v;
+    std::printf("sweep: task %d of %d: %s%s → %s%s; %d rank%s, %s per rank\n", o_.task, n, run.id.c_str(), keys.c_str(),
+                path.c_str(), finished ? (" (" + status + " before: nothing to do)").c_str() : "", c_.size,
+                c_.size == 1 ? "" : "s", threads_describe().c_str());
+    std::fflush(stdout);
+  }
+  Report rep;
+  if (finished) {
+    rep.status = status;
+    rep.error = row.error;
+    rep.steps = row.steps;
+    rep.final_reward = row.final_reward;
+    rep.final_eval = row.final_eval;
+  } else {
+    rep = run_one(o_.task, false);
+  }
+  if (c_.is_root) {
+    try {
+      note_failure(o_.out, run.id, rep.status, rep.error);
+    } catch (const std::exception&) {
+      // the task's exit status and its log say it
+    }
+    if (o_.progress) {
+      if (rep.status == "failed") std::printf("sweep: task %d: %s FAILED: %s\n", o_.task, run.id.c_str(), rep.error.c_str());
+      else
+        std::printf("sweep: task %d: %s %s, %lld steps, reward %.3f, eval %.3f\n", o_.task, run.id.c_str(),
+                    rep.status.c_str(), static_cast<long long>(rep.steps), rep.final_reward, rep.final_eval);
+      std::fflush(stdout);
+    }
+  }
+  std::vector<int> tally{rep.status == "complete", rep.status == "collapsed", rep.status == "failed",
+                         rep.status == "preempted"};
+  bcast_ints(&tally);
+  SweepSummary sum;
+  sum.runs = 1;
+  sum.complete = tally[0];
+  sum.collapsed = tally[1];
+  sum.failed = tally[2];
+  sum.preempted = tally[3];
+  sum.skipped = finished && !sum.failed ? 1 : 0;
   return sum;
 }
 

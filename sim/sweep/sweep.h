@@ -12,6 +12,10 @@
 // error), then every distinct base policy the remaining runs need is trained once — base j by group
 // j mod G — into the cache, so no two groups ever train the same base. A run that throws is
 // recorded as failed with its message; the others go on.
+//
+// Preemption (sim/preempt.h): a run whose ranks got a stop signal ends at its next step boundary,
+// checkpointed, as "preempted"; once rank 0 got the signal or hears of a preempted run it hands
+// out no further run, so every group stops after its current step and the sweep returns.
 #pragma once
 
 #include <string>
@@ -28,11 +32,19 @@ struct SweepOptions {
   bool resume = false;       // continue a sweep directory: skip finished runs, resume partial ones
   bool dump_tensors = false; // --dump-tensors for every run
   bool progress = true;      // rank 0 prints one line per finished run (and the live step line when alone)
+  // An array task (--task K): run K only, on all the ranks, resuming it when its files exist;
+  // writes the plan (when missing) and the run's own files, never the index. -1: the whole grid.
+  int task = -1;
+  bool index_only = false;   // run nothing: publish the plan, assemble the index from the files
+  // Every run checkpoints at least this often (RunOptions::checkpoint_seconds), so a SIGKILL or a
+  // lost node costs at most this much work of each run in flight; 0: as the scenario says.
+  double checkpoint_seconds = 300.0;
 };
 
 struct SweepSummary {
   int runs = 0, complete = 0, collapsed = 0, failed = 0;
-  int skipped = 0;  // already finished before this invocation (resume)
+  int preempted = 0;  // stopped by a signal (sim/preempt.h), resumable
+  int skipped = 0;    // already finished before this invocation (resume)
 };
 
 // Collective over comms.world; every rank returns the same summary.

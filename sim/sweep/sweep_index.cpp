@@ -125,6 +125,12 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
   }
   js += "\n  ]\n}\n";
 
+  const std::filesystem::path d(dir);
+  text_write_atomic((d / "index.json").string(), js);
+  text_write_atomic((d / "index.csv").string(), sweep_index_csv(index));
+}
+
+std::string sweep_index_csv(const SweepIndex& index) {
   std::string csv;
   for (size_t i = 0; i < kNumFixed; ++i) csv += std::string(i ? "," : "") + kFixedColumns[i];
   for (const std::string& k : index.swept_keys) csv.append(",").append(csv_cell(k));
@@ -141,18 +147,12 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
     }
     csv.append(",").append(csv_cell(x.error)).append("\n");
   }
-  const std::filesystem::path d(dir);
-  text_write_atomic((d / "index.json").string(), js);
-  text_write_atomic((d / "index.csv").string(), csv);
+  return csv;
 }
 
-SweepIndex sweep_index_read(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / "index.csv").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::invalid_argument(dir + ": no sweep index (index.csv)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto rows = csv_parse(ss.str());
+namespace {
+SweepIndex index_parse(const std::string& path, const std::string& text) {
+  const auto rows = csv_parse(text);
   if (rows.empty() || rows[0].size() < kNumFixed + 1 || rows[0][0] != "index" || rows[0].back() != "error")
     throw std::invalid_argument(path + ": not a moerl sweep index");
   SweepIndex idx;
@@ -181,6 +181,84 @@ SweepIndex sweep_index_read(const std::string& dir) {
   return idx;
 }
 
+std::string file_text(const std::string& path, const std::string& missing) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(missing);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+constexpr char kPlanHead[] = "# moerl sweep plan: the runs of the grid, one row each (docs/sweeps.md)\n";
+}  // namespace
+
+SweepIndex sweep_index_read(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / "index.csv").string();
+  return index_parse(path, file_text(path, dir + ": no sweep index (index.csv)"));
+}
+
+std::string sweep_plan_path(const std::string& dir) { return (std::filesystem::path(dir) / "plan.csv").string(); }
+
+std::string sweep_plan_text(const SweepIndex& index) {
+  SweepIndex plan;
+  plan.swept_keys = index.swept_keys;
+  for (const SweepIndexRow& r : index.rows) {
+    SweepIndexRow p;
+    p.index = r.index;
+    p.id = r.id;
+    p.file = r.file;
+    p.keys = r.keys;
+    p.status = "pending";
+    plan.rows.push_back(p);
+  }
+  return kPlanHead + ("# grid: " + index.grid + "\n# base: " + index.base + "\n") + sweep_index_csv(plan);
+}
+
+SweepIndex sweep_plan_read(const std::string& dir) {
+  const std::string path = sweep_plan_path(dir);
+  std::string text = file_text(path, dir + ": no sweep plan (plan.csv)");
+  SweepIndex idx;
+  while (text.rfind("# ", 0) == 0) {  // the header lines
+    const size_t e = text.find('\n');
+    const std::string line = text.substr(0, e);
+    if (line.rfind("# grid: ", 0) == 0) idx.grid = line.substr(8);
+    if (line.rfind("# base: ", 0) == 0) idx.base = line.substr(8);
+    text = e == std::string::npos ? "" : text.substr(e + 1);
+  }
+  SweepIndex rows = index_parse(path, text);
+  idx.swept_keys = rows.swept_keys;
+  idx.rows = rows.rows;
+  return idx;
+}
+
+void sweep_plan_publish(const std::string& dir, const SweepIndex& index) {
+  const std::string path = sweep_plan_path(dir), text = sweep_plan_text(index);
+  // The runs (rows) must agree; the header (the grid's path as given) may differ between tasks.
+  const auto rows_of = [](const std::string& t) {
+    size_t p = 0;
+    while (t.compare(p, 2, "# ") == 0) p = t.find('\n', p) + 1;
+    return t.substr(p);
+  };
+  const auto same_plan_there = [&] {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) return false;
+    if (rows_of(file_text(path, path + ": cannot be read")) == rows_of(text)) return true;
+    throw std::invalid_argument(dir + ": holds the sweep of another grid (plan.csv lists other runs than " +
+                                (index.grid.empty() ? std::string("this grid") : index.grid) +
+                                " with these options); choose another --out");
+  };
+  if (same_plan_there()) return;
+  // Tasks of one array may get here together: each writes the same text under its own temporary
+  // name and renames it, so the file is always whole and always the same. A task on another node
+  // may take this one's temporary for a dead process's and remove it: then the other's rename
+  // has published the plan.
+  try {
+    text_write_atomic(path, text);
+  } catch (const std::runtime_error&) {
+    if (!same_plan_there()) throw;
+  }
+}
+
 std::string sweep_index_table(const SweepIndex& index) {
   size_t w = 4;
   for (const SweepIndexRow& x : index.rows) w = std::max(w, x.id.size());
@@ -190,8 +268,8 @@ std::string sweep_index_table(const SweepIndex& index) {
   std::snprintf(buf, sizeof buf, "%-*s %-10s %6s %9s %7s %8s  %s\n", static_cast<int>(w), "run", "status", "steps",
                 "reward", "eval", "seconds", "keys / error");
   out += buf;
-  int counts[5] = {0, 0, 0, 0, 0};
-  const char* names[5] = {"complete", "collapsed", "failed", "running", "pending"};
+  int counts[6] = {0, 0, 0, 0, 0, 0};
+  const char* names[6] = {"complete", "collapsed", "failed", "preempted", "running", "pending"};
   for (const SweepIndexRow& x : index.rows) {
     std::string keys;
     for (const auto& [k, v] : x.keys) keys += (keys.empty() ? "" : " ") + k + "=" + v;
@@ -205,11 +283,11 @@ std::string sweep_index_table(const SweepIndex& index) {
                   x.id.substr(0, w).c_str(), status.c_str(), static_cast<long long>(x.steps), x.final_reward,
                   x.final_eval, x.seconds, keys.c_str());
     out += buf;
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < 6; ++i)
       if (x.status == names[i]) ++counts[i];
   }
   std::string tally;
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < 6; ++i)
     if (counts[i]) tally += (tally.empty() ? "" : ", ") + std::to_string(counts[i]) + " " + names[i];
   out += std::to_string(index.rows.size()) + " runs: " + tally + "\n";
   return out;

@@ -18,7 +18,10 @@ struct SweepIndexRow {
   int index = 0;
   std::string id;      // run id (sweep_grid.h)
   std::string file;    // results file, relative to the sweep directory
-  std::string status;  // pending | running | complete | collapsed | failed
+  // pending | running | complete | collapsed | failed | preempted (stopped by a signal, resumable;
+  // sim/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
+  // was killed: resumable as well.
+  std::string status;
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value
   int64_t steps = 0;          // steps recorded in the results file
   int64_t collapse_step = -1;
@@ -41,6 +44,20 @@ struct SweepIndex {
 void sweep_index_write(const std::string& dir, const SweepIndex& index);
 // Reads <dir>/index.csv back (every column; numbers that were empty come back as NaN).
 SweepIndex sweep_index_read(const std::string& dir);
+// index.csv's text.
+std::string sweep_index_csv(const SweepIndex& index);
+
+// The plan of a sweep directory, <dir>/plan.csv: every run of the grid (index, id, file, keys) as
+// index rows, all "pending", with the grid and base in two header lines. Written once by whichever
+// sweep or array task comes first, never changed, so array tasks write no shared file but their own
+// runs'; the index is assembled from it and the run files (sweep_assemble.h).
+std::string sweep_plan_path(const std::string& dir);
+std::string sweep_plan_text(const SweepIndex& index);
+SweepIndex sweep_plan_read(const std::string& dir);
+// Writes the plan unless the directory has it already; throws naming the directory when the plan
+// there lists other runs (another grid, other --seeds or --variants).
+void sweep_plan_publish(const std::string& dir, const SweepIndex& index);
+
 // The index as a terminal table (one line per run), for `moerl sweep` and `moerl inspect DIR`.
 std::string sweep_index_table(const SweepIndex& index);
 

@@ -1,0 +1,58 @@
+// preempt.cpp — see preempt.h.
+#include "sim/preempt.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+namespace moerl {
+
+namespace {
+
+volatile sig_atomic_t g_signal = 0;  // the first stop signal received (0: none)
+volatile sig_atomic_t g_sigints = 0;
+
+void on_signal(int sig) {
+  if (sig == SIGINT) g_sigints = g_sigints + 1;
+  if (sig == SIGINT && g_sigints >= 2) {  // Ctrl-C twice: the user wants out now
+    signal(SIGINT, SIG_DFL);
+    raise(SIGINT);
+    return;
+  }
+  if (!g_signal) g_signal = sig;
+}
+
+}  // namespace
+
+void preempt_install_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // system calls (file writes, MPI's polls) go on; the flag is read between steps
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+void preempt_uninstall_handlers() {
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
+}
+
+bool preempt_requested() { return g_signal != 0; }
+
+const char* preempt_signal_name() {
+  switch (g_signal) {
+    case 0: return "";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a stop request";
+  }
+}
+
+void preempt_request() {
+  if (!g_signal) g_signal = -1;
+}
+
+}  // namespace moerl

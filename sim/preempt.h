@@ -1,0 +1,31 @@
+// preempt.h — clean preemption. SIGTERM, SIGINT and SIGUSR1 (what SLURM, a job's time limit,
+// `scancel`, `scontrol requeue` and Ctrl-C send) do not end the process: they set a flag, and a run
+// checks it at every step boundary (sim/run.cpp), where the ranks of the run agree on it (one of
+// them signalled is enough), write the checkpoint and the results with status "preempted", and
+// return. A sweep then starts no further run and leaves with status kExitPreempted;
+// `--resume` (or the next array task on the same run) continues bit-identically.
+//
+// What it is not: a way to stop in the middle of a step (the current step always finishes), nor a
+// handler for SIGKILL (a killed run resumes from its last checkpoint instead). A second SIGINT ends
+// the process at once, as a user pressing Ctrl-C twice expects.
+#pragma once
+
+namespace moerl {
+
+// The exit status of a command stopped by a signal with everything written and resumable (75 is
+// sysexits' EX_TEMPFAIL: "try again later"). Not a failure: job scripts requeue on it.
+inline constexpr int kExitPreempted = 75;
+
+// Installs the handlers (main(), once, after MPI_Init).
+void preempt_install_handlers();
+// Gives the signals their default action back (a command that ends with an error: MPI_Abort's
+// SIGTERM must end the rank, as it always did).
+void preempt_uninstall_handlers();
+// Whether a stop signal reached this process (async-signal-safe flag read).
+bool preempt_requested();
+// The signal's name ("SIGTERM"), or "" when none arrived.
+const char* preempt_signal_name();
+// Asks for a stop as a signal would (tests; a sweep's rank 0 told that another group was preempted).
+void preempt_request();
+
+}  // namespace moerl
