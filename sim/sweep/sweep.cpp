@@ -95,34 +95,40 @@ Report report_decode(const std::string& s) {
   return r;
 }
 
-std::vector<double> read_series(const H5File& f, const std::string& name) {
-  if (!f.is_dataset(name)) return {};
-  const auto shape = f.shape(name);
-  if (shape.size() != 1) return {};
-  std::vector<double> v(static_cast<size_t>(shape[0]));
-  f.read(name, shape, v.data());
-  return v;
-}
-
-double last_finite(const H5File& f, const std::string& name) {
-  const std::vector<double> v = read_series(f, name);
-  for (size_t i = v.size(); i-- > 0;)
-    if (std::isfinite(v[i])) return v[i];
-  return kSweepNaN;
-}
-
 // The sum of a run's step times (metrics/time_step): its seconds when the index never heard of its
 // end (the sweep was killed between the run's last write and the index's).
 double sum_finite(const H5File& f, const std::string& name) {
-  if (!f.is_dataset(name)) return kSweepNaN;
-  const auto shape = f.shape(name);
-  if (shape.size() != 1) return kSweepNaN;
-  std::vector<double> v(static_cast<size_t>(shape[0]));
-  f.read(name, shape, v.data());
+  if (!f.is_dataset(name) || f.shape(name).size() != 1) return kSweepNaN;
   double t = 0.0;
-  for (double x : v)
+  for (double x : sweep_read_series(f, name))
     if (std::isfinite(x)) t += x;
   return t;
+}
+
+// An index's runs counted by status, as one vector that a broadcast carries: runs, complete,
+// collapsed, failed, skipped, preempted (summary_of reads it back).
+std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skipped) {
+  std::vector<int> t(6, 0);
+  t[0] = static_cast<int>(rows.size());
+  for (const SweepIndexRow& r : rows) {
+    t[1] += r.status == "complete";
+    t[2] += r.status == "collapsed";
+    t[3] += r.status == "failed";
+    t[5] += r.status == "preempted";
+  }
+  t[4] = skipped;
+  return t;
+}
+
+SweepSummary summary_of(const std::vector<int>& t) {
+  SweepSummary sum;
+  sum.runs = t[0];
+  sum.complete = t[1];
+  sum.collapsed = t[2];
+  sum.failed = t[3];
+  sum.skipped = t[4];
+  sum.preempted = t[5];
+  return sum;
 }
 
 // The state of a run's results file before this invocation: fills row and returns true when the
@@ -140,8 +146,8 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     const std::string status = f.attr_string("/", "status");
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
     row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
-    row->final_reward = final_reward_of(read_series(f, "metrics/reward_mean"));
-    row->final_eval = last_finite(f, "metrics/eval_accuracy");
+    row->final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
+    row->final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
       row->status = status;
       row->seconds = sum_finite(f, "metrics/time_step");
@@ -358,8 +364,8 @@ void Sweep::refresh_progress() {
     try {
       const H5File f = H5File::open((fs::path(o_.out) / row.file).string());
       if (f.has_attr("/", "steps")) row.steps = f.attr_int("/", "steps");
-      row.final_reward = final_reward_of(read_series(f, "metrics/reward_mean"));
-      row.final_eval = last_finite(f, "metrics/eval_accuracy");
+      row.final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
+      row.final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     } catch (const H5Error&) {
       // not written yet (the run's first step is under way)
     }
@@ -505,25 +511,11 @@ SweepSummary Sweep::execute() {
   wait_world();  // ranks done early sleep here until the last run ends
   std::vector<int> tally(6, 0);
   if (c_.is_root) {
-    tally[0] = static_cast<int>(index_.rows.size());
-    for (const SweepIndexRow& r : index_.rows) {
-      tally[1] += r.status == "complete";
-      tally[2] += r.status == "collapsed";
-      tally[3] += r.status == "failed";
-      tally[5] += r.status == "preempted";
-    }
-    tally[4] = skipped_;
+    tally = status_tally(index_.rows, skipped_);
     sweep_index_write(o_.out, index_);
   }
   bcast_ints(&tally);
-  SweepSummary sum;
-  sum.runs = tally[0];
-  sum.complete = tally[1];
-  sum.collapsed = tally[2];
-  sum.failed = tally[3];
-  sum.skipped = tally[4];
-  sum.preempted = tally[5];
-  return sum;
+  return summary_of(tally);
 }
 
 // --index-only: the plan (checked against this grid) and the files make the index; nothing runs.
@@ -538,22 +530,10 @@ SweepSummary Sweep::execute_index_only() {
     idx.grid = g_.path;
     sweep_index_write(o_.out, idx);
     lock_ = OutputLock();
-    tally[0] = static_cast<int>(idx.rows.size());
-    for (const SweepIndexRow& r : idx.rows) {
-      tally[1] += r.status == "complete";
-      tally[2] += r.status == "collapsed";
-      tally[3] += r.status == "failed";
-      tally[5] += r.status == "preempted";
-    }
+    tally = status_tally(idx.rows, 0);
   });
   bcast_ints(&tally);
-  SweepSummary sum;
-  sum.runs = tally[0];
-  sum.complete = tally[1];
-  sum.collapsed = tally[2];
-  sum.failed = tally[3];
-  sum.preempted = tally[5];
-  return sum;
+  return summary_of(tally);
 }
 
 // --task K: one run on every rank of the job (one group), as an array task runs it: resumed when
@@ -623,15 +603,11 @@ SweepSummary Sweep::execute_task() {
       std::fflush(stdout);
     }
   }
-  std::vector<int> tally{rep.status == "complete", rep.status == "collapsed", rep.status == "failed",
-                         rep.status == "preempted"};
+  SweepIndexRow mine;
+  mine.status = rep.status;
+  std::vector<int> tally = status_tally({mine}, 0);
   bcast_ints(&tally);
-  SweepSummary sum;
-  sum.runs = 1;
-  sum.complete = tally[0];
-  sum.collapsed = tally[1];
-  sum.failed = tally[2];
-  sum.preempted = tally[3];
+  SweepSummary sum = summary_of(tally);
   sum.skipped = finished && !sum.failed ? 1 : 0;
   return sum;
 }

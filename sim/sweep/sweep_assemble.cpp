@@ -14,9 +14,7 @@ namespace fs = std::filesystem;
 
 namespace moerl {
 
-namespace {
-
-std::vector<double> read_series(const H5File& f, const std::string& name) {
+std::vector<double> sweep_read_series(const H5File& f, const std::string& name) {
   if (!f.is_dataset(name)) return {};
   const auto shape = f.shape(name);
   if (shape.size() != 1) return {};
@@ -25,7 +23,12 @@ std::vector<double> read_series(const H5File& f, const std::string& name) {
   return v;
 }
 
-}  // namespace
+double sweep_last_finite(const H5File& f, const std::string& name) {
+  const std::vector<double> v = sweep_read_series(f, name);
+  for (size_t i = v.size(); i-- > 0;)
+    if (std::isfinite(v[i])) return v[i];
+  return kSweepNaN;
+}
 
 bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
   std::error_code ec;
@@ -35,13 +38,10 @@ bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
     row->status = f.has_attr("/", "status") ? f.attr_string("/", "status") : "running";
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
     row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
-    row->final_reward = final_reward_of(read_series(f, "metrics/reward_mean"));
-    row->final_eval = kSweepNaN;
-    const std::vector<double> ev = read_series(f, "metrics/eval_accuracy");
-    for (size_t i = ev.size(); i-- > 0;)
-      if (std::isfinite(ev[i])) { row->final_eval = ev[i]; break; }
+    row->final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
+    row->final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     double t = 0.0;
-    for (double x : read_series(f, "metrics/time_step"))
+    for (double x : sweep_read_series(f, "metrics/time_step"))
       if (std::isfinite(x)) t += x;
     row->seconds = t;
   } catch (const H5Error& e) {

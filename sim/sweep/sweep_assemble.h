@@ -7,10 +7,18 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/sweep/sweep_index.h"
 
 namespace moerl {
+
+class H5File;
+
+// A [steps] metric of a results file ("metrics/reward_mean"); empty when absent or not 1-D.
+std::vector<double> sweep_read_series(const H5File& f, const std::string& name);
+// Its last finite value, or kSweepNaN.
+double sweep_last_finite(const H5File& f, const std::string& name);
 
 // Fills row's status, steps, collapse step, final reward and eval, and seconds (the sum of the
 // run's step times) from a results file; false (row untouched) when the file does not exist.
