@@ -8,11 +8,12 @@
 
 #include "kernels/backend.h"
 #include "kernels/linear.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
 struct FfnActs {
-  std::vector<float> g, u, a;  // [rows, F] gate pre-activation, up, silu(g)·u (all as stored)
+  Workspace<float> g, u, a;  // [rows, F] gate pre-activation, up, silu(g)·u (all as stored)
 };
 
 struct FfnNumerics {

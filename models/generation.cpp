@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/kv_cache.h"
 #include "kernels/precision.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
@@ -24,7 +25,8 @@ void Model::generation_begin(GenerationState** state, int B, int max_len,
   st->pos = 0;
   if (profile) st->profile = *profile;
   else profile_builtin("fp32-ref", &st->profile);
-  const size_t cache = static_cast<size_t>(B) * max_len * cfg_.d_model;
+  st->cache_len = kv_cache_len(max_len);
+  const size_t cache = static_cast<size_t>(B) * st->cache_len * cfg_.d_model;
   st->kcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
   st->vcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
   st->layers.resize(cfg_.n_layers);
@@ -44,13 +46,17 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
                                   ": each source must be the row itself or one past the kept rows, once");
     used[f] = 1;
   }
-  // A row's cache is its first pos positions; a source at or past n is never a destination.
-  const size_t row = static_cast<size_t>(st->max_len) * cfg_.d_model, used_len = static_cast<size_t>(st->pos) * cfg_.d_model;
+  // A row's cache is its first pos positions (a column prefix of each of its D key rows, a row
+  // prefix of its values); a source at or past n is never a destination.
+  const size_t D = static_cast<size_t>(cfg_.d_model), Tc = static_cast<size_t>(st->cache_len);
+  const size_t block = Tc * D, held = static_cast<size_t>(st->pos);
   for (int i = 0; i < n; ++i) {
     if (from[i] == i) continue;
     for (int l = 0; l < cfg_.n_layers; ++l) {
-      std::memcpy(st->kcache[l].data() + i * row, st->kcache[l].data() + from[i] * row, sizeof(float) * used_len);
-      std::memcpy(st->vcache[l].data() + i * row, st->vcache[l].data() + from[i] * row, sizeof(float) * used_len);
+      float* k = st->kcache[l].data();
+      for (size_t d = 0; d < D; ++d)
+        std::memcpy(k + i * block + d * Tc, k + from[i] * block + d * Tc, sizeof(float) * held);
+      std::memcpy(st->vcache[l].data() + i * block, st->vcache[l].data() + from[i] * block, sizeof(float) * held * D);
     }
   }
   st->B = n;
@@ -70,7 +76,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   std::vector<float> x_out(static_cast<size_t>(rows) * D);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = st->layers[l];
-    a.x_in = st->x;
+    a.x_in.assign(st->x.begin(), st->x.end());
     LayerCall c;
     c.cfg = &cfg; c.profile = &p; c.params = &m.params(); c.packed = &ps.layers[l];
     c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
@@ -86,10 +92,13 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     layer_forward(&a, x_out.data(), rl, nullptr, c);
     if (cfg.is_moe() && topk_ids)
       std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
-    if (!decode) {  // prefill: the prompt's k, v go into the cache rows 0..T-1
+    if (!decode) {  // prefill: the prompt's k, v go into the cache's positions 0..T-1
+      const size_t Tc = static_cast<size_t>(st->cache_len);
       for (int b = 0; b < B; ++b) {
-        const size_t src = static_cast<size_t>(b) * T * D, dst = static_cast<size_t>(b) * st->max_len * D;
-        std::memcpy(st->kcache[l].data() + dst, a.k.data() + src, sizeof(float) * T * D);
+        const size_t src = static_cast<size_t>(b) * T * D, dst = static_cast<size_t>(b) * Tc * D;
+        float* kb = st->kcache[l].data() + dst;  // [D][Tc]
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) kb[static_cast<size_t>(d) * Tc + t] = a.k[src + static_cast<size_t>(t) * D + d];
         std::memcpy(st->vcache[l].data() + dst, a.v.data() + src, sizeof(float) * T * D);
       }
     }

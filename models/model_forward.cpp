@@ -67,14 +67,16 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
     GenerationState* st = c.decode;
     float* kc = st->kcache[l].data();
     float* vc = st->vcache[l].data();
+    const size_t Tc = static_cast<size_t>(st->cache_len);
     std::vector<int32_t> len(N);
-    for (int b = 0; b < N; ++b) {
-      const size_t row = (static_cast<size_t>(b) * st->max_len + c.positions[b]) * D;
-      std::memcpy(kc + row, a->k.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
-      std::memcpy(vc + row, a->v.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
+    for (int b = 0; b < N; ++b) {  // the new position: a row of v, a column of the keys
+      const size_t t = static_cast<size_t>(c.positions[b]);
+      const float* kb = a->k.data() + static_cast<size_t>(b) * D;
+      for (int d = 0; d < D; ++d) kc[(static_cast<size_t>(b) * D + d) * Tc + t] = kb[d];
+      std::memcpy(vc + (static_cast<size_t>(b) * Tc + t) * D, a->v.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
       len[b] = c.positions[b] + 1;
     }
-    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->max_len, H, Dh,
+    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->cache_len, H, Dh,
                         attn_ctx);
   } else if (!c.runs) {
     a->att.resize(static_cast<size_t>(c.B) * H * c.T * c.T);
@@ -265,8 +267,8 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
   be.embedding_forward(x.data(), im.tokens.data(), params_.get("embed"), N, D);
   round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
   for (int l = 0; l < L; ++l) {
-    LayerActs& a = im.layers[l];
-    a.x_in = x;
+    LayerActs& a = req.save_for_backward ? im.layers[l] : im.scratch;
+    a.x_in.assign(x.begin(), x.end());
     LayerCall c;
     c.cfg = &cfg_; c.profile = &p; c.params = &params_; c.packed = &ps.layers[l];
     c.layer = l; c.N = N; c.B = B; c.T = T; c.runs = &im.runs; c.positions = im.positions.data(); c.call = req.call;
@@ -339,7 +341,6 @@ void Model::forward(ForwardResult* out, const ForwardRequest& req) {
     rows_unpack(&out->logits, 1, B, T, im.seq_begin, V);
   }
   im.saved = req.save_for_backward;
-  if (!im.saved) im.layers.clear();
 }
 
 }  // namespace moerl

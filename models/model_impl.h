@@ -28,18 +28,19 @@ struct PackedSet {
 };
 
 // Activations of one layer, as stored (rounded to the profile's formats).
+// Every buffer is a Workspace (workspace.h): written whole by its op before it is read.
 struct LayerActs {
-  std::vector<float> x_in;       // [N, D] residual entering the layer
-  std::vector<float> h_attn;     // [N, D] attn_norm output
-  std::vector<float> rstd_attn;  // [N]
-  std::vector<float> q, k, v;    // [N, D] after RoPE, attention operand format
-  std::vector<float> att;        // [B, H, T, T] probabilities per SeqRun (training mode only)
-  std::vector<float> ctx;        // [N, D] attention output before W_o
-  std::vector<float> o;          // [N, D] W_o output
-  std::vector<float> x_mid;      // [N, D] residual after attention
-  std::vector<float> h_mlp;      // [N, D] mlp_norm output
-  std::vector<float> rstd_mlp;   // [N]
-  std::vector<float> y;          // [N, D] FFN / MoE output
+  Workspace<float> x_in;       // [N, D] residual entering the layer
+  Workspace<float> h_attn;     // [N, D] attn_norm output
+  Workspace<float> rstd_attn;  // [N]
+  Workspace<float> q, k, v;    // [N, D] after RoPE, attention operand format
+  Workspace<float> att;        // [B, H, T, T] probabilities per SeqRun (training mode only)
+  Workspace<float> ctx;        // [N, D] attention output before W_o
+  Workspace<float> o;          // [N, D] W_o output
+  Workspace<float> x_mid;      // [N, D] residual after attention
+  Workspace<float> h_mlp;      // [N, D] mlp_norm output
+  Workspace<float> rstd_mlp;   // [N]
+  Workspace<float> y;          // [N, D] FFN / MoE output
   MoeActs moe;
   FfnActs ffn;
 };
@@ -56,8 +57,11 @@ std::vector<SeqRun> seq_runs(const std::vector<int>& seq_begin, int H);
 
 struct GenerationState {
   int B = 0, max_len = 0, pos = 0;
+  int cache_len = 0;  // positions allocated per sequence: kv_cache_len(max_len)
   NumericsProfile profile;
-  std::vector<std::vector<float>> kcache, vcache;  // per layer [B, max_len, D]
+  // per layer: kcache [B, D, cache_len] (keys transposed), vcache [B, cache_len, D] —
+  // kernels/kv_cache.h
+  std::vector<std::vector<float>> kcache, vcache;
   std::vector<LayerActs> layers;                   // workspace for the current rows
   std::vector<float> x, h_final, rstd_final;
 };
@@ -89,7 +93,12 @@ struct Model::Impl {
   std::vector<float> kl_full_target, kl_topk_target;
   RouterControl control;
   RowSums rows;  // how sums over the batch's rows are formed (parallel.h)
+  // The layers' activations of a forward that saves them (kept between forwards: a Workspace
+  // reuses its memory), and the one layer's worth a forward that saves nothing reuses for every
+  // layer (π_old, scoring): no buffer is freed and reallocated, and that forward holds one layer
+  // of activations instead of all.
   std::vector<LayerActs> layers;
+  LayerActs scratch;
   std::vector<float> x_final, h_final, rstd_final, logits;
 };
 

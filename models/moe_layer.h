@@ -37,13 +37,13 @@ struct MoeGrads {
 struct MoeActs {
   RouterActs router;
   DispatchPlan plan;
-  std::vector<float> xe, ye;  // [N*K, D] rows in permuted (expert) order: sent / received back
-  std::vector<float> xg, yg;  // [received, D] this rank's experts' rows (EP > 1 only; with one
+  Workspace<float> xe, ye;  // [N*K, D] rows in permuted (expert) order: sent / received back
+  Workspace<float> xg, yg;  // [received, D] this rank's experts' rows (EP > 1 only; with one
                               // rank xe, ye are the experts' buffers)
   std::vector<int32_t> slot_order;  // [N*K] combine base order of each token (ep_layout), or empty
   FfnActs experts;
   FfnActs shared;
-  std::vector<float> shared_y;  // [N, D]
+  Workspace<float> shared_y;  // [N, D]
 };
 
 struct MoeCall {

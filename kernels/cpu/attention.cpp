@@ -5,7 +5,8 @@
 // both attention_forward and attention_decode run, so a query at position t over keys 0..t gives
 // the same bits in both for the same ctx:
 //   1. s_j = (fma chain of q_d·k_jd over d = 0..Dh-1 from 0) · scale        (always this order)
-//      vectorised over keys j from a transposed key block kT[d][j]: each lane is one s_j's chain.
+//      vectorised over keys j from a transposed key block kT[d][j]: each lane is one s_j's chain
+//      (the forward transposes its sequence's keys; decode's cache holds them transposed).
 //   2. m = max_j s_j (sequential);  e_j = exp_f32(s_j − m)  (kernels/expf.h, 16 lanes at a time)
 //   3. sum = Σ_j e_j in the row's order (row_order.h): S = 1 forward → e_0 + … + e_{L-1} from 0.0f
 //   4. p_j = e_j / sum
@@ -27,6 +28,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -311,10 +313,12 @@ void pv_all_heads(float* out, const float* p, int ldp, const float* v, int64_t l
 
 }  // namespace
 
-// out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B]
-// One task per sequence: its cache block (rows 0..len-1, all heads) is transposed in one streaming
-// pass, then each head's row runs as in the forward (attention_scores + attention_row); with one
-// chunk in forward order for every head, P·V too reads each cache row once for all heads.
+// out,q[B, H*Dh], kcache[B, H*Dh, Tmax] (keys transposed), vcache[B, Tmax, H*Dh], len[B]
+// (kernels/kv_cache.h). One task per sequence: its keys already lie in columns, so each head's
+// scores read them in place (attention_scores), then each head's row runs as in the forward
+// (attention_row); with one chunk in forward order for every head, P·V reads each cache row once
+// for all heads. A cache shorter than the 64-key blocks (Tmax < padded_keys(L), never generation's:
+// kv_cache_len) is copied into a padded block first.
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& ctx) {
   const int64_t ld = static_cast<int64_t>(H) * Dh;
@@ -324,26 +328,28 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     RowOrder order;
     for (int b = br.begin(); b < br.end(); ++b) {
       const int L = len[b];
-      const int ldk = padded_keys(L);
       const int64_t cache = static_cast<int64_t>(b) * Tmax * ld;
-      if (b + 1 < br.end()) {  // the next sequence's cache block: fetched while this one computes
-        const int64_t next = cache + Tmax * ld, bytes = static_cast<int64_t>(len[b + 1]) * ld * 4;
-        const char* kn = reinterpret_cast<const char*>(kcache + next);
-        const char* vn = reinterpret_cast<const char*>(vcache + next);
-        for (int64_t o = 0; o < bytes; o += 64) {
-          __builtin_prefetch(kn + o, 0, 2);
-          __builtin_prefetch(vn + o, 0, 2);
-        }
+      if (b + 1 < br.end()) {  // the next sequence's values: fetched while this one computes
+        const int64_t bytes = static_cast<int64_t>(len[b + 1]) * ld * 4;
+        const char* vn = reinterpret_cast<const char*>(vcache + cache + Tmax * ld);
+        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(vn + o, 0, 2);
       }
       const int64_t row = static_cast<int64_t>(b) * ld;
-      kT.resize(static_cast<size_t>(H) * Dh * ldk);  // [H][Dh][ldk]
-      p.resize(static_cast<size_t>(H) * ldk);         // [H][ldk]
-      transpose_block(kT.data(), ldk, kcache + cache, ld, L, H * Dh);
+      const float* keys = kcache + cache;  // [H·Dh][Tmax] of sequence b
+      int ldk = Tmax;
+      if (Tmax < padded_keys(L)) {
+        ldk = padded_keys(L);
+        kT.assign(static_cast<size_t>(ld) * ldk, 0.0f);
+        for (int64_t d = 0; d < ld; ++d)
+          std::copy_n(keys + d * Tmax, L, kT.data() + d * ldk);
+        keys = kT.data();
+      }
+      p.resize(static_cast<size_t>(H) * ldk);  // [H][ldk]
       bool plain = ctx.order.kind != OrderKind::reversed;  // every head: S = 1, forward
       for (int h = 0; h < H; ++h) {
         row_order_set(&order, ctx, B, L, b, L - 1, h);
         float* ph = p.data() + static_cast<size_t>(h) * ldk;
-        attention_scores(ph, q + row + h * Dh, kT.data() + static_cast<size_t>(h) * Dh * ldk, ldk, L, Dh, scale);
+        attention_scores(ph, q + row + h * Dh, keys + static_cast<size_t>(h) * Dh * ldk, ldk, L, Dh, scale);
         if (order.split() == 1 && !order.reversed()) {
           attention_probs(ph, L, order);
           continue;

@@ -25,6 +25,7 @@
 #include "kernels/cuda/hd/adamw.h"
 #include "kernels/cuda/hd/attention.h"
 #include "kernels/cuda/hd/index.h"
+#include "kernels/kv_cache.h"
 #include "kernels/cuda/hd/reduce.h"
 #include "kernels/cuda/hd/rmsnorm.h"
 #include "kernels/cuda/hd/rope.h"
@@ -483,8 +484,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   download(dv, d_dv, sz(n_act));
 }
 
-// out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B] in 1..Tmax. Only the valid cache rows
-// 0..len[b]-1 of each sequence are uploaded. ctx: interface parity (fixed device order).
+// out,q[B, H*Dh], kcache[B, H*Dh, Tmax] (keys transposed), vcache[B, Tmax, H*Dh]
+// (kernels/kv_cache.h), len[B] in 1..Tmax. Only the valid positions 0..len[b]-1 of each sequence
+// are uploaded; the keys go up as rows (the device kernel reads [B, Tmax, H*Dh], as the forward's
+// k). ctx: interface parity (fixed device order).
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& /*ctx*/) {
   if (B <= 0 || H <= 0 || Dh <= 0) return;
@@ -496,10 +499,12 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
   const int64_t n_cache = static_cast<int64_t>(B) * Tmax * ld;
   float* d_k = static_cast<float*>(device_scratch(0, sz(n_cache) * sizeof(float)));
   float* d_v = static_cast<float*>(device_scratch(1, sz(n_cache) * sizeof(float)));
+  std::vector<float> krows(sz(n_cache));
+  kcache_to_rows(krows.data(), kcache, len, B, Tmax, static_cast<int>(ld));
   for (int b = 0; b < B; ++b) {
     const int64_t at = static_cast<int64_t>(b) * Tmax * ld;
     const size_t bytes = sz(static_cast<int64_t>(len[b]) * ld) * sizeof(float);
-    MOERL_CUDA_CHECK(cudaMemcpy(d_k + at, kcache + at, bytes, cudaMemcpyHostToDevice));
+    MOERL_CUDA_CHECK(cudaMemcpy(d_k + at, krows.data() + at, bytes, cudaMemcpyHostToDevice));
     MOERL_CUDA_CHECK(cudaMemcpy(d_v + at, vcache + at, bytes, cudaMemcpyHostToDevice));
   }
   const float* d_q = scratch_upload(2, q, sz(n_q));

@@ -19,13 +19,14 @@
 namespace moerl::ref {
 
 namespace {
-// out[Dh]; p[L] receives the probabilities; q[Dh]; k,v rows at stride ld.
+// out[Dh]; p[L] receives the probabilities; q[Dh]; v rows at stride ld; key j's component d at
+// k[j·kj + d·kd] (rows: kj = ld, kd = 1; the decode cache's transposed keys: kj = 1, kd = Tmax).
 void attention_row(float* out, float* p, const float* q, const float* k, const float* v,
-                   int64_t ld, int L, int Dh) {
+                   int64_t ld, int L, int Dh, int64_t kj, int64_t kd) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   for (int j = 0; j < L; ++j) {
     float dot = 0.0f;
-    for (int d = 0; d < Dh; ++d) dot = std::fma(q[d], k[j * ld + d], dot);
+    for (int d = 0; d < Dh; ++d) dot = std::fma(q[d], k[j * kj + d * kd], dot);
     p[j] = dot * scale;
   }
   float m = p[0];
@@ -53,7 +54,7 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
       const int64_t base = static_cast<int64_t>(b) * T * ld + static_cast<int64_t>(h) * Dh;
       for (int t = 0; t < T; ++t) {
         float* p = att + ((static_cast<int64_t>(b) * H + h) * T + t) * T;
-        attention_row(out + base + t * ld, p, q + base + t * ld, k + base, v + base, ld, t + 1, Dh);
+        attention_row(out + base + t * ld, p, q + base + t * ld, k + base, v + base, ld, t + 1, Dh, ld, 1);
         for (int j = t + 1; j < T; ++j) p[j] = 0.0f;
       }
     }
@@ -100,7 +101,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   }
 }
 
-// out,q[B, H*Dh], kcache,vcache[B, Tmax, H*Dh], len[B]
+// out,q[B, H*Dh], kcache[B, H*Dh, Tmax], vcache[B, Tmax, H*Dh] (kernels/kv_cache.h), len[B]
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh) {
   const int64_t ld = static_cast<int64_t>(H) * Dh;
@@ -108,8 +109,9 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
       const int64_t cache = static_cast<int64_t>(b) * Tmax * ld + static_cast<int64_t>(h) * Dh;
+      const int64_t kcol = (static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh) * Tmax;
       const int64_t row = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
-      attention_row(out + row, p.data(), q + row, kcache + cache, vcache + cache, ld, len[b], Dh);
+      attention_row(out + row, p.data(), q + row, kcache + kcol, vcache + cache, ld, len[b], Dh, 1, Tmax);
     }
   }
 }

@@ -43,8 +43,9 @@ void attention_forward(float* out, float* att, const float* q, const float* k, c
                        int B, int T, int H, int Dh);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
                         const float* q, const float* k, const float* v, int B, int T, int H, int Dh);
-// One new query per sequence against a KV cache: q,out [B, H*Dh]; kcache,vcache [B, Tmax, H*Dh];
-// sequence b attends to cache rows 0..len[b]-1 (the new token's k,v already written at len[b]-1).
+// One new query per sequence against a KV cache: q,out [B, H*Dh]; kcache [B, H*Dh, Tmax] (keys
+// transposed), vcache [B, Tmax, H*Dh] (kernels/kv_cache.h); sequence b attends to positions
+// 0..len[b]-1 (the new token's k,v already written at len[b]-1).
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh);
 

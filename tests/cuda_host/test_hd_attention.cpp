@@ -93,7 +93,8 @@ TEST(HdAttention, DecodeEqualsForwardRowAndRef) {
       hd_compose::attention_row(out.data() + at, p.data(), qd.data() + at, kc.data() + key0,
                        vc.data() + key0, ld, len[b], Dh);
     }
-  ref::attention_decode(out_ref.data(), qd.data(), kc.data(), vc.data(), len, B, Tmax, H, Dh);
+  const auto kT = test_ops::keys_transposed(kc, B, Tmax, static_cast<int>(ld));  // the cache's keys
+  ref::attention_decode(out_ref.data(), qd.data(), kT.data(), vc.data(), len, B, Tmax, H, Dh);
   expect_close(out_ref, out, (2 * Tmax + 8) * kEps * 5.0, 4 * kEps, "decode vs ref");
   for (int b = 0; b < B; ++b) {  // sequence b as a full forward of length len[b]
     const int T = len[b];

@@ -372,11 +372,12 @@ std::vector<Case> cases_attention_decode() {
     std::copy_n(v.begin() + b * T * ld, len[b] * ld, vc.begin() + b * Tmax * ld);
     std::copy_n(q.begin() + (b * T + len[b] - 1) * ld, ld, qd.begin() + b * ld);
   }
+  const std::vector<float> kT = test_ops::keys_transposed(kc, B, Tmax, static_cast<int>(ld));  // kv_cache.h
   Case c("attention decode");
   c.outs = {written("out", sz(B, ld),
                     close((2 * Tmax + 8 + kExpUlps) * kEps * max_abs(v), 4 * kEps))};
   c.run = [=](const Backend& b, Bufs& o) {
-    b.attention_decode(o.f[0].data(), qd.data(), kc.data(), vc.data(), len.data(), B, Tmax, H, Dh,
+    b.attention_decode(o.f[0].data(), qd.data(), kT.data(), vc.data(), len.data(), B, Tmax, H, Dh,
                        ReduceCtx{});
   };
   c.more = [=](const Bufs&, const Bufs& dev) {
@@ -392,7 +393,7 @@ std::vector<Case> cases_attention_decode() {
     }
     std::vector<float> scratch(dec.size());
     const int32_t bad[B] = {1, 0, 5};
-    EXPECT_THROW(gpu().attention_decode(scratch.data(), qd.data(), kc.data(), vc.data(), bad, B,
+    EXPECT_THROW(gpu().attention_decode(scratch.data(), qd.data(), kT.data(), vc.data(), bad, B,
                                         Tmax, H, Dh, ReduceCtx{}),
                  std::invalid_argument);
   };

@@ -128,6 +128,7 @@ void check_decode_matches_forward(const Shape& s, const ReduceCtx& ctx) {
         kc[(static_cast<size_t>(b) * Tmax + t) * ld + c] = NAN;
         vc[(static_cast<size_t>(b) * Tmax + t) * ld + c] = NAN;
       }
+  const std::vector<float> kT = test_ops::keys_transposed(kc, s.B, Tmax, static_cast<int>(ld));
   for (int t = 0; t < s.T; ++t) {
     std::vector<float> qd(static_cast<size_t>(s.B) * ld), want(qd.size()), want_ref(qd.size());
     std::vector<int32_t> len(s.B, t + 1);
@@ -139,9 +140,9 @@ void check_decode_matches_forward(const Shape& s, const ReduceCtx& ctx) {
         want_ref[b * ld + c] = out_rf[row];
       }
     std::vector<float> got(qd.size(), -1.0f), got_ref(qd.size(), -1.0f);
-    cpu::attention_decode(got.data(), qd.data(), kc.data(), vc.data(), len.data(), s.B, Tmax, s.H,
+    cpu::attention_decode(got.data(), qd.data(), kT.data(), vc.data(), len.data(), s.B, Tmax, s.H,
                           s.Dh, ctx);
-    ref::attention_decode(got_ref.data(), qd.data(), kc.data(), vc.data(), len.data(), s.B, Tmax,
+    ref::attention_decode(got_ref.data(), qd.data(), kT.data(), vc.data(), len.data(), s.B, Tmax,
                           s.H, s.Dh);
     expect_bits(want, got, label("cpu decode vs cpu forward, t=%d order %s", t,
                                  reduce_order_name(ctx.order).c_str()));
@@ -171,9 +172,10 @@ TEST(OpsAttention, DecodeCpuEqualsRefWithRaggedLengths) {
   const size_t ld = static_cast<size_t>(s.H) * s.Dh;
   std::vector<float> qd = normals(s.B * ld, 40, 0, 0, 2.0f), got_c(qd.size()), got_r(qd.size());
   std::vector<int32_t> len = {1, 17, 33};
-  cpu::attention_decode(got_c.data(), qd.data(), kc.data(), vc.data(), len.data(), s.B, Tmax, s.H,
+  const std::vector<float> kT = test_ops::keys_transposed(kc, s.B, Tmax, static_cast<int>(ld));
+  cpu::attention_decode(got_c.data(), qd.data(), kT.data(), vc.data(), len.data(), s.B, Tmax, s.H,
                         s.Dh, ReduceCtx{});
-  ref::attention_decode(got_r.data(), qd.data(), kc.data(), vc.data(), len.data(), s.B, Tmax, s.H,
+  ref::attention_decode(got_r.data(), qd.data(), kT.data(), vc.data(), len.data(), s.B, Tmax, s.H,
                         s.Dh);
   expect_bits(got_r, got_c, "decode ragged lengths");
 }

@@ -67,7 +67,8 @@ TEST(OpsThreads, ForwardAndBackwardKernelsAreThreadCountIndependent) {
     std::vector<int32_t> len(B);
     for (int b = 0; b < B; ++b) len[b] = 1 + (b * 7) % T;
     std::vector<float> dec(static_cast<size_t>(B) * H * Dh);
-    cpu::attention_decode(dec.data(), q.data(), k.data(), v.data(), len.data(), B, T, H, Dh,
+    const auto kT = test_ops::keys_transposed(k, B, T, H * Dh);
+    cpu::attention_decode(dec.data(), q.data(), kT.data(), v.data(), len.data(), B, T, H, Dh,
                           noisy_ctx());
     for (auto* part : {&att, &dq, &dk, &dv, &dec}) out.insert(out.end(), part->begin(), part->end());
     return out;

@@ -15,9 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_cache.h"
 #include "kernels/rng.h"
 
 namespace moerl::test_ops {
+
+// The decode cache's keys (kernels/kv_cache.h: [B, D, Tmax]) of row-major keys [B, Tmax, D].
+inline std::vector<float> keys_transposed(const std::vector<float>& rows, int B, int Tmax, int D) {
+  std::vector<float> kT(rows.size());
+  kcache_from_rows(kT.data(), rows.data(), B, Tmax, D);
+  return kT;
+}
 
 // printf-style label for assertion messages (string operator+ chains trip GCC 12's -Wrestrict).
 inline std::string label(const char* fmt, ...) {

@@ -347,10 +347,11 @@ TEST(SimdTargets, AttentionAndRopeEqualReference) {
     const std::vector<int32_t> len = {1, 17, 21};
     const auto qd = normals(size_t(B) * D, 25, Dh);
     std::vector<float> rd(qd.size());
-    ref::attention_decode(rd.data(), qd.data(), k.data(), v.data(), len.data(), B, T, H, Dh);
+    const auto kT = test_ops::keys_transposed(k, B, T, D);
+    ref::attention_decode(rd.data(), qd.data(), kT.data(), v.data(), len.data(), B, T, H, Dh);
     for_each_target(rd, test_ops::label("attention decode Dh %d", Dh), [&] {
       std::vector<float> o(qd.size());
-      cpu::attention_decode(o.data(), qd.data(), k.data(), v.data(), len.data(), B, T, H, Dh, ReduceCtx{});
+      cpu::attention_decode(o.data(), qd.data(), kT.data(), v.data(), len.data(), B, T, H, Dh, ReduceCtx{});
       return o;
     });
     // RoPE forward and backward (in place), embedding forward
