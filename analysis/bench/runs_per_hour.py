@@ -15,11 +15,14 @@ average (1 min) before and after each sweep, since the machine may be shared. Th
 the two sweeps agree: the index (index.csv and index.json, without the columns that are timings or
 scheduling: seconds, rank) and every run's per-step metric series (the HDF5 datasets under
 metrics/, without the time_* series) must be bit-identical; the first difference is named (pair,
-run, metric, step and both values). A series that only the candidate writes is listed, not a
-difference; one that only the baseline writes is.
+run, metric, step and both values), the index and the series each with their own verdict. A
+series that only the candidate writes is listed, not a difference; one that only the baseline
+writes is. --index-ignore COLUMN leaves an index column out (said in the report), for a column
+whose definition changed on purpose while the series stayed the same.
 
   /usr/bin/python3 analysis/bench/runs_per_hour.py --baseline OLD/build/sim/moerl \\
-      --candidate build/sim/moerl [--pairs 1] [--steps N] [--set KEY=VALUE]... [--keep DIR]
+      --candidate build/sim/moerl [--pairs 1] [--steps N] [--set KEY=VALUE]... [--index-ignore COL]
+      [--keep DIR]
 
 Only flags that moerl sweep has had since before the throughput work are used (checked against
 each binary's `sweep --help`). Exit status 0 when every pair is identical, 1 when a pair differs,
@@ -97,25 +100,26 @@ def index_rows(out):
     return rows
 
 
-def index_json(out):
+def index_json(out, skip):
     with open(os.path.join(out, "index.json")) as f:
         j = json.load(f)
     for r in j.get("runs", []):
-        for k in INDEX_VOLATILE:
+        for k in skip:
             r.pop(k, None)
     return j
 
 
-def index_diff(base, cand):
-    """The first difference of the two sweeps' indexes, or None."""
+def index_diff(base, cand, ignore=()):
+    """The first difference of the two sweeps' indexes, or None; columns in ignore are not compared."""
+    skip = set(INDEX_VOLATILE) | set(ignore)
     rb, rc = index_rows(base), index_rows(cand)
     if len(rb) != len(rc):
         return f"index.csv: {len(rb)} runs in the baseline, {len(rc)} in the candidate"
     for a, b in zip(rb, rc):
         for k in sorted(set(a) | set(b)):
-            if k not in INDEX_VOLATILE and a.get(k) != b.get(k):
+            if k not in skip and a.get(k) != b.get(k):
                 return f"index.csv: run {a.get('id')}, column {k}: baseline {a.get(k)!r}, candidate {b.get(k)!r}"
-    jb, jc = index_json(base), index_json(cand)
+    jb, jc = index_json(base, skip), index_json(cand, skip)
     if jb != jc:
         for a, b in zip(jb.get("runs", []), jc.get("runs", [])):
             if a != b:
@@ -195,6 +199,9 @@ def parse_args(argv):
                     help="an extra scenario override for both binaries (repeatable), e.g. sft.steps=5")
     ap.add_argument("--np", type=int, default=2, help="MPI ranks (default 2)")
     ap.add_argument("--mpirun", default="mpirun", help="the MPI launcher, with any flags (default mpirun)")
+    ap.add_argument("--index-ignore", action="append", default=[], metavar="COLUMN",
+                    help="an index column not to compare (repeatable), e.g. final_reward where its definition "
+                         "changed on purpose; the report names it")
     ap.add_argument("--keep", default="", help="keep the sweeps in this directory (default: a temporary one, removed)")
     a = ap.parse_args(argv)
     if a.pairs < 1:
@@ -217,9 +224,10 @@ def run_pair(a, work, pair, rows):
     return outs, n_runs
 
 
-def compare_pair(outs, pair, notes):
-    d = index_diff(outs["baseline"], outs["candidate"]) or runs_diff(outs["baseline"], outs["candidate"], notes)
-    return f"pair {pair}: {d}" if d else None
+def compare_pair(a, outs, pair, notes):
+    """The pair's verdicts: (what, first difference or None) for the index and for the metric series."""
+    b, c = outs["baseline"], outs["candidate"]
+    return [(f"pair {pair} index", index_diff(b, c, a.index_ignore)), (f"pair {pair} metric series", runs_diff(b, c, notes))]
 
 
 def main(argv=None):
@@ -234,7 +242,7 @@ def main(argv=None):
               + (f" --set {' --set '.join(a.overrides)}" if a.overrides else "") + f"; {a.pairs} pair(s)", flush=True)
         for pair in range(1, a.pairs + 1):
             outs, n_runs = run_pair(a, work, pair, rows)
-            diffs.append(compare_pair(outs, pair, notes))
+            diffs += compare_pair(a, outs, pair, notes)
     except SweepFailed as e:
         print_table(rows)
         print(f"runs_per_hour: a sweep failed: {e}", file=sys.stderr)
@@ -246,9 +254,13 @@ def main(argv=None):
     print_summary(rows, n_runs)
     for n in sorted(notes):
         print(f"note: {n}")
-    bad = [d for d in diffs if d]
+    if a.index_ignore:
+        print(f"note: index columns not compared (--index-ignore): {', '.join(a.index_ignore)}")
+    for what, d in diffs:
+        print(f"{what}: " + (f"DIFFERENT: {d}" if d else "bit-identical"))
+    bad = [d for _, d in diffs if d]
     print("identical: index and every run's metric series are bit-identical in every pair" if not bad
-          else "DIFFERENT: " + "\n  ".join(bad))
+          else f"DIFFERENT: {len(bad)} of {len(diffs)} comparisons differ (above)")
     return 1 if bad else 0
 
 

@@ -54,6 +54,19 @@ def test_a_changed_value_is_named(kept):
         d[...] = v
     d = runs_per_hour.runs_diff(base, cand, set())
     assert d is not None and "run r3-seed1, metric reward_mean, step 1" in d, d
+    # an index column: named, unless --index-ignore leaves it out
+    path = os.path.join(cand, "index.csv")
+    with open(path) as f:
+        rows = f.read().splitlines()
+    head = rows[0].split(",")
+    cells = rows[2].split(",")  # the second run
+    cells[head.index("final_eval")] = "0.123"
+    rows[2] = ",".join(cells)
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    d = runs_per_hour.index_diff(base, cand)
+    assert d is not None and f"index.csv: run {cells[head.index('id')]}, column final_eval" in d, d
+    assert runs_per_hour.index_diff(base, cand, ["final_eval"]) is None
 
 
 def test_a_failing_sweep_exits_2(tmp_path):
