@@ -2,7 +2,10 @@
 // the KV cache and sampling, then forward + backward + AdamW over the same sequences) under
 // several numerics profiles, beside the machine's FP32 GEMM ceiling measured in the same run, the
 // analytic FLOP floors of each phase, the packed R3 routing record's size and the peak memory —
-// and the performance targets of docs/performance.md checked against them.
+// and the performance targets of docs/performance.md checked against them. The short workload's
+// batch is the scenario's [bench] section or, for a scenario without one, its own RL step
+// (bench_shape.h); beside the n×n×n ceiling the report has the ceiling at the model's own GEMM
+// sizes (gemm_shapes.h) and the memory a run holds. The table and the JSON: bench_format.cpp.
 //
 // Timing on a shared machine: every measured item runs once per round, the rounds interleave
 // all items (so a burst of foreign load hits every item alike), and each number is the best
