@@ -58,7 +58,10 @@ class SweepFailed(Exception):
 
 def sweep_check_flags(binary):
     """The flags this script passes, each present in the binary's `sweep --help`."""
-    p = subprocess.run([binary, "sweep", "--help"], capture_output=True, text=True)
+    try:
+        p = subprocess.run([binary, "sweep", "--help"], capture_output=True, text=True)
+    except OSError as e:
+        raise SweepFailed(f"{binary}: cannot run it: {e}")
     missing = [f for f in FLAGS_USED if f not in p.stdout + p.stderr]
     if missing:
         raise SweepFailed(f"{binary}: moerl sweep lacks {', '.join(missing)} (needed: {' '.join(FLAGS_USED)})")
@@ -75,8 +78,11 @@ def sweep_timed(cmd, out, log):
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     load_before = os.getloadavg()[0]
     t0 = time.monotonic()
-    with open(log, "w") as f:
-        p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        with open(log, "w") as f:
+            p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+    except OSError as e:
+        raise SweepFailed(f"cannot run {' '.join(cmd)}: {e}")
     wall = time.monotonic() - t0
     load_after = os.getloadavg()[0]
     if p.returncode != 0:
