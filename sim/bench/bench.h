@@ -2,7 +2,10 @@
 // the KV cache and sampling, then forward + backward + AdamW over the same sequences) under
 // several numerics profiles, beside the machine's FP32 GEMM ceiling measured in the same run, the
 // analytic FLOP floors of each phase, the packed R3 routing record's size and the peak memory —
-// and the performance targets of docs/performance.md checked against them.
+// and the performance targets of docs/performance.md checked against them. The short workload's
+// batch is the scenario's [bench] section or, for a scenario without one, its own RL step
+// (bench_shape.h); beside the n×n×n ceiling the report has the ceiling at the model's own GEMM
+// sizes (gemm_shapes.h) and the memory a run holds. The table and the JSON: bench_format.cpp.
 //
 // Timing on a shared machine: every measured item runs once per round, the rounds interleave
 // all items (so a burst of foreign load hits every item alike), and each number is the best
@@ -22,6 +25,8 @@
 #include <vector>
 
 #include "models/parallel.h"
+#include "sim/bench/bench_shape.h"
+#include "sim/bench/gemm_shapes.h"
 #include "sim/bench/workload.h"
 #include "sim/scenario.h"
 
@@ -30,7 +35,11 @@ namespace moerl {
 struct BenchOptions {
   int rounds = 5;                 // timed rounds (after one untimed warm-up round)
   int gemm_n = 1024;              // n of the n×n×n ceiling product
-  double gemm_seconds = 0.25;     // minimum time of one ceiling measurement (per round)
+  double gemm_seconds = 0.25;     // minimum time of one ceiling measurement (per round); each of
+                                  // the model's GEMM shapes gets a tenth of it (gemm_shapes.h)
+  // The short workload's batch: the scenario's RL step (bench_shape_derive) instead of its
+  // [bench] section (bench_shape.h; `moerl bench --scenario` derives when the file has none).
+  bool derive_shape = false;
   // Profiles whose RL step (rollout and train under the same profile) is timed; fp32-ref is the
   // baseline of the profile-cost ratios. The recipe step (engines.rollout + engines.train) is
   // timed too when `recipe` is set and it differs from those.
@@ -88,19 +97,33 @@ struct BenchReport {
   std::string workload;  // scenario path or "built-in"
   std::string model;     // one-line model description
   int B = 0, T = 0, P = 0, R = 0;  // the short workload's sequences, train length, prompt, generated tokens
+  int minibatches = 1;             // optimizer steps over the batch in the train phase
+  bool shape_derived = false;      // the batch is the scenario's RL step (else its [bench] section)
+  std::string shape_from;          // where the batch came from (BenchShape::from)
   int threads = 0, ranks = 1;
   std::string blas;
   std::string simd;  // the CPU kernels' instruction set (kernels/simd.h)
   std::string cpu;   // the CPU model (/proc/cpuinfo)
   double load_begin[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // /proc/loadavg
-  double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine
+  double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine, n×n×n
+  // The ceiling at the model's own sizes (gemm_shapes.h): each linear-layer product of the short
+  // workload's phases timed alone (exact FP32 kernel, summed over ranks), and each phase's
+  // FLOP-weighted harmonic mean; 0 on a GPU.
+  std::vector<GemmShape> shapes_rollout, shapes_train;
+  double ceiling_model_rollout = 0, ceiling_model_train = 0;
   double flops_rollout = 0, flops_train = 0;                   // analytic, whole batch (short)
   std::vector<BenchWorkload> workloads;                        // those timed, in option order
   std::vector<BenchStep> steps;                                // the short workload's first
   int routing_bits = 0;             // per (layer, token)
   int64_t routing_bytes = 0;        // packed record of one step's rollout (header included)
   int64_t routing_bytes_int32 = 0;  // the same ids as int32
-  double peak_rss_mib = 0;          // this process (rank 0)
+  // Memory of a run (rank 0): the process's resident set before the model was built and its peak
+  // after every step ran once (before the ceilings' matrices), the peak at the end; and what
+  // the run holds by design, in bytes: parameters, gradients, AdamW's two moments, the rollout's
+  // KV cache (the largest workload's). Runs sharing a node each need about peak_rss_step_mib.
+  double rss_start_mib = 0, peak_rss_step_mib = 0;
+  double peak_rss_mib = 0;
+  int64_t params_bytes = 0, grads_bytes = 0, optimizer_bytes = 0, kv_bytes = 0;
   double peer_rollout_s = 0, peer_train_s = 0;
   std::string peer_name;
   std::vector<BenchTarget> targets;
@@ -111,7 +134,8 @@ struct BenchReport {
 };
 
 // Runs the measurements on every rank of par's groups (collectively); the report is complete on
-// rank 0. Throws std::invalid_argument on a bench section that does not fit the model.
+// rank 0. Throws std::invalid_argument on a bench section (or, with o.derive_shape, an RL batch)
+// that does not fit the model.
 BenchReport bench_run(const Scenario& s, const std::string& workload, const BenchOptions& o,
                       const ModelParallel& par);
 

@@ -1,6 +1,9 @@
 // cmd_bench.cpp — `moerl bench`: times the reference workload's RL step (scenarios/bench.ini; the
 // built-in defaults are the same workload) on this machine, beside the FP32 GEMM ceiling measured
 // in the same run, and checks the performance targets (sim/bench/bench.h, docs/performance.md).
+// A scenario without a [bench] section (scenarios/quickstart.ini, or a grid such as
+// scenarios/paper/collapse.ini, read as its scenario without [sweep]) is timed on its own RL
+// step: its batch, prompt, response limit and mini-batches (sim/bench/bench_shape.h).
 //   moerl bench [--scenario scenarios/bench.ini] [--rounds 5] [--json out.json]
 //               [--peer-json peer.json] [--profiles fp32-ref,bf16-train,fp8-rollout] [--threads N]
 //               [--simd avx512|avx2|scalar|...] [--workloads short,long] [--long-profiles fp32-ref]
@@ -21,6 +24,7 @@
 
 #include "kernels/simd.h"
 #include "sim/bench/bench.h"
+#include "sim/bench/bench_shape.h"
 #include "sim/cli/cli.h"
 #include "sim/scenario.h"
 
@@ -56,105 +60,135 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
+// The command line, as parsed: BenchOptions' fields and what only the command needs.
+struct BenchArgs {
   std::string scenario_path, json_out, peer_json, profiles, phase, simd, workloads, long_profiles;
   int rounds = 5, gemm_n = 1024, long_mean = 128, long_max = 256;
   double gemm_seconds = 0.25;
   bool recipe = true, require = false, progress = false;
   std::vector<std::string> sets;
-  po::options_description desc("moerl bench options");
-  desc.add_options()
-      ("scenario", po::value(&scenario_path), "scenario (default: built-in defaults = scenarios/bench.ini's workload)")
-      ("rounds", po::value(&rounds)->default_value(5), "timed rounds; every number is the best of them")
-      ("profiles", po::value(&profiles)->default_value("fp32-ref,bf16-train,fp8-rollout"),
+};
+
+void bench_add_options(po::options_description* desc, BenchArgs* a) {
+  desc->add_options()
+      ("scenario", po::value(&a->scenario_path),
+       "scenario or grid (default: built-in defaults = scenarios/bench.ini's workload); without a [bench] section "
+       "its own RL step is timed")
+      ("rounds", po::value(&a->rounds)->default_value(5), "timed rounds; every number is the best of them")
+      ("profiles", po::value(&a->profiles)->default_value("fp32-ref,bf16-train,fp8-rollout"),
        "profiles whose RL step is timed (comma-separated; fp32-ref is the baseline of the ratios)")
-      ("recipe", po::value(&recipe)->default_value(true), "also time the [engines] recipe step (rollout + train profile)")
-      ("workloads", po::value(&workloads)->default_value("short"),
+      ("recipe", po::value(&a->recipe)->default_value(true), "also time the [engines] recipe step (rollout + train profile)")
+      ("workloads", po::value(&a->workloads)->default_value("short"),
        "short (the reference step), long (long answers ending at EOS), long-fixed (every response "
        "--long-mean tokens), comma-separated")
-      ("long-profiles", po::value(&long_profiles)->default_value("fp32-ref"),
+      ("long-profiles", po::value(&a->long_profiles)->default_value("fp32-ref"),
        "profiles whose long-answer step is timed (comma-separated)")
-      ("long-mean", po::value(&long_mean)->default_value(128),
+      ("long-mean", po::value(&a->long_mean)->default_value(128),
        "long answers: response lengths spread evenly over 1 .. 2*mean-1 tokens (EOS included), mean exactly this")
-      ("long-max", po::value(&long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
-      ("gemm-n", po::value(&gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
-      ("gemm-seconds", po::value(&gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
-      ("json", po::value(&json_out), "also write the numbers to this JSON file")
-      ("peer-json", po::value(&peer_json), "the peer's JSON (analysis/bench/torch_peer.py): adds the speed-up target")
-      ("require-targets", po::bool_switch(&require), "exit with 1 when a target is missed")
-      ("phase", po::value(&phase)->default_value("step"), "step | rollout | train: time only one phase (for profiling)")
-      ("progress", po::bool_switch(&progress), "a line per round on stderr")
-      ("simd", po::value(&simd), ("restrict the CPU kernels to one instruction set: " +
-                                  cli_join(simd_target_names(), " | ") + " (as MOERL_SIMD)").c_str());
-  cli_add_set_option(&desc, &sets);
-  po::variables_map vm;
-  if (!cli_parse(comms, "bench", "[--scenario scenarios/bench.ini] [--rounds N] [--json out.json]", desc,
-                 po::positional_options_description(), args, &vm))
-    return 0;
-  if (rounds < 1) throw usage_error("bench: --rounds " + std::to_string(rounds) + ": must be >= 1");
-  if (gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(gemm_n) + ": must be >= 16");
+      ("long-max", po::value(&a->long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
+      ("gemm-n", po::value(&a->gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
+      ("gemm-seconds", po::value(&a->gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
+      ("json", po::value(&a->json_out), "also write the numbers to this JSON file")
+      ("peer-json", po::value(&a->peer_json), "the peer's JSON (analysis/bench/torch_peer.py): adds the speed-up target")
+      ("require-targets", po::bool_switch(&a->require), "exit with 1 when a target is missed")
+      ("phase", po::value(&a->phase)->default_value("step"), "step | rollout | train: time only one phase (for profiling)")
+      ("progress", po::bool_switch(&a->progress), "a line per round on stderr")
+      ("simd", po::value(&a->simd), ("restrict the CPU kernels to one instruction set: " +
+                                     cli_join(simd_target_names(), " | ") + " (as MOERL_SIMD)").c_str());
+  cli_add_set_option(desc, &a->sets);
+}
 
-  if (!simd.empty()) {
+// The times of the peer's step (analysis/bench/torch_peer.py's JSON) into o.
+void bench_read_peer(const std::string& path, BenchOptions* o) {
+  std::ifstream f(path);
+  if (!f) throw usage_error("bench: --peer-json " + path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  o->peer_rollout_s = json_number(ss.str(), "rollout_s");
+  o->peer_train_s = json_number(ss.str(), "train_s");
+  o->peer_name = json_string(ss.str(), "peer");
+  if (!(o->peer_rollout_s > 0 && o->peer_train_s > 0))
+    throw usage_error("bench: --peer-json " + path + ": needs positive \"rollout_s\" and \"train_s\"");
+}
+
+// The options checked (each error names the flag and its value) into BenchOptions.
+BenchOptions bench_options(const BenchArgs& a) {
+  if (a.rounds < 1) throw usage_error("bench: --rounds " + std::to_string(a.rounds) + ": must be >= 1");
+  if (a.gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(a.gemm_n) + ": must be >= 16");
+  if (!a.simd.empty()) {
     try {
-      simd_select(simd, "bench: --simd");
+      simd_select(a.simd, "bench: --simd");
     } catch (const std::invalid_argument& e) {
       throw usage_error(e.what());
     }
   }
-
   BenchOptions o;
-  o.rounds = rounds;
-  o.gemm_n = gemm_n;
-  o.gemm_seconds = gemm_seconds;
-  o.profiles = split_commas(profiles);
-  o.workloads = split_commas(workloads);
-  o.long_profiles = split_commas(long_profiles);
-  o.long_mean = long_mean;
-  o.long_max = long_max;
+  o.rounds = a.rounds;
+  o.gemm_n = a.gemm_n;
+  o.gemm_seconds = a.gemm_seconds;
+  o.profiles = split_commas(a.profiles);
+  o.workloads = split_commas(a.workloads);
+  o.long_profiles = split_commas(a.long_profiles);
+  o.long_mean = a.long_mean;
+  o.long_max = a.long_max;
   for (const std::string& w : o.workloads)
     if (!bench_workload_known(w))
-      throw usage_error("bench: --workloads " + workloads + ": '" + w + "' is not one of " + kBenchWorkloads);
+      throw usage_error("bench: --workloads " + a.workloads + ": '" + w + "' is not one of " + kBenchWorkloads);
   if (o.workloads.empty()) throw usage_error(std::string("bench: --workloads: none given (") + kBenchWorkloads + ")");
-  if (long_mean < 1 || 2 * long_mean - 1 > long_max)
-    throw usage_error("bench: --long-mean " + std::to_string(long_mean) + ", --long-max " + std::to_string(long_max) +
-                      ": needs 1 <= mean and 2 * mean - 1 <= max");
-  o.recipe = recipe;
-  o.progress = progress;
-  o.phase = phase;
-  if (!peer_json.empty()) {
-    std::ifstream f(peer_json);
-    if (!f) throw usage_error("bench: --peer-json " + peer_json + ": cannot open");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    o.peer_rollout_s = json_number(ss.str(), "rollout_s");
-    o.peer_train_s = json_number(ss.str(), "train_s");
-    o.peer_name = json_string(ss.str(), "peer");
-    if (!(o.peer_rollout_s > 0 && o.peer_train_s > 0))
-      throw usage_error("bench: --peer-json " + peer_json + ": needs positive \"rollout_s\" and \"train_s\"");
-  }
+  if (a.long_mean < 1 || 2 * a.long_mean - 1 > a.long_max)
+    throw usage_error("bench: --long-mean " + std::to_string(a.long_mean) + ", --long-max " +
+                      std::to_string(a.long_max) + ": needs 1 <= mean and 2 * mean - 1 <= max");
+  o.recipe = a.recipe;
+  o.progress = a.progress;
+  o.phase = a.phase;
+  if (!a.peer_json.empty()) bench_read_peer(a.peer_json, &o);
+  return o;
+}
 
-  // --threads (every command's, sim/cli/cli.cpp) has limited oneTBB already (sim/threads.h).
-  const Scenario s = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
-  for (const std::string& p : o.profiles) (void)s.profile(p);  // unknown names fail before timing
-  for (const std::string& p : o.long_profiles) (void)s.profile(p);
-  o.local_rank = comms.local_rank;
-  const RankGrid grid(comms, 0);
-  const BenchReport r =
-      bench_run(s, scenario_path.empty() ? "built-in reference workload" : scenario_path, o,
-                grid.size() > 1 ? grid.model_parallel(0) : ModelParallel{});
-  if (!grid.is_root()) return 0;
+// The scenario timed: the built-in reference workload, a scenario with its [bench] section, or
+// one without (its own RL step: o->derive_shape).
+Scenario bench_scenario(const BenchArgs& a, BenchOptions* o) {
+  bool has_bench = true;
+  const Scenario s = a.scenario_path.empty() ? Scenario::defaults(a.sets)
+                                             : bench_scenario_load(a.scenario_path, a.sets, &has_bench);
+  o->derive_shape = !has_bench;
+  for (const std::string& p : o->profiles) (void)s.profile(p);  // unknown names fail before timing
+  for (const std::string& p : o->long_profiles) (void)s.profile(p);
+  return s;
+}
+
+int bench_write(const BenchReport& r, const BenchArgs& a) {
   std::fputs(bench_format_table(r).c_str(), stdout);
   std::fflush(stdout);
-  if (!json_out.empty()) {
-    std::ofstream f(json_out);
-    if (!(f << bench_format_json(r))) throw std::runtime_error("bench: cannot write " + json_out);
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    if (!(f << bench_format_json(r))) throw std::runtime_error("bench: cannot write " + a.json_out);
   }
-  if (require)
+  if (a.require)
     for (const BenchTarget& t : r.targets)
       if (!t.pass) return 1;
   return 0;
+}
+
+}  // namespace
+
+int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
+  BenchArgs a;
+  po::options_description desc("moerl bench options");
+  bench_add_options(&desc, &a);
+  po::variables_map vm;
+  if (!cli_parse(comms, "bench", "[--scenario scenarios/bench.ini] [--rounds N] [--json out.json]", desc,
+                 po::positional_options_description(), args, &vm))
+    return 0;
+  BenchOptions o = bench_options(a);
+  // --threads (every command's, sim/cli/cli.cpp) has limited oneTBB already (sim/threads.h).
+  const Scenario s = bench_scenario(a, &o);
+  o.local_rank = comms.local_rank;
+  const RankGrid grid(comms, 0);
+  const BenchReport r = bench_run(s, a.scenario_path.empty() ? "built-in reference workload" : a.scenario_path, o,
+                                  grid.size() > 1 ? grid.model_parallel(0) : ModelParallel{});
+  if (!grid.is_root()) return 0;
+  return bench_write(r, a);
 }
 
 }  // namespace moerl

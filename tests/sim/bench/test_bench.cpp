@@ -6,6 +6,7 @@
 // Times are not checked (the machine is shared); only what the report must contain.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -13,12 +14,14 @@
 #include "models/model.h"
 #include "sim/bench/bench.h"
 #include "sim/bench/bench_backend.h"
+#include "sim/bench/bench_shape.h"
 #include "sim/cli/cli.h"
 #include "sim/bench/flops.h"
 #include "sim/bench/workload.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/routing_record.h"
 #include "sim/scenario.h"
+#include "sim/tasks/task.h"
 #include "../sim_test_util.h"
 
 namespace moerl {
@@ -383,6 +386,141 @@ TEST(Bench, RejectsBadWorkloads) {
   o.long_max = 8;  // 2·5 − 1 = 9 > 8
   test::expect_throw_with<std::invalid_argument>([&] { bench_run(s, "tiny", o, ModelParallel{}); },
                                                  {"mean 5", "limit 8"});
+}
+
+// A scenario without [bench] (a tiny quickstart): its own RL step — rl.prompts_per_step ×
+// rl.group_size sequences, the task's prompt, the response limit, rl.minibatches.
+const char* kTinyQuickstart =
+    "[model]\nvocab_size = 16\nd_model = 32\nn_layers = 2\nn_heads = 2\nn_experts = 4\ntop_k = 2\nd_ff = 32\n"
+    "max_seq_len = 24\n[task]\nname = sort\nlength = 4\nbase = 8\n"
+    "[rl]\nprompts_per_step = 3\ngroup_size = 2\nminibatches = 2\n";
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(Bench, DerivesItsBatchFromAScenarioWithoutABenchSection) {
+  test::ScratchDir dir;
+  write_file(dir.file("q.ini"), kTinyQuickstart);
+  bool has_bench = true;
+  const Scenario s = bench_scenario_load(dir.file("q.ini"), {}, &has_bench);
+  EXPECT_FALSE(has_bench);
+  const std::unique_ptr<Task> task = task_create(s.task);
+  const BenchShape sh = bench_shape_derive(s);
+  EXPECT_EQ(sh.B, 3 * 2);
+  EXPECT_EQ(sh.P, task->prompt_len());
+  EXPECT_EQ(sh.R, task->max_answer_len());
+  EXPECT_EQ(sh.T, sh.P + sh.R);
+  EXPECT_EQ(sh.minibatches, 2);
+  EXPECT_TRUE(sh.derived);
+
+  BenchOptions o = quick();
+  o.derive_shape = true;
+  o.profiles = {"fp32-ref"};
+  const BenchReport r = bench_run(s, "q", o, ModelParallel{});
+  EXPECT_EQ(r.B, sh.B);
+  EXPECT_EQ(r.P, sh.P);
+  EXPECT_EQ(r.R, sh.R);
+  EXPECT_EQ(r.T, sh.T);
+  EXPECT_EQ(r.minibatches, 2);
+  EXPECT_TRUE(r.shape_derived);
+  ASSERT_EQ(r.steps.size(), 2u);  // fp32-ref, the recipe fp8-rollout + bf16-train
+  const BenchWorkload* w = r.find_workload("short");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->tokens_real, static_cast<int64_t>(sh.B) * sh.T);
+  for (const BenchStep& st : r.steps)
+    for (double sec : {st.rollout_s, st.train_s, st.total_s}) {
+      const double rate = static_cast<double>(w->tokens_real) / sec;
+      EXPECT_TRUE(std::isfinite(rate) && rate > 0.0) << st.rollout_profile << " " << sec;
+    }
+  // the ceiling at the model's own sizes: a mini-batch's tokens (3 of the 6 sequences) × d_model × ...
+  EXPECT_GT(r.ceiling_model_rollout, 0.0);
+  EXPECT_GT(r.ceiling_model_train, 0.0);
+  ASSERT_FALSE(r.shapes_train.empty());
+  EXPECT_EQ(r.shapes_train[0].name, "qkvo");
+  EXPECT_EQ(r.shapes_train[0].M, 3 * sh.T);
+  EXPECT_EQ(r.shapes_train[0].N, 32);
+  // memory per run
+  EXPECT_GT(r.peak_rss_step_mib, 0.0);
+  EXPECT_GT(r.params_bytes, 0);
+  EXPECT_EQ(r.grads_bytes, r.params_bytes);
+  EXPECT_EQ(r.optimizer_bytes, 2 * r.params_bytes);
+  EXPECT_EQ(r.kv_bytes, int64_t{2} * 4 * 2 * sh.B * sh.T * 32);
+
+  const std::string table = bench_format_table(r);
+  for (const char* key : {"RL step of the scenario (rl.prompts_per_step x rl.group_size = 3 x 2", "2 mini-batches",
+                          "at the model's own GEMM sizes", "% model", "memory per run (rank 0): peak RSS of the step"})
+    EXPECT_NE(table.find(key), std::string::npos) << key;
+  const std::string json = bench_format_json(r);
+  for (const char* key : {"\"shape_derived\": true", "\"minibatches\": 2", "\"ceiling_model_train_gflops\"",
+                          "\"gemm_shapes_train\"", "\"train_model_ceiling_share\"", "\"peak_rss_step_mib\"",
+                          "\"kv_bytes\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_EQ(std::count(json.begin(), json.end(), '['), std::count(json.begin(), json.end(), ']'));
+}
+
+TEST(Bench, ABenchSectionKeepsItsMeaning) {
+  test::ScratchDir dir;
+  write_file(dir.file("b.ini"), std::string(kTinyQuickstart) + "[bench]\nsequences = 6\nseq_len = 12\nprompt_len = 4\n"
+                                                                "decode_steps = 8\n");
+  bool has_bench = false;
+  (void)bench_scenario_load(dir.file("b.ini"), {}, &has_bench);
+  EXPECT_TRUE(has_bench);
+  write_file(dir.file("q.ini"), kTinyQuickstart);
+  (void)bench_scenario_load(dir.file("q.ini"), {"bench.sequences=4"}, &has_bench);
+  EXPECT_TRUE(has_bench);  // a --set bench.* names the section too
+  const BenchShape sh = bench_shape_from_section(Scenario::defaults(kTiny));
+  EXPECT_EQ(sh.B, 6);
+  EXPECT_EQ(sh.T, 12);
+  EXPECT_EQ(sh.minibatches, 1);
+  EXPECT_FALSE(sh.derived);
+}
+
+TEST(Bench, ReadsAGridAsItsScenarioWithoutTheSweep) {
+  test::ScratchDir dir;
+  write_file(dir.file("q.ini"), kTinyQuickstart);
+  write_file(dir.file("g.ini"), "[rl]\nminibatches = 3\n[sweep]\nbase = q.ini\nseeds = 0, 1\nvariants = a, b\n"
+                                "[variant.b]\nrl.group_size = 4\n");
+  bool has_bench = true;
+  const Scenario s = bench_scenario_load(dir.file("g.ini"), {"rl.prompts_per_step=6"}, &has_bench);
+  EXPECT_FALSE(has_bench);
+  const BenchShape sh = bench_shape_derive(s);
+  EXPECT_EQ(sh.B, 6 * 2);  // the base's group size, not variant b's; --set over the base
+  EXPECT_EQ(sh.minibatches, 3);  // the grid's own key over the base's
+  // and through the command, to its JSON
+  std::vector<std::string> args = {"--scenario", dir.file("g.ini"), "--rounds", "1", "--gemm-n", "32",
+                                   "--gemm-seconds", "0.001", "--profiles", "fp32-ref", "--recipe", "false",
+                                   "--json", dir.file("b.json")};
+  testing::internal::CaptureStdout();
+  ASSERT_EQ(0, cmd_bench(comms_local(), args));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("RL step of the scenario"), std::string::npos) << out;
+  const std::string json = read_file(dir.file("b.json"));
+  EXPECT_NE(json.find("\"sequences\": 6, "), std::string::npos) << json.substr(0, 400);
+  EXPECT_NE(json.find("\"minibatches\": 3"), std::string::npos);
+}
+
+TEST(Bench, RejectsADerivedBatchThatDoesNotFit) {
+  test::ScratchDir dir;
+  write_file(dir.file("q.ini"), kTinyQuickstart);
+  bool has_bench = true;
+  Scenario s = bench_scenario_load(dir.file("q.ini"), {}, &has_bench);
+  s.model.max_seq_len = 6;  // below what the scenario's own validation lets through
+  test::expect_throw_with<std::invalid_argument>(
+      [&] { bench_shape_derive(s); }, {"task.sort prompt 5 + response limit 4 = 9 tokens", "model.max_seq_len = 6"});
+  s.model.max_seq_len = 24;
+  s.rl.minibatches = 7;
+  test::expect_throw_with<std::invalid_argument>([&] { bench_shape_derive(s); },
+                                                 {"rl.minibatches = 7", "the 6 sequences of a rollout"});
 }
 
 }  // namespace
