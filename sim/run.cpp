@@ -100,13 +100,13 @@ class RlRun {
 
 RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   RlRun run(s, opt);
-  run.check();          // 1. setup
-  run.claim_outputs();
-  run.base_policy();    // 2.
-  run.build();          // 3.
-  run.resume();         // 4.
-  if (!run.ended()) run.loop();  // 5.
-  return run.finish();  // 6.
+  run.check();                   // 1. setup: the scenario on these ranks, the backend,
+  run.claim_outputs();           //    the output files
+  run.base_policy();             // 2. the cached SFT base
+  run.build();                   // 3. the model, the trainer, the results
+  run.resume();                  // 4. --resume: the checkpoint's state
+  if (!run.ended()) run.loop();  // 5. the steps
+  return run.finish();           // 6. the summary
 }
 
 // ---- 1. setup ----------------------------------------------------------------------------------
