@@ -79,23 +79,19 @@ float balance_finish(float* aux_weight, const double* count, const double* sum_p
   return static_cast<float>(coef * E * loss);
 }
 
-}  // namespace
+// ---- forward: score, select, gate, auxiliary losses, KL --------------------------------------
 
-float router_forward(RouterActs* a, float* router_logp, int64_t* load, const float* h,
-                     const PackedWeight& w_router, int N, const RouterCall& c) {
+// Score: z = W_r·h, rounded to the profile's router_logits format, the noise dial added, divided
+// by the router temperature (everything below sees z / τ); then the selection scores.
+void router_score(RouterActs* a, const float* h, const PackedWeight& w_router, int N, const RouterCall& c,
+                  const Backend& be) {
   const ModelConfig& cfg = *c.cfg;
-  const int E = cfg.n_experts, K = cfg.top_k;
-  const size_t NE = static_cast<size_t>(N) * E, NK = static_cast<size_t>(N) * K;
-  a->logits.resize(NE);
-  a->scores.resize(NE);
-  a->ids.resize(NK);
-  a->gate.resize(NK);
-  const Backend& be = backend_or_cpu(c.backend);
-
+  const int E = cfg.n_experts;
+  const size_t NE = static_cast<size_t>(N) * E;
   be.linear_forward(a->logits.data(), h, w_router, N, c.linear);
   round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
   if (c.profile->router_noise > 0.0f) router_add_noise(a->logits.data(), N, E, c.profile->router_noise, c.topk_key);
-  if (c.temperature != 1.0f)  // router temperature: everything below sees z / τ
+  if (c.temperature != 1.0f)
     for (size_t i = 0; i < NE; ++i) a->logits[i] /= c.temperature;
   const float* z = a->logits.data();
   if (cfg.scoring == Scoring::softmax) {
@@ -103,27 +99,36 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
   } else {
     for (size_t i = 0; i < NE; ++i) a->scores[i] = sigmoidf(z[i]);
   }
+}
 
-  if (c.mode == RouterMode::replay) {
-    std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
+// Select: the recorded ids (replay) and/or the router's own top-k (normal mode, or own_ids asked).
+void router_select(RouterActs* a, int N, const RouterCall& c, const Backend& be) {
+  const ModelConfig& cfg = *c.cfg;
+  const int E = cfg.n_experts, K = cfg.top_k;
+  const size_t NE = static_cast<size_t>(N) * E, NK = static_cast<size_t>(N) * K;
+  if (c.mode == RouterMode::replay) std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
+  if (c.mode != RouterMode::normal && !c.own_ids) return;
+  int32_t* own = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
+  // Selection on the logits themselves when there is no bias: scores are monotone in z, and
+  // exp/σ could merge two distinct logits into one float and invent a tie.
+  const float* sel = a->logits.data();
+  std::vector<float> biased;
+  if (c.bias) {
+    biased.resize(NE);
+    for (int n = 0; n < N; ++n)
+      for (int e = 0; e < E; ++e) biased[static_cast<size_t>(n) * E + e] = a->scores[static_cast<size_t>(n) * E + e] + c.bias[e];
+    sel = biased.data();
   }
-  if (c.mode == RouterMode::normal || c.own_ids) {
-    int32_t* own = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
-    // Selection on the logits themselves when there is no bias: scores are monotone in z, and
-    // exp/σ could merge two distinct logits into one float and invent a tie.
-    const float* sel = z;
-    std::vector<float> biased;
-    if (c.bias) {
-      biased.resize(NE);
-      for (int n = 0; n < N; ++n)
-        for (int e = 0; e < E; ++e) biased[static_cast<size_t>(n) * E + e] = a->scores[static_cast<size_t>(n) * E + e] + c.bias[e];
-      sel = biased.data();
-    }
-    std::vector<float> vals(NK);
-    be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
-    if (c.own_ids && own != c.own_ids) std::memcpy(c.own_ids, own, sizeof(int32_t) * NK);
-  }
+  std::vector<float> vals(NK);
+  be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+  if (c.own_ids && own != c.own_ids) std::memcpy(c.own_ids, own, sizeof(int32_t) * NK);
+}
 
+// The gate weights of the ids used; router_logp at them (or at probe_ids); load += their counts.
+void router_gate(RouterActs* a, float* router_logp, int64_t* load, int N, const RouterCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const int E = cfg.n_experts, K = cfg.top_k;
+  const float* z = a->logits.data();
   for (int n = 0; n < N; ++n) {
     const float* zn = z + static_cast<size_t>(n) * E;
     const float* sn = a->scores.data() + static_cast<size_t>(n) * E;
@@ -150,106 +155,200 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
     if (load)
       for (int k = 0; k < K; ++k) load[id[k]] += 1;
   }
+}
 
+// The switch balance loss over the whole batch (its statistics summed across ranks); dL/dp̂ into
+// aux_weight.
+float balance_loss_batch(RouterActs* a, int N, const ModelConfig& cfg, const RowSums& rows) {
+  const int E = cfg.n_experts, K = cfg.top_k, G = rows.groups();
+  std::vector<double> part(static_cast<size_t>(G) * 2 * E, 0.0), total(2 * E);
+  for (int g = 0; g < G; ++g)
+    balance_stats(&part[static_cast<size_t>(g) * 2 * E], &part[static_cast<size_t>(g) * 2 * E + E],
+                  a->scores.data(), rows.begin(g), rows.end(g), E, K, cfg.scoring);
+  rows.combine(total.data(), part.data(), 2 * E);
+  return balance_finish(a->aux_weight.data(), total.data(), total.data() + E,
+                        static_cast<double>(rows.rows_total()), 0, N, E, K, cfg.aux_loss_coef, 1.0f);
+}
+
+// The sequence balance loss: per sequence (always on one rank) over its own rows (its own length
+// in the packed layout), averaged over all sequences of the batch; dL/dp̂ into aux_weight.
+float balance_loss_seq(RouterActs* a, const ModelConfig& cfg, const RowSums& rows) {
+  const int E = cfg.n_experts, K = cfg.top_k, G = rows.groups();
+  const std::vector<int>& sb = rows.seq_begin();
+  const float Bt = static_cast<float>(rows.seqs_total());
+  std::vector<double> part(G, 0.0);
+  std::vector<double> count(E), sum_p(E);
+  size_t i = 0;  // local sequence
+  for (int g = 0; g < G; ++g) {
+    float sum = 0.0f;
+    for (; i + 1 < sb.size() && sb[i] < rows.end(g); ++i) {
+      const int r0 = sb[i], r1 = sb[i + 1];
+      if (r0 < rows.begin(g)) continue;
+      std::fill(count.begin(), count.end(), 0.0);
+      std::fill(sum_p.begin(), sum_p.end(), 0.0);
+      balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r1, E, K, cfg.scoring);
+      sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), r1 - r0, r0, r1, E, K,
+                            cfg.aux_loss_coef, 1.0f / Bt) / Bt;
+    }
+    part[g] = sum;
+  }
+  double total = 0.0;
+  rows.combine(&total, part.data(), 1);
+  return static_cast<float>(total);
+}
+
+// The z-loss c_z·mean over the batch's rows of lse(z)².
+float z_loss(const float* z, const ModelConfig& cfg, const RowSums& rows) {
+  const int E = cfg.n_experts, G = rows.groups();
+  std::vector<double> part(G, 0.0);
+  for (int g = 0; g < G; ++g)
+    for (int n = rows.begin(g); n < rows.end(g); ++n) {
+      const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
+      part[g] += lse * lse;
+    }
+  double zl = 0.0;
+  rows.combine(&zl, part.data(), 1);
+  return static_cast<float>(cfg.z_loss_coef * zl / static_cast<double>(rows.rows_total()));
+}
+
+bool kl_on(const RouterCall& c) {
+  return (c.kl_full_target && c.kl_full_weight > 0.0f) || (c.kl_topk_target && c.kl_topk_weight > 0.0f);
+}
+
+// One row of KL(softmax z ‖ softmax target) over all E experts: the weighted value, and its
+// gradient (· inv_n) into dz. lp, lq: [E] scratch.
+double kl_full_row(float* dz, const float* zn, const float* tn, int E, double weight, double inv_n, double* lp,
+                   double* lq) {
+  const double lz = row_logsumexp(zn, E), lt = row_logsumexp(tn, E);
+  double kl = 0.0;
+  for (int e = 0; e < E; ++e) {
+    lp[e] = zn[e] - lz;
+    lq[e] = tn[e] - lt;
+    kl += std::exp(lp[e]) * (lp[e] - lq[e]);
+  }
+  for (int e = 0; e < E; ++e) dz[e] += static_cast<float>(weight * inv_n * std::exp(lp[e]) * (lp[e] - lq[e] - kl));
+  return weight * kl;
+}
+
+// One row of the KL over the row's own top-k, at temperature T; as kl_full_row.
+double kl_topk_row(float* dz, const float* zn, const float* tn, const int32_t* id, int K, double T, double weight,
+                   double inv_n, double* lp, double* lq) {
+  double mz = -1e300, mt = -1e300;
+  for (int k = 0; k < K; ++k) { mz = std::max(mz, zn[id[k]] / T); mt = std::max(mt, tn[id[k]] / T); }
+  double sz = 0.0, st = 0.0;
+  for (int k = 0; k < K; ++k) { sz += std::exp(zn[id[k]] / T - mz); st += std::exp(tn[id[k]] / T - mt); }
+  double kl = 0.0;
+  for (int k = 0; k < K; ++k) {
+    lp[k] = zn[id[k]] / T - mz - std::log(sz);
+    lq[k] = tn[id[k]] / T - mt - std::log(st);
+    kl += std::exp(lp[k]) * (lp[k] - lq[k]);
+  }
+  for (int k = 0; k < K; ++k)
+    dz[id[k]] += static_cast<float>(weight * inv_n / T * std::exp(lp[k]) * (lp[k] - lq[k] - kl));
+  return weight * kl;
+}
+
+// KL regularisers against detached target logits (RouterControl), per token, then the mean over
+// the batch's tokens: the value, and d/dz into kl_grad.
+float router_kl(RouterActs* a, int N, const RouterCall& c, const RowSums& rows) {
+  const int E = c.cfg->n_experts, K = c.cfg->top_k, G = rows.groups();
+  const size_t NE = static_cast<size_t>(N) * E;
+  a->kl_grad.assign(NE, 0.0f);
+  const double inv_n = 1.0 / static_cast<double>(rows.rows_total());
+  std::vector<double> part(G, 0.0), lp(E), lq(E);
+  for (int g = 0; g < G; ++g)
+    for (int n = rows.begin(g); n < rows.end(g); ++n) {
+      const float* zn = a->logits.data() + static_cast<size_t>(n) * E;
+      float* dz = a->kl_grad.data() + static_cast<size_t>(n) * E;
+      if (c.kl_full_target && c.kl_full_weight > 0.0f)
+        part[g] += kl_full_row(dz, zn, c.kl_full_target + static_cast<size_t>(n) * E, E, c.kl_full_weight, inv_n,
+                               lp.data(), lq.data());
+      if (c.kl_topk_target && c.kl_topk_weight > 0.0f)
+        part[g] += kl_topk_row(dz, zn, c.kl_topk_target + static_cast<size_t>(n) * E,
+                               a->ids.data() + static_cast<size_t>(n) * K, K, c.kl_topk_temperature,
+                               c.kl_topk_weight, inv_n, lp.data(), lq.data());
+    }
+  double total = 0.0;
+  rows.combine(&total, part.data(), 1);
+  return static_cast<float>(total * inv_n);
+}
+
+// ---- backward: d/dz of each forward term, row by row -------------------------------------------
+
+// gate weights ← logits (mirror of router_gate). dp: [E] scratch.
+void gate_backward(float* dzn, const float* sn, const int32_t* id, const float* g, const float* dg, float* dp,
+                   const ModelConfig& cfg) {
+  const int E = cfg.n_experts, K = cfg.top_k;
+  if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
+    float dot = 0.0f;
+    for (int k = 0; k < K; ++k) dot += g[k] * dg[k];
+    for (int k = 0; k < K; ++k) dzn[id[k]] += g[k] * (dg[k] - dot);
+  } else if (cfg.scoring == Scoring::softmax) {
+    std::fill(dp, dp + E, 0.0f);
+    for (int k = 0; k < K; ++k) dp[id[k]] += dg[k];
+    float dot = 0.0f;
+    for (int e = 0; e < E; ++e) dot += sn[e] * dp[e];
+    for (int e = 0; e < E; ++e) dzn[e] += sn[e] * (dp[e] - dot);
+  } else {
+    float S = 0.0f, dot = 0.0f;
+    for (int k = 0; k < K; ++k) { S += sn[id[k]]; dot += g[k] * dg[k]; }
+    const bool norm = cfg.norm_topk_prob && K > 1;
+    for (int k = 0; k < K; ++k) {
+      const float s = sn[id[k]];
+      const float ds = norm ? (dg[k] - dot) / S : dg[k];
+      dzn[id[k]] += ds * s * (1.0f - s);
+    }
+  }
+}
+
+// balance losses ← p̂ (w: the row's aux_weight, dL/dp̂). phat: [E] scratch.
+void balance_backward(float* dzn, const float* sn, const float* w, float* phat, const ModelConfig& cfg) {
+  const int E = cfg.n_experts;
+  aux_probs(phat, sn, E, cfg.scoring);
+  float dot = 0.0f;
+  for (int e = 0; e < E; ++e) dot += phat[e] * w[e];
+  if (cfg.scoring == Scoring::softmax) {
+    for (int e = 0; e < E; ++e) dzn[e] += phat[e] * (w[e] - dot);
+  } else {
+    float S = 0.0f;
+    for (int e = 0; e < E; ++e) S += sn[e];
+    for (int e = 0; e < E; ++e) dzn[e] += (w[e] - dot) / S * sn[e] * (1.0f - sn[e]);
+  }
+}
+
+// z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N (N: rows of the whole batch).
+void z_loss_backward(float* dzn, const float* zn, int E, float coef, int64_t N_total) {
+  const float lse = row_logsumexp(zn, E);
+  const float f = 2.0f * coef * lse / static_cast<float>(N_total);
+  for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
+}
+
+}  // namespace
+
+float router_forward(RouterActs* a, float* router_logp, int64_t* load, const float* h,
+                     const PackedWeight& w_router, int N, const RouterCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const size_t NE = static_cast<size_t>(N) * cfg.n_experts, NK = static_cast<size_t>(N) * cfg.top_k;
+  a->logits.resize(NE);
+  a->scores.resize(NE);
+  a->ids.resize(NK);
+  a->gate.resize(NK);
+  const Backend& be = backend_or_cpu(c.backend);
+  router_score(a, h, w_router, N, c, be);
+  router_select(a, N, c, be);
+  router_gate(a, router_logp, load, N, c);
   if (!c.training) return 0.0f;
   // Sums over the whole batch: one partial per row group (rows.h), combined across ranks.
   RowSums local;
   if (!c.rows) local = RowSums(ModelParallel{}, N / std::max(c.seq_len, 1), N / std::max(c.seq_len, 1), c.seq_len);
   const RowSums& rows = c.rows ? *c.rows : local;
-  const int G = rows.groups();
   float aux = 0.0f;
   a->aux_weight.assign(NE, 0.0f);
-  if (cfg.load_balance == LoadBalance::aux_loss) {
-    std::vector<double> part(static_cast<size_t>(G) * 2 * E, 0.0), total(2 * E);
-    for (int g = 0; g < G; ++g)
-      balance_stats(&part[static_cast<size_t>(g) * 2 * E], &part[static_cast<size_t>(g) * 2 * E + E],
-                    a->scores.data(), rows.begin(g), rows.end(g), E, K, cfg.scoring);
-    rows.combine(total.data(), part.data(), 2 * E);
-    aux += balance_finish(a->aux_weight.data(), total.data(), total.data() + E,
-                          static_cast<double>(rows.rows_total()), 0, N, E, K, cfg.aux_loss_coef, 1.0f);
-  } else if (cfg.load_balance == LoadBalance::seq_aux_loss) {
-    // per sequence (always on one rank) over its own rows (its own length in the packed layout),
-    // averaged over all sequences of the batch
-    const std::vector<int>& sb = rows.seq_begin();
-    const float Bt = static_cast<float>(rows.seqs_total());
-    std::vector<double> part(G, 0.0);
-    std::vector<double> count(E), sum_p(E);
-    size_t i = 0;  // local sequence
-    for (int g = 0; g < G; ++g) {
-      float sum = 0.0f;
-      for (; i + 1 < sb.size() && sb[i] < rows.end(g); ++i) {
-        const int r0 = sb[i], r1 = sb[i + 1];
-        if (r0 < rows.begin(g)) continue;
-        std::fill(count.begin(), count.end(), 0.0);
-        std::fill(sum_p.begin(), sum_p.end(), 0.0);
-        balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r1, E, K, cfg.scoring);
-        sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), r1 - r0, r0, r1, E, K,
-                              cfg.aux_loss_coef, 1.0f / Bt) / Bt;
-      }
-      part[g] = sum;
-    }
-    double total = 0.0;
-    rows.combine(&total, part.data(), 1);
-    aux += static_cast<float>(total);
-  }
-  if (cfg.z_loss_coef > 0.0f) {
-    std::vector<double> part(G, 0.0);
-    for (int g = 0; g < G; ++g)
-      for (int n = rows.begin(g); n < rows.end(g); ++n) {
-        const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
-        part[g] += lse * lse;
-      }
-    double zl = 0.0;
-    rows.combine(&zl, part.data(), 1);
-    aux += static_cast<float>(cfg.z_loss_coef * zl / static_cast<double>(rows.rows_total()));
-  }
-  // KL regularisers against detached target logits (RouterControl), per token, then the mean
-  // over the batch's tokens: value into aux, d/dz into kl_grad.
+  if (cfg.load_balance == LoadBalance::aux_loss) aux += balance_loss_batch(a, N, cfg, rows);
+  else if (cfg.load_balance == LoadBalance::seq_aux_loss) aux += balance_loss_seq(a, cfg, rows);
+  if (cfg.z_loss_coef > 0.0f) aux += z_loss(a->logits.data(), cfg, rows);
   a->kl_grad.clear();
-  if ((c.kl_full_target && c.kl_full_weight > 0.0f) || (c.kl_topk_target && c.kl_topk_weight > 0.0f)) {
-    a->kl_grad.assign(NE, 0.0f);
-    const double inv_n = 1.0 / static_cast<double>(rows.rows_total());
-    std::vector<double> part(G, 0.0), lp(E), lq(E);
-    for (int g = 0; g < G; ++g)
-      for (int n = rows.begin(g); n < rows.end(g); ++n) {
-        const float* zn = z + static_cast<size_t>(n) * E;
-        float* dz = a->kl_grad.data() + static_cast<size_t>(n) * E;
-        if (c.kl_full_target && c.kl_full_weight > 0.0f) {  // KL(softmax z ‖ softmax target), all E
-          const float* tn = c.kl_full_target + static_cast<size_t>(n) * E;
-          const double lz = row_logsumexp(zn, E), lt = row_logsumexp(tn, E);
-          double kl = 0.0;
-          for (int e = 0; e < E; ++e) {
-            lp[e] = zn[e] - lz;
-            lq[e] = tn[e] - lt;
-            kl += std::exp(lp[e]) * (lp[e] - lq[e]);
-          }
-          part[g] += c.kl_full_weight * kl;
-          for (int e = 0; e < E; ++e)
-            dz[e] += static_cast<float>(c.kl_full_weight * inv_n * std::exp(lp[e]) * (lp[e] - lq[e] - kl));
-        }
-        if (c.kl_topk_target && c.kl_topk_weight > 0.0f) {  // over own top-k, at temperature T
-          const float* tn = c.kl_topk_target + static_cast<size_t>(n) * E;
-          const int32_t* id = a->ids.data() + static_cast<size_t>(n) * K;
-          const double T = c.kl_topk_temperature;
-          double mz = -1e300, mt = -1e300;
-          for (int k = 0; k < K; ++k) { mz = std::max(mz, zn[id[k]] / T); mt = std::max(mt, tn[id[k]] / T); }
-          double sz = 0.0, st = 0.0;
-          for (int k = 0; k < K; ++k) { sz += std::exp(zn[id[k]] / T - mz); st += std::exp(tn[id[k]] / T - mt); }
-          double kl = 0.0;
-          for (int k = 0; k < K; ++k) {
-            lp[k] = zn[id[k]] / T - mz - std::log(sz);
-            lq[k] = tn[id[k]] / T - mt - std::log(st);
-            kl += std::exp(lp[k]) * (lp[k] - lq[k]);
-          }
-          part[g] += c.kl_topk_weight * kl;
-          for (int k = 0; k < K; ++k)
-            dz[id[k]] += static_cast<float>(c.kl_topk_weight * inv_n / T * std::exp(lp[k]) * (lp[k] - lq[k] - kl));
-        }
-      }
-    double total = 0.0;
-    rows.combine(&total, part.data(), 1);
-    aux += static_cast<float>(total * inv_n);
-  }
+  if (kl_on(c)) aux += router_kl(a, N, c, rows);
   return aux;
 }
 
@@ -264,55 +363,13 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
   for (int n = 0; n < N; ++n) {
     const float* zn = a.logits.data() + static_cast<size_t>(n) * E;
     const float* sn = a.scores.data() + static_cast<size_t>(n) * E;
-    const int32_t* id = a.ids.data() + static_cast<size_t>(n) * K;
-    const float* g = a.gate.data() + static_cast<size_t>(n) * K;
-    const float* dg = dgate + static_cast<size_t>(n) * K;
     float* dzn = dz.data() + static_cast<size_t>(n) * E;
-
-    // gate weights ← logits (mirror of the gate computation in router_forward)
-    if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
-      float dot = 0.0f;
-      for (int k = 0; k < K; ++k) dot += g[k] * dg[k];
-      for (int k = 0; k < K; ++k) dzn[id[k]] += g[k] * (dg[k] - dot);
-    } else if (cfg.scoring == Scoring::softmax) {
-      std::fill(dp.begin(), dp.end(), 0.0f);
-      for (int k = 0; k < K; ++k) dp[id[k]] += dg[k];
-      float dot = 0.0f;
-      for (int e = 0; e < E; ++e) dot += sn[e] * dp[e];
-      for (int e = 0; e < E; ++e) dzn[e] += sn[e] * (dp[e] - dot);
-    } else {
-      float S = 0.0f, dot = 0.0f;
-      for (int k = 0; k < K; ++k) { S += sn[id[k]]; dot += g[k] * dg[k]; }
-      const bool norm = cfg.norm_topk_prob && K > 1;
-      for (int k = 0; k < K; ++k) {
-        const float s = sn[id[k]];
-        const float ds = norm ? (dg[k] - dot) / S : dg[k];
-        dzn[id[k]] += ds * s * (1.0f - s);
-      }
-    }
-
-    // balance losses ← p̂ (aux_weight holds dL/dp̂)
-    if (c.regularisers && cfg.load_balance != LoadBalance::none) {
-      const float* w = a.aux_weight.data() + static_cast<size_t>(n) * E;
-      aux_probs(phat.data(), sn, E, cfg.scoring);
-      float dot = 0.0f;
-      for (int e = 0; e < E; ++e) dot += phat[e] * w[e];
-      if (cfg.scoring == Scoring::softmax) {
-        for (int e = 0; e < E; ++e) dzn[e] += phat[e] * (w[e] - dot);
-      } else {
-        float S = 0.0f;
-        for (int e = 0; e < E; ++e) S += sn[e];
-        for (int e = 0; e < E; ++e) dzn[e] += (w[e] - dot) / S * sn[e] * (1.0f - sn[e]);
-      }
-    }
-
-    // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N (N: rows of the whole batch)
-    if (c.regularisers && cfg.z_loss_coef > 0.0f) {
-      const float lse = row_logsumexp(zn, E);
-      const float f = 2.0f * cfg.z_loss_coef * lse / static_cast<float>(N_total);
-      for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
-    }
-    if (c.regularisers && !a.kl_grad.empty()) {
+    gate_backward(dzn, sn, a.ids.data() + static_cast<size_t>(n) * K, a.gate.data() + static_cast<size_t>(n) * K,
+                  dgate + static_cast<size_t>(n) * K, dp.data(), cfg);
+    if (c.regularisers && cfg.load_balance != LoadBalance::none)
+      balance_backward(dzn, sn, a.aux_weight.data() + static_cast<size_t>(n) * E, phat.data(), cfg);
+    if (c.regularisers && cfg.z_loss_coef > 0.0f) z_loss_backward(dzn, zn, E, cfg.z_loss_coef, N_total);
+    if (c.regularisers && !a.kl_grad.empty()) {  // router_kl's gradient
       const float* kg = a.kl_grad.data() + static_cast<size_t>(n) * E;
       for (int e = 0; e < E; ++e) dzn[e] += kg[e];
     }

@@ -1,5 +1,6 @@
 // run.h — one RL run from a scenario: base policy (cached SFT), the RL loop with progress line,
-// results file, checkpoints and resume. Used by `moerl run` (and, later, by each sweep run).
+// results file, checkpoints and resume. Used by `moerl run` and by each run of a sweep. The run's
+// phases, in the order they run: sim/run.cpp.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "sim/io/run_identity.h"  // run_scenario_hash, run_scenario_diff: what makes two files one run
 #include "sim/scenario.h"
 #include "sim/sft.h"
 
@@ -61,13 +63,6 @@ std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir,
 std::string run_base_path(const Scenario& s, const std::string& cache_dir);
 
 RunSummary run_rl(const Scenario& s, const RunOptions& opt);
-
-// The keys whose values differ between two effective scenario texts, as "key: a → b" (a key
-// present in one only shows "(unset)"); comment lines are ignored.
-std::vector<std::string> run_scenario_diff(const std::string& before, const std::string& now);
-// Hex FNV-1a 64 of a scenario's effective text without its comment lines: the results file's
-// "scenario_hash" attribute.
-std::string run_scenario_hash(const std::string& effective_text);
 
 // Path of the checkpoint that goes with a results file.
 std::string run_checkpoint_path(const std::string& out);

@@ -1,5 +1,8 @@
 // h5io.h — small RAII helpers over the HDF5 C API, shared by checkpoints (store/checkpoint.cpp)
-// and by the runtime's result files (sim/).
+// and by the runtime's result files (sim/). One header over five files, one per concern: files,
+// objects and datasets (h5io.cpp), attributes (h5io_attributes.cpp), the temporary file and the
+// atomic write (h5io_atomic.cpp: create, commit), the integrity header (h5io_integrity.cpp) and
+// its CRC-32 (h5io_crc32.cpp); what they share is store/h5io_internal.h.
 //
 // What it guarantees:
 //  * a file being written lives at "<path>.tmp-<pid>" and appears at <path> only through commit()
@@ -142,6 +145,8 @@ class H5File {
   H5File(std::string path, std::string tmp_path, hid_t id, bool writable, int fd);
   void close_quietly();
   [[noreturn]] void fail(const std::string& object, const std::string& what) const;
+  void write_scalar_attr(const std::string& obj, const std::string& key, hid_t stored, hid_t memory,
+                         const void* value);
   void write_any(const std::string& name, const std::vector<int64_t>& shape, H5Type t,
                  const void* data);
   void read_scalar_attr(const std::string& obj, const std::string& key,

@@ -1,11 +1,13 @@
 // run_identity.cpp — see run_identity.h.
 #include "sim/io/run_identity.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
-#include "sim/run.h"
 #include "store/h5io.h"
 
 namespace moerl {
@@ -20,7 +22,63 @@ std::string hash_hex(int64_t bits) {
   return buf;
 }
 const char* kIdentity[] = {"step", "seed", "ranks", "scenario_hash"};
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) { h ^= c; h *= 1099511628211ull; }
+  return h;
+}
+
+std::map<std::string, std::string> scenario_keys(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(run_scenario_body(text));
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find(" = ");
+    if (eq == std::string::npos) kv[line] = "";
+    else kv[line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return kv;
+}
+
+// Refuses a resume whose scenario is not the one the results record.
+void check_same_scenario(const std::string& results, const H5File& r, const Scenario& s) {
+  const std::vector<std::string> d = run_scenario_diff(r.attr_string("/", "scenario"), s.effective_text());
+  if (d.empty()) return;
+  std::string msg = results + ": --resume with a different scenario (" + std::to_string(d.size()) + " key" +
+                    (d.size() == 1 ? "" : "s") + " differ: ";
+  for (size_t i = 0; i < d.size() && i < 8; ++i) msg += (i ? "; " : "") + d[i];
+  if (d.size() > 8) msg += "; …";
+  throw std::invalid_argument(msg + "); a resumed run must continue the run it started as");
+}
 }  // namespace
+
+std::string run_scenario_body(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  return out;
+}
+
+std::string run_scenario_hash(const std::string& effective_text) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(run_scenario_body(effective_text))));
+  return buf;
+}
+
+std::vector<std::string> run_scenario_diff(const std::string& before, const std::string& now) {
+  const auto a = scenario_keys(before), b = scenario_keys(now);
+  std::vector<std::string> out;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end()) out.push_back(k + ": " + v + " → (unset)");
+    else if (it->second != v) out.push_back(k + ": " + v + " → " + it->second);
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) out.push_back(k + ": (unset) → " + v);
+  return out;
+}
 
 void run_identity_scalars(const Scenario& s, int ranks, int64_t step, CheckpointExtras* ex) {
   ex->scalars.push_back({"step", step});
@@ -53,6 +111,7 @@ std::string run_resume_format_problem(const std::string& results, const std::str
 
 void run_check_identity(const std::string& results, const std::string& ckpt, const Scenario& s, int ranks) {
   const H5File r = H5File::open(results), c = H5File::open(ckpt);
+  check_same_scenario(results, r, s);
   const std::string hash = run_scenario_hash(s.effective_text());
   const int64_t seed = static_cast<int64_t>(s.run.seed);
   std::vector<std::string> d;

@@ -8,12 +8,22 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/io/results.h"
 #include "sim/scenario.h"
 #include "store/checkpoint.h"
 
 namespace moerl {
+
+// The effective text of a scenario without its comment lines: what the hash covers.
+std::string run_scenario_body(const std::string& effective_text);
+// Hex FNV-1a 64 of a scenario's effective text without its comment lines: the results file's
+// "scenario_hash" attribute.
+std::string run_scenario_hash(const std::string& effective_text);
+// The keys whose values differ between two effective scenario texts, as "key: a → b" (a key
+// present in one only shows "(unset)"); comment lines are ignored.
+std::vector<std::string> run_scenario_diff(const std::string& before, const std::string& now);
 
 // The identity scalars of a run's checkpoint: step, seed, ranks, scenario_hash (the int64 bit
 // pattern of run_scenario_hash's 64 bits).
@@ -25,10 +35,12 @@ void run_identity_scalars(const Scenario& s, int ranks, int64_t step, Checkpoint
 // names the file and the field.
 std::string run_resume_format_problem(const std::string& results, const std::string& ckpt);
 
-// Checks that a results file (current format, same scenario: run_scenario_diff is empty) and its
-// checkpoint are the run that `s` on `ranks` ranks continues: scenario hash, seed and ranks of
-// both files, and the checkpoint's step within the steps of the results. Throws
-// std::invalid_argument naming every differing field with both values.
+// Checks that a results file of the current format (run_resume_format_problem is "") and its
+// checkpoint are the run that `s` on `ranks` ranks continues: first the scenario the results
+// record (run_scenario_diff against s's is empty; else the message names the first 8 keys that
+// differ), then the scenario hash, seed and ranks of both files and the checkpoint's step within
+// the steps of the results. Throws std::invalid_argument naming every differing field with both
+// values.
 void run_check_identity(const std::string& results, const std::string& ckpt, const Scenario& s, int ranks);
 
 }  // namespace moerl

@@ -159,21 +159,24 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
   return false;
 }
 
+// A run's index row before it has run.
+SweepIndexRow pending_row(const SweepRun& r) {
+  SweepIndexRow row;
+  row.index = r.index;
+  row.id = r.id;
+  row.file = r.id + ".h5";
+  row.keys = r.keys;
+  row.status = "pending";
+  return row;
+}
+
 // The grid's runs as index rows, all pending: the sweep directory's plan.
 SweepIndex plan_of(const SweepGrid& g) {
   SweepIndex idx;
   idx.grid = g.path;
   idx.base = g.base;
   idx.swept_keys = g.swept_keys;
-  for (const SweepRun& r : g.runs) {
-    SweepIndexRow row;
-    row.index = r.index;
-    row.id = r.id;
-    row.file = r.id + ".h5";
-    row.keys = r.keys;
-    row.status = "pending";
-    idx.rows.push_back(row);
-  }
+  for (const SweepRun& r : g.runs) idx.rows.push_back(pending_row(r));
   return idx;
 }
 
@@ -266,12 +269,7 @@ std::vector<int> Sweep::prepare_index() {
   }
   std::vector<int> todo;
   for (const SweepRun& r : g_.runs) {
-    SweepIndexRow row;
-    row.index = r.index;
-    row.id = r.id;
-    row.file = r.id + ".h5";
-    row.keys = r.keys;
-    row.status = "pending";
+    SweepIndexRow row = pending_row(r);
     const std::string path = (fs::path(o_.out) / row.file).string();
     if (!o_.resume && (has_index || fs::exists(path)))
       throw usage_error("sweep: " + o_.out + " already holds a sweep (" + (has_index ? "index.csv" : row.file) +

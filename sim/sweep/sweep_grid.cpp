@@ -17,6 +17,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "sim/io/run_identity.h"
 #include "sim/io/text_io.h"
 
 namespace po = boost::program_options;
@@ -94,13 +95,7 @@ struct Axis {
 
 }  // namespace
 
-std::string sweep_scenario_body(const std::string& effective_text) {
-  std::istringstream in(effective_text);
-  std::string line, out;
-  while (std::getline(in, line))
-    if (!line.empty() && line[0] != '#') out += line + "\n";
-  return out;
-}
+std::string sweep_scenario_body(const std::string& effective_text) { return run_scenario_body(effective_text); }
 
 std::vector<std::string> sweep_name_list(const std::string& key, const std::string& text) {
   std::vector<std::string> out = split(text, ',');
@@ -138,16 +133,27 @@ std::vector<std::string> sweep_seed_list(const std::string& key, const std::stri
   return out;
 }
 
-SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
-                           const std::vector<std::string>& overrides, const SweepSelection& select) {
-  SweepGrid g;
-  g.text = text;
-  // 1. Split the grid into [sweep] directives, swept lists, variants and the grid's own scenario keys.
-  Entries body;
-  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // grid order
+namespace {
+
+// 1. The grid taken apart: [sweep] directives, swept lists, variants and the grid's own scenario keys.
+struct GridParts {
+  std::string base;                                                     // [sweep] base, as written
+  Entries body;                                                         // the grid's scenario keys
+  std::vector<std::pair<std::string, std::vector<std::string>>> lists;  // swept keys, grid order
   std::vector<std::string> seeds, variants;
   std::map<std::string, Entries> variant_keys;  // [variant.NAME] → its overrides
   std::string zip;
+};
+
+const Entries& variant_overrides(const GridParts& p, const std::string& name) {
+  static const Entries none;
+  const auto it = p.variant_keys.find(name);
+  return it == p.variant_keys.end() ? none : it->second;
+}
+
+// Each key to its place: a variant's section, the [sweep] section, or the grid's own body.
+GridParts grid_split(const std::string& text, const std::string& source) {
+  GridParts p;
   std::set<std::string> seen;
   for (const auto& [k, v] : ini_entries(text, source)) {
     if (!seen.insert(k).second) throw std::invalid_argument(source + ": key '" + k + "' is given more than once");
@@ -157,118 +163,140 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
       if (dot == std::string::npos || dot == 0 || rest.find('.', dot + 1) == std::string::npos)
         throw std::invalid_argument(source + ": key '" + k +
                                     "': a variant section is [variant.NAME] holding section.key = value lines");
-      variant_keys[rest.substr(0, dot)].push_back({rest.substr(dot + 1), v});
+      p.variant_keys[rest.substr(0, dot)].push_back({rest.substr(dot + 1), v});
       continue;
     }
     if (k.rfind("sweep.", 0) != 0) {
-      body.push_back({k, v});
+      p.body.push_back({k, v});
       continue;
     }
     const std::string sk = k.substr(6);
-    if (sk == "base") g.base = v;
-    else if (sk == "seeds") seeds = value_list(source, sk, v);
-    else if (sk == "zip") zip = v;
-    else if (sk == "variants") variants = value_list(source, sk, v);
+    if (sk == "base") p.base = v;
+    else if (sk == "seeds") p.seeds = value_list(source, sk, v);
+    else if (sk == "zip") p.zip = v;
+    else if (sk == "variants") p.variants = value_list(source, sk, v);
     else if (sk.find('.') == std::string::npos)
       throw std::invalid_argument(source + ": unknown [sweep] key '" + sk +
                                   "' (allowed: base, seeds, zip, variants, or section.key = value, value, ...)");
     else if (sk == "run.seed")
       throw std::invalid_argument(source + ": [sweep] run.seed: list the seeds as 'seeds = 0, 1, 2'");
-    else lists.push_back({sk, value_list(source, sk, v)});
+    else p.lists.push_back({sk, value_list(source, sk, v)});
   }
-  if (!select.seeds.empty()) seeds = select.seeds;
-  // variants: every section listed, names that make file names, no key both varied and swept
-  for (const auto& [name, kv] : variant_keys)
-    if (std::find(variants.begin(), variants.end(), name) == variants.end())
+  return p;
+}
+
+// Every variant section listed, names that make file names, no key both varied and swept.
+void grid_check_variants(const GridParts& p, const std::string& source) {
+  for (const auto& [name, kv] : p.variant_keys)
+    if (std::find(p.variants.begin(), p.variants.end(), name) == p.variants.end())
       throw std::invalid_argument(source + ": [variant." + name + "] is not listed in [sweep] variants" +
-                                  (variants.empty() ? std::string(" (there is no such list)") : ""));
-  for (const std::string& name : variants) {
+                                  (p.variants.empty() ? std::string(" (there is no such list)") : ""));
+  for (const std::string& name : p.variants) {
     if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_+") !=
         std::string::npos)
       throw std::invalid_argument(source + ": [sweep] variants: '" + name +
                                   "': a variant name has letters, digits, '-', '_' and '+' only");
-    for (const auto& [k, v] : variant_keys[name]) {
+    for (const auto& [k, v] : variant_overrides(p, name)) {
       if (k == "run.seed")
         throw std::invalid_argument(source + ": [variant." + name + "] run.seed: seeds are the grid's, not a variant's");
-      for (const auto& [lk, vals] : lists)
+      for (const auto& [lk, vals] : p.lists)
         if (lk == k)
           throw std::invalid_argument(source + ": [variant." + name + "] " + k + ": the grid also sweeps " + k +
                                       " (a key is either swept or set by variants)");
     }
   }
+}
+
+// A --set may not change what the grid sweeps or what a variant sets.
+void grid_check_overrides(const GridParts& p, const std::vector<std::string>& overrides, const std::string& source) {
   for (const std::string& o : overrides) {
     const std::string key = trim(o.substr(0, o.find('=')));
-    for (const auto& [k, vals] : lists)
+    for (const auto& [k, vals] : p.lists)
       if (k == key)
         throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps " + key +
                                     " (edit its [sweep] list instead)");
-    for (const std::string& name : variants)
-      for (const auto& [k, v] : variant_keys[name])
+    for (const std::string& name : p.variants)
+      for (const auto& [k, v] : variant_overrides(p, name))
         if (k == key)
           throw std::invalid_argument("--set " + o + ": the grid " + source + "'s variant " + name + " sets " +
                                       key + " (edit its [variant." + name + "] section instead)");
-    if (key == "run.seed" && !seeds.empty())
+    if (key == "run.seed" && !p.seeds.empty())
       throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps the seeds");
   }
-  if (!select.variants.empty()) {
-    for (const std::string& v : select.variants)
-      if (std::find(variants.begin(), variants.end(), v) == variants.end()) {
-        std::string known;
-        for (const std::string& k : variants) known += (known.empty() ? "" : ", ") + k;
-        throw std::invalid_argument("--variants: '" + v + "' is not a variant of " + source +
-                                    (known.empty() ? " (it has none)" : " (its variants: " + known + ")"));
-      }
-    std::vector<std::string> kept;
-    for (const std::string& v : variants)
-      if (std::find(select.variants.begin(), select.variants.end(), v) != select.variants.end()) kept.push_back(v);
-    variants = kept;
-  }
-  // the variants are the first axis: a key of its own, "variant", whose values are the names
-  if (!variants.empty()) lists.insert(lists.begin(), {"variant", variants});
+}
 
-  // 2. The base scenario: valid on its own, then the grid's keys overlay it.
+// --variants: the named ones, in the grid's order.
+void grid_select_variants(GridParts* p, const std::vector<std::string>& selected, const std::string& source) {
+  if (selected.empty()) return;
+  for (const std::string& v : selected)
+    if (std::find(p->variants.begin(), p->variants.end(), v) == p->variants.end()) {
+      std::string known;
+      for (const std::string& k : p->variants) known += (known.empty() ? "" : ", ") + k;
+      throw std::invalid_argument("--variants: '" + v + "' is not a variant of " + source +
+                                  (known.empty() ? " (it has none)" : " (its variants: " + known + ")"));
+    }
+  std::vector<std::string> kept;
+  for (const std::string& v : p->variants)
+    if (std::find(selected.begin(), selected.end(), v) != selected.end()) kept.push_back(v);
+  p->variants = kept;
+}
+
+// 2. The base scenario (its path resolved into *base): valid on its own, then the grid's keys
+//    overlay it.
+std::map<std::string, std::string> grid_scenario_keys(std::string* base, const Entries& body,
+                                                      const std::string& source, const std::string& dir) {
   std::map<std::string, std::string> merged;
-  if (!g.base.empty()) {
-    std::filesystem::path bp(g.base);
+  if (!base->empty()) {
+    std::filesystem::path bp(*base);
     if (bp.is_relative()) bp = std::filesystem::path(dir) / bp;
-    g.base = bp.lexically_normal().string();
+    *base = bp.lexically_normal().string();
     std::string base_text;
     try {
-      base_text = text_read_input(g.base, "scenario file", kScenarioMaxBytes);
+      base_text = text_read_input(*base, "scenario file", kScenarioMaxBytes);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(source + ": [sweep] base = " + g.base + ": " + e.what());
+      throw std::invalid_argument(source + ": [sweep] base = " + *base + ": " + e.what());
     }
-    Scenario::parse(base_text, g.base);  // its own errors name its own file
-    for (const auto& [k, v] : ini_entries(base_text, g.base)) merged[k] = v;
+    Scenario::parse(base_text, *base);  // its own errors name its own file
+    for (const auto& [k, v] : ini_entries(base_text, *base)) merged[k] = v;
   }
   for (const auto& [k, v] : body) merged[k] = v;
+  return merged;
+}
 
-  // 3. Axes: each unzipped list is one, each zip group one.
+// 3. The zip groups of [sweep] zip: each two or more swept keys of as many values, in one group.
+std::vector<std::vector<std::string>> zip_groups(const GridParts& p, const std::string& source) {
+  std::vector<std::vector<std::string>> groups;
+  if (p.zip.empty()) return groups;
+  for (const std::string& grp : split(p.zip, ',')) {
+    std::vector<std::string> keys = split(grp, '+');
+    if (keys.size() < 2)
+      throw std::invalid_argument(source + ": [sweep] zip = " + p.zip + ": a group names two or more keys joined by '+'");
+    size_t n = 0;
+    for (const std::string& key : keys) {
+      auto it = std::find_if(p.lists.begin(), p.lists.end(), [&](const auto& l) { return l.first == key; });
+      if (it == p.lists.end())
+        throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is not a swept key of this grid");
+      if (n && it->second.size() != n)
+        throw std::invalid_argument(source + ": [sweep] zip: " + keys[0] + " has " + std::to_string(n) +
+                                    " values but " + key + " has " + std::to_string(it->second.size()));
+      n = it->second.size();
+      for (const auto& other : groups)
+        if (std::find(other.begin(), other.end(), key) != other.end())
+          throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is in two groups");
+    }
+    groups.push_back(keys);
+  }
+  return groups;
+}
+
+// 3. Axes: each unzipped list is one, each zip group one; the swept keys in grid order into
+//    *swept_keys. A value (a zip group: a tuple of values) twice on one axis, or a seed twice,
+//    would be the same run twice.
+std::vector<Axis> grid_axes(const GridParts& p, const std::string& source, std::vector<std::string>* swept_keys) {
+  const std::vector<std::vector<std::string>> groups = zip_groups(p, source);
   std::vector<Axis> axes;
   std::map<std::string, size_t> axis_of;  // key → axis index, for zipped keys
-  std::vector<std::vector<std::string>> groups;
-  if (!zip.empty()) {
-    for (const std::string& grp : split(zip, ',')) {
-      std::vector<std::string> keys = split(grp, '+');
-      if (keys.size() < 2)
-        throw std::invalid_argument(source + ": [sweep] zip = " + zip + ": a group names two or more keys joined by '+'");
-      size_t n = 0;
-      for (const std::string& key : keys) {
-        auto it = std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == key; });
-        if (it == lists.end())
-          throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is not a swept key of this grid");
-        if (n && it->second.size() != n)
-          throw std::invalid_argument(source + ": [sweep] zip: " + keys[0] + " has " + std::to_string(n) +
-                                      " values but " + key + " has " + std::to_string(it->second.size()));
-        n = it->second.size();
-        for (const auto& other : groups)
-          if (std::find(other.begin(), other.end(), key) != other.end())
-            throw std::invalid_argument(source + ": [sweep] zip: '" + key + "' is in two groups");
-      }
-      groups.push_back(keys);
-    }
-  }
-  for (const auto& [key, vals] : lists) {
+  for (const auto& [key, vals] : p.lists) {
     auto grp = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) {
       return std::find(gr.begin(), gr.end(), key) != gr.end();
     });
@@ -281,10 +309,9 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
     }
     axes[a].keys.push_back(key);
     for (size_t i = 0; i < vals.size(); ++i) axes[a].values[i].push_back(vals[i]);
-    g.swept_keys.push_back(key);
+    swept_keys->push_back(key);
   }
-  if (!seeds.empty()) g.swept_keys.push_back("run.seed");
-  // a value (a zip group: a tuple of values) twice on one axis would be the same run twice
+  if (!p.seeds.empty()) swept_keys->push_back("run.seed");
   for (const auto& a : axes) {
     std::set<std::vector<std::string>> seen;
     for (const auto& tuple : a.values)
@@ -294,63 +321,75 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
         throw std::invalid_argument(source + ": [sweep] " + t + " is listed twice");
       }
   }
-  if (std::set<std::string>(seeds.begin(), seeds.end()).size() != seeds.size())
+  if (std::set<std::string>(p.seeds.begin(), p.seeds.end()).size() != p.seeds.size())
     throw std::invalid_argument(source + ": [sweep] seeds: a seed is listed twice");
+  return axes;
+}
 
-  // 4. Expand: seeds outermost (every variant's first seed comes first, so a sweep stopped early
-  //    already compares every variant), then the axes with the last one fastest.
+// 4. Run c of seed s: its swept keys in grid order (zip groups may interleave with other lists),
+//    run.seed last, and its id.
+SweepRun grid_run(const std::vector<Axis>& axes, const std::vector<std::string>& swept_keys,
+                  const std::vector<std::string>& seeds, size_t s, size_t c, size_t combos) {
+  SweepRun r;
+  r.index = static_cast<int>(s * combos + c);
+  std::string name;
+  size_t rest = c;
+  std::vector<size_t> pos(axes.size());
+  for (size_t a = axes.size(); a-- > 0;) {
+    pos[a] = rest % axes[a].values.size();
+    rest /= axes[a].values.size();
+  }
+  for (size_t a = 0; a < axes.size(); ++a)
+    for (size_t j = 0; j < axes[a].keys.size(); ++j) {
+      r.keys.push_back({axes[a].keys[j], axes[a].values[pos[a]][j]});
+      if (!name.empty()) name += '_';
+      name += id_part(axes[a].keys[j], axes[a].values[pos[a]][j]);
+    }
+  std::vector<std::pair<std::string, std::string>> ordered;
+  for (const std::string& k : swept_keys)
+    for (const auto& kv : r.keys)
+      if (kv.first == k) ordered.push_back(kv);
+  r.keys = ordered;
+  if (!seeds.empty()) {
+    r.keys.push_back({"run.seed", seeds[s]});
+    name += (name.empty() ? "seed" : "-seed") + file_safe(seeds[s]);
+  }
+  r.id = name.empty() ? "run" : name;
+  return r;
+}
+
+// 4. Expand: seeds outermost (every variant's first seed comes first, so a sweep stopped early
+//    already compares every variant), then the axes with the last one fastest. Ids too long or
+//    not unique become run-NNNN, for every run.
+void grid_expand(SweepGrid* g, const std::vector<Axis>& axes, const std::vector<std::string>& seeds) {
   size_t combos = 1;
   for (const Axis& a : axes) combos *= a.values.size();
   const size_t n_seeds = seeds.empty() ? 1 : seeds.size();
   for (size_t s = 0; s < n_seeds; ++s)
-    for (size_t c = 0; c < combos; ++c) {
-      SweepRun r;
-      r.index = static_cast<int>(s * combos + c);
-      std::string name;
-      size_t rest = c;
-      std::vector<size_t> pos(axes.size());
-      for (size_t a = axes.size(); a-- > 0;) {
-        pos[a] = rest % axes[a].values.size();
-        rest /= axes[a].values.size();
-      }
-      for (size_t a = 0; a < axes.size(); ++a)
-        for (size_t j = 0; j < axes[a].keys.size(); ++j) {
-          r.keys.push_back({axes[a].keys[j], axes[a].values[pos[a]][j]});
-          if (!name.empty()) name += '_';
-          name += id_part(axes[a].keys[j], axes[a].values[pos[a]][j]);
-        }
-      // keys in grid order (zip groups may interleave with other lists)
-      std::vector<std::pair<std::string, std::string>> ordered;
-      for (const std::string& k : g.swept_keys)
-        for (const auto& kv : r.keys)
-          if (kv.first == k) ordered.push_back(kv);
-      r.keys = ordered;
-      if (!seeds.empty()) {
-        r.keys.push_back({"run.seed", seeds[s]});
-        name += (name.empty() ? "seed" : "-seed") + file_safe(seeds[s]);
-      }
-      r.id = name.empty() ? "run" : name;
-      g.runs.push_back(std::move(r));
-    }
+    for (size_t c = 0; c < combos; ++c) g->runs.push_back(grid_run(axes, g->swept_keys, seeds, s, c, combos));
   std::set<std::string> ids;
   bool readable = true;
-  for (const SweepRun& r : g.runs) readable = readable && r.id.size() <= 60 && ids.insert(r.id).second;
+  for (const SweepRun& r : g->runs) readable = readable && r.id.size() <= 60 && ids.insert(r.id).second;
   if (!readable)
-    for (SweepRun& r : g.runs) {
+    for (SweepRun& r : g->runs) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "run-%04d", r.index);
       r.id = buf;
     }
+}
 
-  // 5. Every combination is a validated scenario, or the grid is rejected.
+// 5. Every combination is a validated scenario, or the grid is rejected: one message listing each
+//    distinct problem (the first 4) with how many combinations have it.
+void grid_validate(SweepGrid* g, const std::map<std::string, std::string>& merged, const GridParts& p,
+                   const std::string& source, const std::vector<std::string>& overrides) {
   std::vector<std::pair<std::string, std::vector<std::string>>> errors;  // message → combinations
   int n_bad = 0;
-  for (SweepRun& r : g.runs) {
+  for (SweepRun& r : g->runs) {
     std::map<std::string, std::string> m = merged;
     std::string label;
     for (const auto& [k, v] : r.keys) {
       if (k == "variant") {
-        for (const auto& [vk, vv] : variant_keys[v]) m[vk] = vv;
+        for (const auto& [vk, vv] : variant_overrides(p, v)) m[vk] = vv;
       } else {
         m[k] = v;
       }
@@ -370,20 +409,39 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
       ++n_bad;
     }
   }
-  if (!errors.empty()) {
-    std::string msg = source + ": " + std::to_string(n_bad) + " of " + std::to_string(g.runs.size()) +
-                      " combinations do not validate; nothing was run:";
-    for (size_t i = 0; i < errors.size() && i < 4; ++i) {
-      const auto& [what, labels] = errors[i];
-      msg += "\n  " + what + "   (" +
-             (labels.size() == g.runs.size() ? std::string("every combination")
-                                             : std::to_string(labels.size()) + " combination" +
-                                                   (labels.size() > 1 ? "s, e.g. " : ": ") + labels[0]) +
-             ")";
-    }
-    if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " other problems";
-    throw std::invalid_argument(msg);
+  if (errors.empty()) return;
+  std::string msg = source + ": " + std::to_string(n_bad) + " of " + std::to_string(g->runs.size()) +
+                    " combinations do not validate; nothing was run:";
+  for (size_t i = 0; i < errors.size() && i < 4; ++i) {
+    const auto& [what, labels] = errors[i];
+    msg += "\n  " + what + "   (" +
+           (labels.size() == g->runs.size() ? std::string("every combination")
+                                            : std::to_string(labels.size()) + " combination" +
+                                                  (labels.size() > 1 ? "s, e.g. " : ": ") + labels[0]) +
+           ")";
   }
+  if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " other problems";
+  throw std::invalid_argument(msg);
+}
+
+}  // namespace
+
+SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
+                           const std::vector<std::string>& overrides, const SweepSelection& select) {
+  SweepGrid g;
+  g.text = text;
+  GridParts p = grid_split(text, source);  // 1.
+  if (!select.seeds.empty()) p.seeds = select.seeds;
+  grid_check_variants(p, source);
+  grid_check_overrides(p, overrides, source);
+  grid_select_variants(&p, select.variants, source);
+  // the variants are the first axis: a key of its own, "variant", whose values are the names
+  if (!p.variants.empty()) p.lists.insert(p.lists.begin(), {"variant", p.variants});
+  g.base = p.base;
+  const std::map<std::string, std::string> merged = grid_scenario_keys(&g.base, p.body, source, dir);  // 2.
+  const std::vector<Axis> axes = grid_axes(p, source, &g.swept_keys);  // 3.
+  grid_expand(&g, axes, p.seeds);                                      // 4.
+  grid_validate(&g, merged, p, source, overrides);                     // 5.
   if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");
   return g;
 }
