@@ -63,11 +63,15 @@ class RlRun {
   void results_attributes();
   std::string load_resumed_state();
   void stop_preempted();
-  void train_step(int64_t end);
+  void train_step(int64_t end, bool rows_due);
+  bool results_stale() const;
   bool checkpoint_due(bool last, int64_t end);
   void save_checkpoint(int64_t steps_done);
   std::pair<bool, bool> agree(bool stop, bool ckpt_due) const;
-  void write_results() { on_writer([&] { results_.write(opt_.out); }); }
+  void write_results() {
+    on_writer([&] { results_.write(opt_.out); });
+    last_results_time_ = Clock::now();
+  }
   void print_progress() const;
 
   const Scenario& s_;
@@ -94,7 +98,7 @@ class RlRun {
   int64_t step_ = 0;        // the next step
   int64_t ckpt_step_ = -1;  // the step the checkpoint on disk holds
   RunStatus status_ = RunStatus::running;
-  Clock::time_point t0_, last_ckpt_time_;
+  Clock::time_point t0_, last_ckpt_time_, last_results_time_;
 };
 }  // namespace
 
@@ -401,14 +405,15 @@ std::string RlRun::load_resumed_state() {
 // ---- 5. loop -----------------------------------------------------------------------------------
 
 void RlRun::loop() {
-  t0_ = last_ckpt_time_ = Clock::now();
+  t0_ = last_ckpt_time_ = last_results_time_ = Clock::now();
   const int64_t end = opt_.max_steps >= 0 ? std::min<int64_t>(s_.rl.steps, start_ + opt_.max_steps) : s_.rl.steps;
   for (; step_ < end; ++step_) {
-    if (agree(preempt_requested(), false).first) {
+    const auto [stop, rows_due] = agree(preempt_requested(), results_stale());
+    if (stop) {
       stop_preempted();
       break;
     }
-    train_step(end);
+    train_step(end, rows_due);
     if (opt_.on_step) opt_.on_step();
     if (verbose_) print_progress();
     if (status_ != RunStatus::running) {
@@ -420,7 +425,8 @@ void RlRun::loop() {
 }
 
 // At a step boundary, the run's ranks agree on [stop: a signal reached one of them (sim/preempt.h),
-// checkpoint now: the root's clock says checkpoint_seconds have passed]. One allreduce per step.
+// due: the root's clock says the results (step start) or the checkpoint (after the step, when
+// nothing else made it due) are due]. One allreduce per step, a second only for the checkpoint.
 std::pair<bool, bool> RlRun::agree(bool stop, bool ckpt_due) const {
   std::vector<int> v{stop ? 1 : 0, writer_ && ckpt_due ? 1 : 0};
   if (grid_) grid_->max_ints(&v);
@@ -441,7 +447,13 @@ void RlRun::stop_preempted() {
                 static_cast<long long>(step_));
 }
 
-void RlRun::train_step(int64_t end) {
+// The results file's rows are older than results_seconds (or every step is written).
+bool RlRun::results_stale() const {
+  return opt_.results_seconds <= 0 ||
+         std::chrono::duration<double>(Clock::now() - last_results_time_).count() >= opt_.results_seconds;
+}
+
+void RlRun::train_step(int64_t end, bool rows_due) {
   trainer_->step(step_, &results_);
   const bool collapsed = trainer_->check_collapse(results_);
   if (collapsed && results_.int_attrs["collapse_step"] < 0) results_.int_attrs["collapse_step"] = step_;
@@ -451,8 +463,9 @@ void RlRun::train_step(int64_t end) {
   // The step's rows, then the checkpoint, and only then the final status: a run whose last
   // write fails is never marked complete.
   results_.attrs["status"] = run_status_name(RunStatus::running);
-  write_results();
-  if (checkpoint_due(last, end)) {
+  const bool ckpt = checkpoint_due(last, end);
+  if (ckpt || rows_due || status_ != RunStatus::running) write_results();
+  if (ckpt) {
     save_checkpoint(step_ + 1);
     ckpt_step_ = step_ + 1;
     last_ckpt_time_ = Clock::now();
