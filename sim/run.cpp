@@ -21,6 +21,7 @@
 #include "sim/io/model_io.h"
 #include "sim/io/run_identity.h"
 #include "sim/preempt.h"
+#include "sim/rl/registry.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
 
@@ -299,9 +300,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   RunResults results;
   results.attrs["scenario"] = s.effective_text();
   results.attrs["scenario_hash"] = run_scenario_hash(s.effective_text());
-  results.attrs["algorithm"] = setup.rl.loss.algorithm;
-  results.attrs["routing_replay"] = routing_replay_name(setup.rl.routing_replay);
-  results.attrs["old_logprobs"] = old_logprobs_name(setup.rl.old_logprobs);
+  algorithm_record_attrs(&results, setup.rl);
   results.attrs["profile_rollout"] = setup.rollout.name;
   results.attrs["profile_train"] = setup.train.name;
   results.attrs["base_checkpoint"] = base;
