@@ -77,6 +77,20 @@ int cli_main(const Comms& comms, int argc, char** argv) {
   throw usage_error("unknown command '" + name + "' (commands: " + names + ")");
 }
 
+namespace {
+// The usage's first line and its first word, the positional's name as the usage writes it
+// ("SCENARIO", "GRID.ini").
+std::string usage_line(const std::string& usage) { return usage.substr(0, usage.find('\n')); }
+std::string usage_positional(const std::string& usage) {
+  const std::string line = usage_line(usage);
+  return line.rfind('-', 0) == 0 ? "" : line.substr(0, line.find(' '));
+}
+}  // namespace
+
+std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage) {
+  return command + ": " + word + " is missing (usage: moerl " + command + " " + usage_line(usage) + ")";
+}
+
 bool cli_parse(const Comms& comms, const std::string& command, const std::string& usage,
                po::options_description desc, const po::positional_options_description& positional,
                const std::vector<std::string>& args, po::variables_map* vm) {
@@ -91,6 +105,13 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
       return false;
     }
     po::notify(*vm);
+  } catch (const po::required_option& e) {
+    // a missing positional is named as the usage line writes it, not as the option behind it
+    const bool is_positional = positional.max_total_count() > 0 &&
+                               e.get_option_name() == "--" + positional.name_for_position(0);
+    if (is_positional && !usage_positional(usage).empty())
+      throw usage_error(cli_missing_positional(command, usage_positional(usage), usage));
+    throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   } catch (const po::error& e) {
     throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   }

@@ -45,10 +45,21 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
                const boost::program_options::positional_options_description& positional,
                const std::vector<std::string>& args, boost::program_options::variables_map* vm);
 
+// "run: SCENARIO is missing (usage: moerl run SCENARIO …)": the usage error of a command called
+// without its positional, in the usage line's words.
+std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage);
+
 // "moerl 0.1: SIMD target avx512 (available: avx512, avx2, scalar), BLAS OpenBLAS SkylakeX" —
 // what `moerl --version` prints, and the first line of `moerl bench`.
 std::string cli_version_line();
 std::string cli_join(const std::vector<std::string>& v, const std::string& sep);
+
+// The base policies' cache of run and sweep: one default, so a run and a sweep started in the same
+// directory share their base policies instead of training them twice.
+inline constexpr const char* kCliCacheDefault = "results/cache";
+inline constexpr const char* kCliCacheDoc =
+    "directory of cached base checkpoints, shared by runs and sweeps (default results/cache, under the "
+    "current directory; on a cluster a directory every node sees)";
 
 // The repeatable `--set section.key=value` option every scenario-driven command takes.
 void cli_add_set_option(boost::program_options::options_description* desc,

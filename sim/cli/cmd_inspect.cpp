@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/io/results.h"
+#include "sim/rl/registry.h"
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
@@ -76,6 +77,13 @@ double last_finite(const std::vector<double>& v) {
   return NAN;
 }
 
+// A results file from before the `correction` attribute: the algorithm row's forced correction,
+// else the scenario's rl.correction.
+std::string correction_of_old_file(const std::string& algorithm, const std::string& scenario) {
+  const AlgorithmInfo* a = algorithm_find(algorithm);
+  return a && a->correction ? correction_name(*a->correction) : scenario_value(scenario, "rl.correction");
+}
+
 Headline read(const std::string& path, std::string* scenario) {
   const H5File f = H5File::open(path);
   Headline h;
@@ -88,7 +96,7 @@ Headline read(const std::string& path, std::string* scenario) {
   h.train = str("profile_train");
   const std::string text = str("scenario");
   if (scenario) *scenario = text;
-  h.correction = h.algorithm == "icepop" ? "icepop" : scenario_value(text, "rl.correction");
+  h.correction = f.has_attr("/", "correction") ? f.attr_string("/", "correction") : correction_of_old_file(h.algorithm, text);
   h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
   h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
   const auto reward = series(f, "reward_mean");
@@ -167,11 +175,12 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
   po::options_description desc("moerl inspect options");
   desc.add_options()
       ("files", po::value(&files)->multitoken()->required(), "results files or sweep directories (positional)")
-      ("scenario", po::bool_switch(&show_scenario), "also print the effective scenario of each run");
+      ("show-scenario", po::bool_switch(&show_scenario),
+       "also print the effective scenario of each run (--scenario FILE is an input in score, audit and bench)");
   po::positional_options_description pos;
   pos.add("files", -1);
   po::variables_map vm;
-  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
+  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--show-scenario]", desc, pos, args, &vm)) return 0;
   if (!comms.is_root) return 0;
   // A sweep directory: its index (sim/sweep/sweep_index.h), then its runs' files in the table below.
   std::vector<std::string> run_files;

@@ -80,15 +80,18 @@ std::pair<std::string, std::string> analysis_root() {
 }
 }  // namespace
 
+constexpr const char* kReportUsage = "SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...";
+
 int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h") && comms.is_root) {
-    std::printf("usage: moerl report SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...\n"
+    std::printf("usage: moerl report %s\n"
                 "  runs the analysis report (python -m analysis; its --help lists every option).\n"
                 "  MOERL_PYTHON: the interpreter (default python3); MOERL_ANALYSIS_DIR: the directory that holds\n"
-                "  analysis/ (default: the one beside this binary, else the pip-installed package)\n");
+                "  analysis/ (default: the one beside this binary, else the pip-installed package)\n", kReportUsage);
   }
   if (!comms.is_root) return 0;
-  if (args.empty()) throw usage_error("report: no sweep directory or run file given (see moerl report --help)");
+  if (args.empty())
+    throw usage_error(cli_missing_positional("report", "SWEEP_DIR | RUN.h5", kReportUsage));
   // Every sweep directory among the arguments gets its index assembled from its plan and run files
   // first (array tasks write none; sim/sweep/sweep_assemble.h). Only directories that hold a plan
   // are touched, so options and their values pass through unharmed.

@@ -20,7 +20,7 @@ namespace {
 std::string run_notes() {
   std::string corrections, composing, forcing;
   for (const rl::CorrectionInfo& k : rl::correction_registry())
-    if (k.kind != Correction::icepop)
+    if (!rl::correction_forced_by(k.kind))
       corrections += (corrections.empty() ? "" : " | ") + std::string(correction_name(k.kind));
   for (const AlgorithmInfo& a : algorithm_registry())
     (a.correction ? forcing : composing) += std::string(", ") + a.name;
@@ -51,7 +51,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
       ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
       ("out", po::value(&opt.out), "results file (default results/<scenario name>.h5)")
       ("base", po::value(&opt.base), "start from this checkpoint instead of the scenario's cached SFT base")
-      ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
+      ("cache", po::value(&opt.cache_dir)->default_value(kCliCacheDefault), kCliCacheDoc)
       ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5); the scenario must be the run's")
       ("force", po::bool_switch(&opt.force), "overwrite existing results (with --resume: start over when the checkpoint is missing)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")

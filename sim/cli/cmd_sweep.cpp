@@ -31,7 +31,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
       ("out", po::value(&opt.out), "sweep directory (default results/<grid name>)")
       ("ranks-per-run", po::value(&opt.ranks_per_run)->default_value(1), "MPI ranks per run (must divide the rank count)")
       ("resume", po::bool_switch(&opt.resume), "continue the sweep in --out: skip finished runs, resume partial ones")
-      ("cache", po::value(&opt.cache_dir), "directory of cached base checkpoints (default <out>/cache)")
+      ("cache", po::value(&opt.cache_dir)->default_value(kCliCacheDefault), kCliCacheDoc)
       ("seeds", po::value(&seeds), "run the grid on these seeds instead of its own: 0,1,2 or 100-109")
       ("variants", po::value(&variants), "run only these of the grid's variants: grpo,control (same run ids)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors in every run")
