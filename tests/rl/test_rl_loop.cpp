@@ -20,13 +20,7 @@ namespace {
 
 RunSummary run(const Scenario& s, const std::string& out, const std::string& dir, bool resume = false,
                int max_steps = -1) {
-  RunOptions o;
-  o.out = out;
-  o.cache_dir = dir + "/cache";
-  o.progress = false;
-  o.resume = resume;
-  o.max_steps = max_steps;
-  return run_rl(s, o);
+  return test::run_quiet(s, out, dir, {.resume = resume, .max_steps = max_steps});
 }
 
 TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {

@@ -22,16 +22,7 @@ namespace {
 
 using test::ScratchDir;
 
-const char* kTiny = R"([model]
-vocab_size = 16
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_experts = 4
-top_k = 2
-d_ff = 32
-max_seq_len = 24
-[run]
+const std::string kTiny = "[model]\nvocab_size = 16\n" + test::kTinyMoeLines + R"([run]
 seed = 7
 [audit]
 prompts = 6
