@@ -207,7 +207,8 @@ void bind_sft(Fields& f, SftConfig* s) {
   bind_optim(f, "sft", &s->optim);
 }
 
-void bind_rl(Fields& f, RlConfig* r) {
+// [rl]: the algorithm and its loss.
+void bind_rl_loss(Fields& f, RlConfig* r) {
   f.str("rl.algorithm", &r->loss.algorithm, algorithm_key_doc());
   f.number("rl.clip_low", &r->loss.clip_low, algorithm_clip_doc(false));
   f.number("rl.clip_high", &r->loss.clip_high, algorithm_clip_doc(true));
@@ -236,6 +237,10 @@ void bind_rl(Fields& f, RlConfig* r) {
            "pi_old: recompute (train engine) | rollout (bypass mode)");
   f.choice("rl.routing_replay", &r->routing_replay, kRoutingReplayNames,
            "train-engine routing: none | old (R2) | rollout (R3)");
+}
+
+// [rl]: the batch of a step, sampling, responses' lengths and advantages.
+void bind_rl_batch(Fields& f, RlConfig* r) {
   f.number("rl.steps", &r->steps, "RL steps (one rollout batch each)");
   f.number("rl.prompts_per_step", &r->prompts_per_step, "prompts per step");
   f.number("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
@@ -252,6 +257,10 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.number("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
   f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
   f.number("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
+}
+
+// [rl]: the router-side stabilisers (docs/stabilisers.md).
+void bind_rl_stabilisers(Fields& f, RlConfig* r) {
   f.number("rl.router_kl_coef", &r->router_kl_coef, "router KL replay buffer: weight of KL(router || pi_old's detached router) (0 = off; 0.1 suggested)");
   f.number("rl.calib_coef", &r->calib_coef, "routing calibration: lambda of KL(train router || inference router) over the top-k (0 = off)");
   f.number("rl.calib_every", &r->calib_every, "routing calibration on every N-th step");
@@ -265,6 +274,10 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.number("rl.router_temp_down", &r->router_temp.down, "factor of the under-utilisation rule");
   f.number("rl.router_temp_up", &r->router_temp.up, "factor of the monopoly rule");
   f.boolean("rl.shared_prefix_routing", &r->shared_prefix_routing, "a prompt's routing is computed once per group and reused by its samples");
+}
+
+// [rl]: evaluation, checkpoints and the collapse rule.
+void bind_rl_schedule(Fields& f, RlConfig* r) {
   f.number("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
   f.number("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
   f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
@@ -273,6 +286,14 @@ void bind_rl(Fields& f, RlConfig* r) {
   f.number("rl.collapse_window", &r->collapse_window, "... the moving average's window in steps ...");
   f.number("rl.collapse_patience", &r->collapse_patience, "... for this many steps in a row (or any NaN/inf)");
   f.boolean("rl.continue_after_collapse", &r->continue_after_collapse, "keep training after a collapse");
+}
+
+// The [rl] keys, in the order the effective scenario writes them.
+void bind_rl(Fields& f, RlConfig* r) {
+  bind_rl_loss(f, r);
+  bind_rl_batch(f, r);
+  bind_rl_stabilisers(f, r);
+  bind_rl_schedule(f, r);
 }
 
 // Keys of a [profile.NAME] section other than `base`; prefix = "profile.NAME.".

@@ -78,6 +78,26 @@ std::pair<std::string, std::string> analysis_root() {
   }
   return {"", ""};
 }
+// The report's environment: this one without PYTHONPATH and the prefix variables, then the found
+// package first on PYTHONPATH (then the caller's), and the prefix that makes the report's refusals
+// read like every moerl error (analysis/__main__.py).
+std::vector<std::string> report_environment(const std::string& root) {
+  const char* old = std::getenv("PYTHONPATH");
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "MOERL_ERROR_PREFIX=", 19) != 0 &&
+        std::strncmp(*e, "MOERL_PROG=", 11) != 0)
+      env_store.emplace_back(*e);
+  std::string pythonpath = "PYTHONPATH=" + root;
+  if (old && *old) {
+    if (!root.empty()) pythonpath += ':';
+    pythonpath += old;
+  }
+  if (!root.empty() || (old && *old)) env_store.push_back(pythonpath);
+  env_store.push_back("MOERL_ERROR_PREFIX=moerl: error: report: ");
+  env_store.push_back("MOERL_PROG=moerl report");
+  return env_store;
+}
 }  // namespace
 
 constexpr const char* kReportUsage = "SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...";
@@ -103,21 +123,7 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
     }
   }
   const auto [root, how] = analysis_root();
-  const char* old = std::getenv("PYTHONPATH");
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "MOERL_ERROR_PREFIX=", 19) != 0 &&
-        std::strncmp(*e, "MOERL_PROG=", 11) != 0)
-      env_store.emplace_back(*e);
-  std::string pythonpath = "PYTHONPATH=" + root;  // the found package first, then the caller's
-  if (old && *old) {
-    if (!root.empty()) pythonpath += ':';
-    pythonpath += old;
-  }
-  if (!root.empty() || (old && *old)) env_store.push_back(pythonpath);
-  // the report's refusals read like every moerl error (analysis/__main__.py)
-  env_store.push_back("MOERL_ERROR_PREFIX=moerl: error: report: ");
-  env_store.push_back("MOERL_PROG=moerl report");
+  std::vector<std::string> env_store = report_environment(root);
   std::vector<char*> envp;
   for (std::string& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);
