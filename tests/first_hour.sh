@@ -3,7 +3,7 @@
 # skipping finished work and printing the comparison again, and takes the flags moerl suggests;
 # the commands' usage errors speak the usage line's words (a missing positional, a grid given to
 # run, a key in the wrong section, a missing file), carry the `moerl: error:` prefix (report
-# too), and run and sweep share one cache of base policies.
+# too), --ranks-per-run is >= 1 everywhere, and run and sweep share one cache of base policies.
 # Usage: tests/first_hour.sh MOERL_BINARY
 set -euo pipefail
 moerl=$(realpath "$1")
@@ -46,6 +46,7 @@ expect 1 "moerl: error:" "this is a grid: use moerl sweep" -- "$moerl" run "$roo
 expect 1 "moerl: error:" "unknown key 'model.steps'" "did you mean rl.steps" -- \
   "$moerl" run "$root/scenarios/quickstart.ini" --set model.steps=20
 expect 1 "moerl: error:" "nope.ini: no such file" -- "$moerl" run nope.ini
+expect 2 "moerl: error: run: --ranks-per-run 0: must be >= 1" -- "$moerl" run "$root/scenarios/quickstart.ini" --ranks-per-run 0
 expect 2 "unrecognised option '--scenario'" -- "$moerl" inspect x.h5 --scenario  # a switch no more: --show-scenario
 if /usr/bin/python3 -c "import numpy, scipy, h5py, matplotlib" 2> /dev/null; then
   MOERL_PYTHON=/usr/bin/python3 "$moerl" report "$tmp/none" > "$tmp/report.log" 2>&1 && fail "report of a missing path succeeded"
