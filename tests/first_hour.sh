@@ -59,4 +59,8 @@ fi
 sed '/^\[sweep\]/,$d' "$root/tests/sweep/tiny-grid.ini" > "$tmp/one.ini"
 "$moerl" run "$tmp/one.ini" --out "$tmp/one.h5" > "$tmp/run.log" 2>&1 || fail "run"
 grep -q "^base policy: results/cache/.*(cached)$" "$tmp/run.log" || fail "run trained the sweep's base policy again"
+# --- inspect's correction column reads the run's file (icepop's row forces its band) ---
+"$moerl" run "$tmp/one.ini" --set rl.algorithm=icepop --out "$tmp/ice.h5" > "$tmp/ice.log" 2>&1 || fail "icepop run"
+"$moerl" inspect "$tmp/ice.h5" > "$tmp/inspect.log" 2>&1 || fail "inspect"
+grep -Eq "ice\.h5 +icepop +[0-9]" "$tmp/inspect.log" || fail "inspect: no icepop correction: $(cat "$tmp/inspect.log")"
 echo "first_hour: ok"
