@@ -201,7 +201,11 @@ def plot_expert_load(runs, path, title="", vmax=None):
 
 
 def _clip_band(run):
-    """(1 − ε_low, 1 + ε_high) of a run's algorithm (negative keys = the algorithm's defaults)."""
+    """(1 − ε_low, 1 + ε_high) of a run: the resolved clip_low / clip_high the results file records
+    (docs/hdf5-schema.md); files from before those attributes fall back to the scenario's keys and
+    the defaults of the algorithms of that time (negative keys = the algorithm's default)."""
+    if "clip_low" in run.attrs and "clip_high" in run.attrs:
+        return 1 - float(run.attrs["clip_low"]), 1 + float(run.attrs["clip_high"])
     algo = run.scenario.get("rl.algorithm", "grpo")
     d_lo, d_hi = (3e-4, 4e-4) if algo == "gspo" else (0.2, 0.2)
     lo = float(run.scenario.get("rl.clip_low", -1))

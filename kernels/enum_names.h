@@ -55,4 +55,13 @@ struct EnumNames {
   std::string must_be(std::initializer_list<E> except = {}) const { return "must be " + allowed(except); }
 };
 
+// The table with its size counted from the names, for an enum whose count others read from it:
+//   inline constexpr auto kCorrectionNames = enum_names<Correction>({"none", "tis", …});
+template <class E, std::size_t N>
+constexpr EnumNames<E, N> enum_names(const char* const (&names)[N]) {
+  EnumNames<E, N> t{};
+  for (std::size_t i = 0; i < N; ++i) t.names[i] = names[i];
+  return t;
+}
+
 }  // namespace moerl

@@ -32,6 +32,7 @@
 #include "sim/io/model_io.h"
 #include "sim/io/run_identity.h"
 #include "sim/preempt.h"
+#include "sim/rl/registry.h"
 #include "sim/rl/trainer.h"
 #include "sim/sft.h"
 
@@ -346,9 +347,7 @@ void RlRun::build() {
 void RlRun::results_attributes() {
   results_.attrs["scenario"] = s_.effective_text();
   results_.attrs["scenario_hash"] = run_scenario_hash(s_.effective_text());
-  results_.attrs["algorithm"] = setup_.rl.loss.algorithm;
-  results_.attrs["routing_replay"] = routing_replay_name(setup_.rl.routing_replay);
-  results_.attrs["old_logprobs"] = old_logprobs_name(setup_.rl.old_logprobs);
+  algorithm_record_attrs(&results_, setup_.rl);
   results_.attrs["profile_rollout"] = setup_.rollout.name;
   results_.attrs["profile_train"] = setup_.train.name;
   results_.attrs["base_checkpoint"] = base_;

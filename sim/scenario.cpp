@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include <boost/program_options.hpp>
 
@@ -43,6 +44,27 @@ std::string format_float(float v) {
   return std::string(buf, r.ptr);
 }
 
+// What a bad number key is told, per type of Fields::number.
+template <class T>
+struct NumberText;
+template <>
+struct NumberText<int> {
+  static constexpr const char* out_of_range = "is outside the range of a 32-bit integer [-2147483648, 2147483647]";
+  static constexpr const char* not_one = "must be an integer";
+};
+template <>
+struct NumberText<uint64_t> {
+  static constexpr const char* out_of_range =
+      "is outside the range of a 64-bit unsigned integer [0, 18446744073709551615]";
+  static constexpr const char* not_one = "must be an integer in [0, 2^64)";
+};
+template <>
+struct NumberText<float> {
+  static constexpr const char* out_of_range =
+      "is outside the range of a 32-bit float (0, or a magnitude from 1.2e-38 to 3.4e+38)";
+  static constexpr const char* not_one = "must be a number";
+};
+
 // The key table of one scenario (or of one profile section).
 class Fields {
  public:
@@ -52,46 +74,25 @@ class Fields {
               std::function<void(const std::string&)> set, std::function<std::string()> get) {
     list.push_back(Field{key, doc, std::move(set), std::move(get)});
   }
-  void i32(const std::string& key, int* p, const std::string& doc) {
+  // An integer or float key: the whole value must read as a T (std::from_chars), in T's range.
+  template <class T>
+  void number(const std::string& key, T* p, const std::string& doc) {
     custom(key, doc,
            [p](const std::string& v) {
-             int x = 0;
+             T x{};
              auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+             // from_chars says out of range both for overflow (1e39) and, for floats, underflow (1e-50)
              if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
-               throw BadValue{"is outside the range of a 32-bit integer [-2147483648, 2147483647]"};
-             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
-               throw BadValue{"must be an integer"};
+               throw BadValue{NumberText<T>::out_of_range};
+             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) throw BadValue{NumberText<T>::not_one};
+             if constexpr (std::is_floating_point_v<T>)
+               if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
              *p = x;
            },
-           [p] { return std::to_string(*p); });
-  }
-  void u64(const std::string& key, uint64_t* p, const std::string& doc) {
-    custom(key, doc,
-           [p](const std::string& v) {
-             uint64_t x = 0;
-             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
-               throw BadValue{"is outside the range of a 64-bit unsigned integer [0, 18446744073709551615]"};
-             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
-               throw BadValue{"must be an integer in [0, 2^64)"};
-             *p = x;
-           },
-           [p] { return std::to_string(*p); });
-  }
-  void f32(const std::string& key, float* p, const std::string& doc) {
-    custom(key, doc,
-           [p](const std::string& v) {
-             float x = 0;
-             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-             // from_chars says out of range both for overflow (1e39) and for underflow (1e-50)
-             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
-               throw BadValue{"is outside the range of a 32-bit float (0, or a magnitude from 1.2e-38 to 3.4e+38)"};
-             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size())
-               throw BadValue{"must be a number"};
-             if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
-             *p = x;
-           },
-           [p] { return format_float(*p); });
+           [p] {
+             if constexpr (std::is_floating_point_v<T>) return format_float(*p);
+             else return std::to_string(*p);
+           });
   }
   void boolean(const std::string& key, bool* p, const std::string& doc) {
     custom(key, doc,
@@ -132,33 +133,33 @@ class Fields {
 // ---- the key tables: one line per key ----------------------------------------------------------
 
 void bind_model(Fields& f, ModelConfig* m) {
-  f.i32("model.vocab_size", &m->vocab_size, "V: vocabulary size");
-  f.i32("model.d_model", &m->d_model, "D: residual width");
-  f.i32("model.n_layers", &m->n_layers, "L: transformer blocks");
-  f.i32("model.n_heads", &m->n_heads, "H: attention heads (D/H even, for RoPE)");
-  f.i32("model.n_experts", &m->n_experts, "E: routed experts per MoE layer; 0 = the dense twin");
-  f.i32("model.top_k", &m->top_k, "K: experts per token (dense twin: MLP width top_k*d_ff)");
-  f.i32("model.d_ff", &m->d_ff, "F: SwiGLU width of one expert");
-  f.i32("model.shared_expert_ff", &m->shared_expert_ff, "width of an always-on shared expert (0 = none)");
-  f.i32("model.max_seq_len", &m->max_seq_len, "longest sequence (KV cache, RoPE table)");
-  f.f32("model.rope_theta", &m->rope_theta, "RoPE base: theta_j = rope_theta^(-2j/d_head)");
-  f.f32("model.norm_eps", &m->norm_eps, "RMSNorm epsilon");
+  f.number("model.vocab_size", &m->vocab_size, "V: vocabulary size");
+  f.number("model.d_model", &m->d_model, "D: residual width");
+  f.number("model.n_layers", &m->n_layers, "L: transformer blocks");
+  f.number("model.n_heads", &m->n_heads, "H: attention heads (D/H even, for RoPE)");
+  f.number("model.n_experts", &m->n_experts, "E: routed experts per MoE layer; 0 = the dense twin");
+  f.number("model.top_k", &m->top_k, "K: experts per token (dense twin: MLP width top_k*d_ff)");
+  f.number("model.d_ff", &m->d_ff, "F: SwiGLU width of one expert");
+  f.number("model.shared_expert_ff", &m->shared_expert_ff, "width of an always-on shared expert (0 = none)");
+  f.number("model.max_seq_len", &m->max_seq_len, "longest sequence (KV cache, RoPE table)");
+  f.number("model.rope_theta", &m->rope_theta, "RoPE base: theta_j = rope_theta^(-2j/d_head)");
+  f.number("model.norm_eps", &m->norm_eps, "RMSNorm epsilon");
   f.boolean("model.norm_topk_prob", &m->norm_topk_prob, "renormalise the k gate weights to sum to 1");
   f.choice("model.scoring", &m->scoring, kScoringNames, "router scoring: softmax | sigmoid");
   f.boolean("model.expert_bias", &m->expert_bias, "aux-loss-free expert selection bias (DeepSeek-V3)");
-  f.f32("model.bias_update_rate", &m->bias_update_rate, "u in b_e += u*sign(mean load - load_e)");
+  f.number("model.bias_update_rate", &m->bias_update_rate, "u in b_e += u*sign(mean load - load_e)");
   f.choice("model.load_balance", &m->load_balance, kLoadBalanceNames,
            "load-balancing loss: none | aux_loss | seq_aux_loss");
-  f.f32("model.aux_loss_coef", &m->aux_loss_coef, "coefficient of the load-balancing loss");
-  f.f32("model.z_loss_coef", &m->z_loss_coef, "coefficient of the router z-loss (0 = off)");
-  f.f32("model.init_std", &m->init_std, "weights ~ N(0, init_std^2); norms start at 1");
+  f.number("model.aux_loss_coef", &m->aux_loss_coef, "coefficient of the load-balancing loss");
+  f.number("model.z_loss_coef", &m->z_loss_coef, "coefficient of the router z-loss (0 = off)");
+  f.number("model.init_std", &m->init_std, "weights ~ N(0, init_std^2); norms start at 1");
 }
 
 void bind_run(Fields& f, RunConfig* r) {
-  f.u64("run.seed", &r->seed, "root seed of every named stream (init, data, sampling)");
+  f.number("run.seed", &r->seed, "root seed of every named stream (init, data, sampling)");
   f.boolean("run.deterministic", &r->deterministic,
             "sums over the batch in canonical chunks: bit-identical results on any rank count dividing run.reduce_chunks");
-  f.i32("run.reduce_chunks", &r->reduce_chunks, "C: chunks of the batch in deterministic mode (a multiple of every data-parallel size used)");
+  f.number("run.reduce_chunks", &r->reduce_chunks, "C: chunks of the batch in deterministic mode (a multiple of every data-parallel size used)");
   f.choice("run.backend", &r->backend, kBackendNames, "where the model's ops run: cpu | cuda (one GPU per rank)");
 }
 
@@ -168,108 +169,131 @@ void bind_engines(Fields& f, EnginesConfig* e) {
 }
 
 void bind_audit(Fields& f, AuditConfig* a) {
-  f.i32("audit.prompts", &a->prompts, "sequences sampled when no tokens are given");
-  f.i32("audit.prompt_len", &a->prompt_len, "uniform random prompt tokens per sequence");
-  f.i32("audit.response_len", &a->response_len, "tokens sampled per sequence under profile A");
-  f.f32("audit.temperature", &a->temperature, "sampling temperature (0 = greedy)");
+  f.number("audit.prompts", &a->prompts, "sequences sampled when no tokens are given");
+  f.number("audit.prompt_len", &a->prompt_len, "uniform random prompt tokens per sequence");
+  f.number("audit.response_len", &a->response_len, "tokens sampled per sequence under profile A");
+  f.number("audit.temperature", &a->temperature, "sampling temperature (0 = greedy)");
 }
 
 void bind_bench(Fields& f, BenchConfig* b) {
-  f.i32("bench.sequences", &b->sequences, "sequences per batch");
-  f.i32("bench.seq_len", &b->seq_len, "sequence length of the timed training step");
-  f.i32("bench.prompt_len", &b->prompt_len, "prompt length of the timed generation (prefill)");
-  f.i32("bench.decode_steps", &b->decode_steps, "tokens generated per sequence (KV-cache decode)");
+  f.number("bench.sequences", &b->sequences, "sequences per batch");
+  f.number("bench.seq_len", &b->seq_len, "sequence length of the timed training step");
+  f.number("bench.prompt_len", &b->prompt_len, "prompt length of the timed generation (prefill)");
+  f.number("bench.decode_steps", &b->decode_steps, "tokens generated per sequence (KV-cache decode)");
 }
 
 void bind_optim(Fields& f, const std::string& sec, OptimConfig* o) {
-  f.f32(sec + ".lr", &o->lr, "peak learning rate");
-  f.f32(sec + ".beta1", &o->beta1, "AdamW beta1");
-  f.f32(sec + ".beta2", &o->beta2, "AdamW beta2");
-  f.f32(sec + ".eps", &o->eps, "AdamW epsilon");
-  f.f32(sec + ".weight_decay", &o->weight_decay, "decoupled weight decay (matrices only)");
-  f.f32(sec + ".grad_clip", &o->grad_clip, "max global gradient L2 norm (0 = off)");
-  f.i32(sec + ".warmup_steps", &o->warmup_steps, "linear warm-up steps, then cosine decay");
-  f.f32(sec + ".min_lr_ratio", &o->min_lr_ratio, "cosine floor as a share of lr");
+  f.number(sec + ".lr", &o->lr, "peak learning rate");
+  f.number(sec + ".beta1", &o->beta1, "AdamW beta1");
+  f.number(sec + ".beta2", &o->beta2, "AdamW beta2");
+  f.number(sec + ".eps", &o->eps, "AdamW epsilon");
+  f.number(sec + ".weight_decay", &o->weight_decay, "decoupled weight decay (matrices only)");
+  f.number(sec + ".grad_clip", &o->grad_clip, "max global gradient L2 norm (0 = off)");
+  f.number(sec + ".warmup_steps", &o->warmup_steps, "linear warm-up steps, then cosine decay");
+  f.number(sec + ".min_lr_ratio", &o->min_lr_ratio, "cosine floor as a share of lr");
 }
 
 void bind_task(Fields& f, TaskConfig* t) {
   f.str("task.name", &t->name, task_key_doc());
-  f.i32("task.length", &t->length, "values per prompt (modadd: digits per operand)");
-  f.i32("task.base", &t->base, "value range / digit base");
+  f.number("task.length", &t->length, "values per prompt (modadd: digits per operand)");
+  f.number("task.base", &t->base, "value range / digit base");
   f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions (EOS tasks: over the longer of answer and response)");
   f.boolean("task.eos", &t->eos, "sort/reverse/modadd: the answer ends with an EOS token and generation ends at EOS (bubble always does)");
 }
 
 void bind_sft(Fields& f, SftConfig* s) {
-  f.i32("sft.steps", &s->steps, "supervised warm-up steps making the base policy (0 = fresh init)");
-  f.i32("sft.batch", &s->batch, "examples per warm-up step");
+  f.number("sft.steps", &s->steps, "supervised warm-up steps making the base policy (0 = fresh init)");
+  f.number("sft.batch", &s->batch, "examples per warm-up step");
   bind_optim(f, "sft", &s->optim);
 }
 
-void bind_rl(Fields& f, RlConfig* r) {
+// [rl]: the algorithm and its loss.
+void bind_rl_loss(Fields& f, RlConfig* r) {
   f.str("rl.algorithm", &r->loss.algorithm, algorithm_key_doc());
-  f.f32("rl.clip_low", &r->loss.clip_low, algorithm_clip_doc(false));
-  f.f32("rl.clip_high", &r->loss.clip_high, algorithm_clip_doc(true));
-  f.f32("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");
+  f.number("rl.clip_low", &r->loss.clip_low, algorithm_clip_doc(false));
+  f.number("rl.clip_high", &r->loss.clip_high, algorithm_clip_doc(true));
+  f.number("rl.dual_clip", &r->loss.dual_clip, "dual-clip constant c for A < 0 (0 = off)");
   f.choice("rl.aggregation", &r->loss.aggregation, kAggregationNames,
            "token-mean | seq-mean-token-mean | seq-mean-token-sum (gspo forces seq-mean-token-mean)");
   f.custom("rl.correction", rl::correction_key_doc(),
            [r](const std::string& v) {
-             if (!correction_parse(v, &r->loss.correction) || r->loss.correction == Correction::icepop)
-               throw BadValue{kCorrectionNames.must_be({Correction::icepop}) +
-                              " (for icepop set rl.algorithm = icepop)"};
+             if (!correction_parse(v, &r->loss.correction) || rl::correction_forced_by(r->loss.correction))
+               throw BadValue{rl::correction_must_be()};
            },
-           [r] { return std::string(correction_name(r->loss.correction == Correction::icepop ? Correction::none : r->loss.correction)); });
-  f.f32("rl.correction_cap", &r->loss.correction_cap, "C: tis / tis+seq-mis truncate rho_t at C, mis masks rho_t > C, seq-tis / seq-tis-geo truncate the sequence ratio at C");
-  f.f32("rl.correction_cap_low", &r->loss.correction_cap_low, "C_low: tis / tis+seq-mis raise rho_t below C_low to C_low (0 = no lower truncation; Miles: 0.5)");
-  f.f32("rl.seq_mask_low", &r->loss.seq_mask_low, "seq-mis / tis+seq-mis: keep a sequence whose geometric-mean rho is >= this ...");
-  f.f32("rl.seq_mask_high", &r->loss.seq_mask_high, "... and <= this (slime/Miles: [0.99, 1.001])");
-  f.f32("rl.seq_k3_max", &r->loss.seq_k3_max, "seq-max-k3: drop a sequence whose max token k3 = rho - 1 - log rho exceeds this");
-  f.f32("rl.icepop_low", &r->loss.icepop_low, "IcePop band lower bound alpha on pi_old/pi_rollout");
-  f.f32("rl.icepop_high", &r->loss.icepop_high, "IcePop band upper bound beta");
-  f.f32("rl.rspo_floor", &r->loss.rspo_floor, "RSPO floor gamma_min of the router-shift weight");
-  f.f32("rl.kl_coef", &r->loss.kl_coef, "coefficient of the k3 KL to the base policy (0 = off)");
+           [r] {
+             const bool forced = rl::correction_forced_by(r->loss.correction) != nullptr;
+             return std::string(correction_name(forced ? Correction::none : r->loss.correction));
+           });
+  f.number("rl.correction_cap", &r->loss.correction_cap, "C: tis / tis+seq-mis truncate rho_t at C, mis masks rho_t > C, seq-tis / seq-tis-geo truncate the sequence ratio at C");
+  f.number("rl.correction_cap_low", &r->loss.correction_cap_low, "C_low: tis / tis+seq-mis raise rho_t below C_low to C_low (0 = no lower truncation; Miles: 0.5)");
+  f.number("rl.seq_mask_low", &r->loss.seq_mask_low, "seq-mis / tis+seq-mis: keep a sequence whose geometric-mean rho is >= this ...");
+  f.number("rl.seq_mask_high", &r->loss.seq_mask_high, "... and <= this (slime/Miles: [0.99, 1.001])");
+  f.number("rl.seq_k3_max", &r->loss.seq_k3_max, "seq-max-k3: drop a sequence whose max token k3 = rho - 1 - log rho exceeds this");
+  f.number("rl.icepop_low", &r->loss.icepop_low, "IcePop band lower bound alpha on pi_old/pi_rollout");
+  f.number("rl.icepop_high", &r->loss.icepop_high, "IcePop band upper bound beta");
+  f.number("rl.rspo_floor", &r->loss.rspo_floor, "RSPO floor gamma_min of the router-shift weight");
+  f.number("rl.kl_coef", &r->loss.kl_coef, "coefficient of the k3 KL to the base policy (0 = off)");
   f.choice("rl.old_logprobs", &r->old_logprobs, kOldLogprobsNames,
            "pi_old: recompute (train engine) | rollout (bypass mode)");
   f.choice("rl.routing_replay", &r->routing_replay, kRoutingReplayNames,
            "train-engine routing: none | old (R2) | rollout (R3)");
-  f.i32("rl.steps", &r->steps, "RL steps (one rollout batch each)");
-  f.i32("rl.prompts_per_step", &r->prompts_per_step, "prompts per step");
-  f.i32("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
-  f.i32("rl.minibatches", &r->minibatches, "optimizer steps per rollout batch (later ones off-policy)");
-  f.f32("rl.temperature", &r->sampling.temperature, "sampling temperature (0 = greedy)");
-  f.i32("rl.max_response_len", &r->max_response_len, "EOS tasks: response length limit in tokens, EOS included (0 = the task's longest answer); a response reaching it without EOS is truncated");
-  f.f32("rl.truncated_reward", &r->truncated_reward, "reward of a truncated response");
-  f.i32("rl.overlong_buffer", &r->overlong_buffer, "DAPO soft overlong penalty over the last N tokens before rl.max_response_len (0 = off)");
-  f.f32("rl.overlong_penalty", &r->overlong_penalty, "the overlong penalty falls linearly from 0 to -this across the buffer");
+}
+
+// [rl]: the batch of a step, sampling, responses' lengths and advantages.
+void bind_rl_batch(Fields& f, RlConfig* r) {
+  f.number("rl.steps", &r->steps, "RL steps (one rollout batch each)");
+  f.number("rl.prompts_per_step", &r->prompts_per_step, "prompts per step");
+  f.number("rl.group_size", &r->group_size, "samples per prompt (GRPO group)");
+  f.number("rl.minibatches", &r->minibatches, "optimizer steps per rollout batch (later ones off-policy)");
+  f.number("rl.temperature", &r->sampling.temperature, "sampling temperature (0 = greedy)");
+  f.number("rl.max_response_len", &r->max_response_len, "EOS tasks: response length limit in tokens, EOS included (0 = the task's longest answer); a response reaching it without EOS is truncated");
+  f.number("rl.truncated_reward", &r->truncated_reward, "reward of a truncated response");
+  f.number("rl.overlong_buffer", &r->overlong_buffer, "DAPO soft overlong penalty over the last N tokens before rl.max_response_len (0 = off)");
+  f.number("rl.overlong_penalty", &r->overlong_penalty, "the overlong penalty falls linearly from 0 to -this across the buffer");
   f.boolean("rl.mask_truncated", &r->mask_truncated, "leave truncated responses out of the loss (DAPO overlong filtering)");
   f.boolean("rl.filter_groups", &r->filter_groups, "DAPO dynamic sampling: groups whose rewards are all equal leave the loss (the batch shrinks, no refill)");
-  f.f32("rl.top_p", &r->sampling.top_p, "nucleus sampling mass");
+  f.number("rl.top_p", &r->sampling.top_p, "nucleus sampling mass");
   f.boolean("rl.adv_std_norm", &r->adv_std_norm, "divide advantages by the group std (false = Dr.GRPO)");
-  f.f32("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
+  f.number("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
   f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
-  f.i32("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
-  f.f32("rl.router_kl_coef", &r->router_kl_coef, "router KL replay buffer: weight of KL(router || pi_old's detached router) (0 = off; 0.1 suggested)");
-  f.f32("rl.calib_coef", &r->calib_coef, "routing calibration: lambda of KL(train router || inference router) over the top-k (0 = off)");
-  f.i32("rl.calib_every", &r->calib_every, "routing calibration on every N-th step");
+  f.number("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
+}
+
+// [rl]: the router-side stabilisers (docs/stabilisers.md).
+void bind_rl_stabilisers(Fields& f, RlConfig* r) {
+  f.number("rl.router_kl_coef", &r->router_kl_coef, "router KL replay buffer: weight of KL(router || pi_old's detached router) (0 = off; 0.1 suggested)");
+  f.number("rl.calib_coef", &r->calib_coef, "routing calibration: lambda of KL(train router || inference router) over the top-k (0 = off)");
+  f.number("rl.calib_every", &r->calib_every, "routing calibration on every N-th step");
   f.choice("rl.calib_schedule", &r->calib_schedule, kRampScheduleNames,
            "lambda over training: constant | linear | sigmoid");
-  f.f32("rl.calib_temperature", &r->calib_temperature, "temperature T of the calibration's top-k distributions");
+  f.number("rl.calib_temperature", &r->calib_temperature, "temperature T of the calibration's top-k distributions");
   f.boolean("rl.grad_surgery", &r->grad_surgery, "project regulariser gradients that conflict with the policy gradient off the routers");
-  f.i32("rl.router_temp_every", &r->router_temp_every, "router temperature control every N steps (0 = off)");
-  f.f32("rl.router_temp_min_util", &r->router_temp.min_utilisation, "temperature x router_temp_down when fewer than this share of experts get tokens");
-  f.f32("rl.router_temp_monopoly", &r->router_temp.monopoly, "temperature x router_temp_up when one expert takes more than this share");
-  f.f32("rl.router_temp_down", &r->router_temp.down, "factor of the under-utilisation rule");
-  f.f32("rl.router_temp_up", &r->router_temp.up, "factor of the monopoly rule");
+  f.number("rl.router_temp_every", &r->router_temp_every, "router temperature control every N steps (0 = off)");
+  f.number("rl.router_temp_min_util", &r->router_temp.min_utilisation, "temperature x router_temp_down when fewer than this share of experts get tokens");
+  f.number("rl.router_temp_monopoly", &r->router_temp.monopoly, "temperature x router_temp_up when one expert takes more than this share");
+  f.number("rl.router_temp_down", &r->router_temp.down, "factor of the under-utilisation rule");
+  f.number("rl.router_temp_up", &r->router_temp.up, "factor of the monopoly rule");
   f.boolean("rl.shared_prefix_routing", &r->shared_prefix_routing, "a prompt's routing is computed once per group and reused by its samples");
-  f.i32("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
-  f.i32("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
+}
+
+// [rl]: evaluation, checkpoints and the collapse rule.
+void bind_rl_schedule(Fields& f, RlConfig* r) {
+  f.number("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
+  f.number("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
   f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
-  f.i32("rl.checkpoint_every", &r->checkpoint_every, "steps between checkpoints (0 = at the end)");
-  f.f32("rl.collapse_frac", &r->collapse_frac, "collapse: reward moving average below this share of its running peak ...");
-  f.i32("rl.collapse_window", &r->collapse_window, "... the moving average's window in steps ...");
-  f.i32("rl.collapse_patience", &r->collapse_patience, "... for this many steps in a row (or any NaN/inf)");
+  f.number("rl.checkpoint_every", &r->checkpoint_every, "steps between checkpoints (0 = at the end)");
+  f.number("rl.collapse_frac", &r->collapse_frac, "collapse: reward moving average below this share of its running peak ...");
+  f.number("rl.collapse_window", &r->collapse_window, "... the moving average's window in steps ...");
+  f.number("rl.collapse_patience", &r->collapse_patience, "... for this many steps in a row (or any NaN/inf)");
   f.boolean("rl.continue_after_collapse", &r->continue_after_collapse, "keep training after a collapse");
+}
+
+// The [rl] keys, in the order the effective scenario writes them.
+void bind_rl(Fields& f, RlConfig* r) {
+  bind_rl_loss(f, r);
+  bind_rl_batch(f, r);
+  bind_rl_stabilisers(f, r);
+  bind_rl_schedule(f, r);
 }
 
 // Keys of a [profile.NAME] section other than `base`; prefix = "profile.NAME.".
@@ -277,15 +301,15 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
   f.choice(x + "matmul", &p->matmul, kFormatNames, "operand format of attention projections, experts, dense MLP");
   f.choice(x + "act_scaling", &p->act_scaling, kScalingNames, "scaling of quantised activation operands");
   f.choice(x + "weight_scaling", &p->weight_scaling, kScalingNames, "scaling of quantised weight operands");
-  f.i32(x + "scale_block", &p->scale_block, "B of the 1xB / BxB scaling blocks");
-  f.i32(x + "accum_bits", &p->accum_bits, "fraction bits of the limited accumulator (0 = FP32)");
-  f.i32(x + "promote_every", &p->promote_every, "products summed before promotion to FP32");
+  f.number(x + "scale_block", &p->scale_block, "B of the 1xB / BxB scaling blocks");
+  f.number(x + "accum_bits", &p->accum_bits, "fraction bits of the limited accumulator (0 = FP32)");
+  f.number(x + "promote_every", &p->promote_every, "products summed before promotion to FP32");
   f.choice(x + "router", &p->router, kFormatNames, "operand format of the router GEMM");
   f.choice(x + "attention", &p->attention, kFormatNames, "operand format of QK^T and P*V");
   f.choice(x + "lm_head", &p->lm_head, kFormatNames, "operand format of the LM head");
   f.choice(x + "activations", &p->activations, kFormatNames, "storage format of every op's output");
   f.choice(x + "router_logits", &p->router_logits, kFormatNames, "storage format of router logits before top-k");
-  f.f32(x + "router_noise", &p->router_noise,
+  f.number(x + "router_noise", &p->router_noise,
         "sigma of artificial Gaussian noise on router logits before top-k (a mismatch dial; 0 = off)");
   f.order(x + "gemm_order", &p->gemm_order, "reduction order of linear layers");
   f.order(x + "norm_order", &p->norm_order, "reduction order of the RMSNorm sum of squares");
@@ -301,19 +325,19 @@ void bind_profile(Fields& f, const std::string& x, NumericsProfile* p) {
                throw BadValue{"must be none, contiguous or strided:N with N in 2..4096"};
            },
            [p] { return ep_layout_name(p->ep_layout); });
-  f.u64(x + "seed", &p->seed, "seed of this profile's noise streams");
+  f.number(x + "seed", &p->seed, "seed of this profile's noise streams");
 }
 
 void bind_precursors(Fields& f, PrecursorConfig* p) {
-  f.i32("precursors.window", &p->window, "trailing window W (steps) whose median m every precursor flag compares with");
-  f.f32("precursors.k3_rise", &p->k3_rise, "pre_k3_rise: rc_k3 > k3_rise * m");
-  f.f32("precursors.grad_norm_spike", &p->grad_norm_spike, "pre_grad_norm_spike: grad_norm > grad_norm_spike * m");
-  f.f32("precursors.grad_norm_drop", &p->grad_norm_drop, "pre_grad_norm_drop: grad_norm < grad_norm_drop * m");
-  f.f32("precursors.entropy_spike", &p->entropy_spike, "pre_entropy_spike: entropy > entropy_spike * m");
-  f.f32("precursors.clip_burst", &p->clip_burst, "pre_clip_burst: clip_frac > max(clip_burst * m, m + clip_burst_floor)");
-  f.f32("precursors.clip_burst_floor", &p->clip_burst_floor, "absolute part of the clip-burst rule");
-  f.f32("precursors.ess_drop", &p->ess_drop, "pre_ess_drop: rc_ess_token < ess_drop * m");
-  f.f32("precursors.length_surge", &p->length_surge, "pre_length_surge: response_length_mean > length_surge * m");
+  f.number("precursors.window", &p->window, "trailing window W (steps) whose median m every precursor flag compares with");
+  f.number("precursors.k3_rise", &p->k3_rise, "pre_k3_rise: rc_k3 > k3_rise * m");
+  f.number("precursors.grad_norm_spike", &p->grad_norm_spike, "pre_grad_norm_spike: grad_norm > grad_norm_spike * m");
+  f.number("precursors.grad_norm_drop", &p->grad_norm_drop, "pre_grad_norm_drop: grad_norm < grad_norm_drop * m");
+  f.number("precursors.entropy_spike", &p->entropy_spike, "pre_entropy_spike: entropy > entropy_spike * m");
+  f.number("precursors.clip_burst", &p->clip_burst, "pre_clip_burst: clip_frac > max(clip_burst * m, m + clip_burst_floor)");
+  f.number("precursors.clip_burst_floor", &p->clip_burst_floor, "absolute part of the clip-burst rule");
+  f.number("precursors.ess_drop", &p->ess_drop, "pre_ess_drop: rc_ess_token < ess_drop * m");
+  f.number("precursors.length_surge", &p->length_surge, "pre_length_surge: response_length_mean > length_surge * m");
 }
 
 void bind_fixed(Fields& f, Scenario* s) {
@@ -406,10 +430,15 @@ void BenchConfig::validate() const {
 
 // ---- parsing ------------------------------------------------------------------------------------
 
-Scenario Scenario::parse(const std::string& text, const std::string& source,
-                         const std::vector<std::string>& overrides) {
-  // 1. Tokenise: Program_options reads sections and keys; every key is "unregistered" here
-  //    because the key table below, not Program_options, knows the types.
+namespace {
+
+using RawKeys = std::map<std::string, RawValue>;                      // key → value and origin
+using ProfileKeys = std::map<std::string, std::map<std::string, RawValue>>;  // NAME → field → value
+
+// Phase 1: the file's keys, then the --set overrides over them. Program_options reads sections
+// and keys; every key is "unregistered" here because the key table, not Program_options, knows
+// the types.
+RawKeys scenario_tokenise(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
   std::vector<std::pair<std::string, RawValue>> entries;
   try {
     std::istringstream in(text_strip_bom(text));  // a leading byte-order mark is not part of the text
@@ -422,7 +451,7 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
   } catch (const po::error& e) {
     throw std::invalid_argument(source + ": " + text_visible(e.what()));
   }
-  std::map<std::string, RawValue> raw;
+  RawKeys raw;
   for (auto& [key, v] : entries) {
     if (raw.count(key))
       throw std::invalid_argument(source + ": key '" + text_visible(key) + "' is given more than once");
@@ -438,15 +467,55 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
                                   text_visible(key) + "' has no section)");
     raw[key] = RawValue{trim(o.substr(eq + 1)), "--set"};
   }
+  return raw;
+}
 
-  // 2. Fixed sections through the key table.
-  Scenario s;
-  s.source_ = source;
-  Fields fixed;
-  bind_fixed(fixed, &s);
+// " (did you mean rl.steps?)": the nearest key by spelling, else the keys of other sections with
+// the same field name (model.steps → rl.steps or sft.steps).
+std::string did_you_mean_key(const std::string& key, const std::vector<std::string>& known) {
+  const std::string near = did_you_mean(key, known);
+  const size_t dot = key.find('.');
+  if (!near.empty() || dot == std::string::npos) return near;
+  std::vector<std::string> same_field;
+  for (const std::string& k : known)
+    if (k.size() > key.size() - dot && k.compare(k.size() - (key.size() - dot), std::string::npos, key, dot) == 0)
+      same_field.push_back(k);
+  return same_field.empty() ? "" : " (did you mean " + allowed_list(same_field) + "?)";
+}
+
+// The message of a key no table knows: outside any section, in an unknown section, or unknown in
+// its section.
+std::string unknown_key_message(const std::string& key, const RawValue& v, const std::vector<std::string>& known) {
+  const size_t dot = key.find('.');
+  if (dot == std::string::npos)
+    return v.origin + ": key '" + text_visible(key) + "' outside any section" + did_you_mean_key(key, known) +
+           "; sections: " + kSections;
+  const std::string section = key.substr(0, dot);
+  if (section == "sweep")
+    return v.origin + ": [sweep] (key '" + text_visible(key) + "'): this is a grid: use moerl sweep " + v.origin +
+           " (moerl run takes a scenario without a [sweep] section; docs/sweeps.md)";
+  bool known_section = false;
+  for (const std::string& k : known) known_section = known_section || k.compare(0, dot + 1, key, 0, dot + 1) == 0;
+  if (!known_section)
+    return v.origin + ": unknown section [" + text_visible(section) + "] (key '" + text_visible(key) + "')" +
+           did_you_mean_key(key, known) + "; sections: " + kSections;
+  return v.origin + ": unknown key '" + text_visible(key) + "'" + did_you_mean_key(key, known);
+}
+
+// Sets `key` through its field; a bad value names the origin, the key, the value and what is allowed.
+void field_set(const Field& f, const std::string& key, const RawValue& v) {
+  try {
+    f.set(v.value);
+  } catch (const BadValue& b) {
+    throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + b.allowed);
+  }
+}
+
+// Phase 2: the fixed sections through the key table; profile keys are set aside for phase 3.
+ProfileKeys scenario_apply_fixed(const RawKeys& raw, const Fields& fixed) {
   std::vector<std::string> fixed_keys;
   for (const Field& f : fixed.list) fixed_keys.push_back(f.key);
-  std::map<std::string, std::map<std::string, RawValue>> profile_raw;  // NAME → field → value
+  ProfileKeys profile_raw;
   for (const auto& [key, v] : raw) {
     if (key.rfind("profile.", 0) == 0) {
       const std::string rest = key.substr(8);
@@ -458,128 +527,130 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
       profile_raw[rest.substr(0, dot)][rest.substr(dot + 1)] = v;
       continue;
     }
-    auto it = std::find_if(fixed.list.begin(), fixed.list.end(),
-                           [&](const Field& f) { return f.key == key; });
-    if (it == fixed.list.end()) {
-      const size_t dot = key.find('.');
-      const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
-      const bool known_section = section == "model" || section == "run" || section == "engines" ||
-                                 section == "rl" || section == "precursors" || section == "task" || section == "optim" || section == "sft" ||
-                                 section == "audit" || section == "bench";
-      if (dot == std::string::npos)
-        throw std::invalid_argument(v.origin + ": key '" + text_visible(key) + "' outside any section" +
-                                    did_you_mean(key, fixed_keys) + "; sections: " + kSections);
-      if (!known_section)
-        throw std::invalid_argument(v.origin + ": unknown section [" + text_visible(section) + "] (key '" + text_visible(key) +
-                                    "')" + did_you_mean(key, fixed_keys) + "; sections: " +
-                                    kSections);
-      throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" +
-                                  did_you_mean(key, fixed_keys));
-    }
-    try {
-      it->set(v.value);
-    } catch (const BadValue& b) {
-      throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + b.allowed);
-    }
+    auto it = std::find_if(fixed.list.begin(), fixed.list.end(), [&](const Field& f) { return f.key == key; });
+    if (it == fixed.list.end()) throw std::invalid_argument(unknown_key_message(key, v, fixed_keys));
+    field_set(*it, key, v);
   }
+  return profile_raw;
+}
 
-  // 3. User profiles: start from the base built-in, then apply the section's fields.
-  for (auto& [name, fields_raw] : profile_raw) {
-    std::string base = "fp32-ref";
-    auto b = fields_raw.find("base");
-    if (b != fields_raw.end()) base = b->second.value;
-    NumericsProfile p;
-    if (!profile_builtin(base, &p))
-      throw std::invalid_argument(
-          (b != fields_raw.end() ? b->second.origin : source) + ": profile." + name +
-          ".base = " + text_visible(base) + ": must be a built-in profile (" + profile_builtin_names() + ")");
-    p.name = name;
-    Fields pf;
-    const std::string prefix = "profile." + name + ".";
-    bind_profile(pf, prefix, &p);
-    std::vector<std::string> known = {prefix + "base"};
-    for (const Field& f : pf.list) known.push_back(f.key);
-    for (const auto& [field, v] : fields_raw) {
-      if (field == "base") continue;
-      const std::string key = prefix + field;
-      auto it = std::find_if(pf.list.begin(), pf.list.end(),
-                             [&](const Field& f) { return f.key == key; });
-      if (it == pf.list.end())
-        throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" +
-                                    did_you_mean(key, known));
-      try {
-        it->set(v.value);
-      } catch (const BadValue& bad) {
-        throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + bad.allowed);
-      }
-    }
-    try {
-      p.validate();
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(source + ": " + text_visible(e.what()));
-    }
-    s.profiles.push_back(p);
+// Phase 3: one user profile: its base built-in, then its section's fields, validated.
+NumericsProfile scenario_profile(const std::string& name, const std::map<std::string, RawValue>& fields_raw,
+                                 const std::string& source) {
+  std::string base = "fp32-ref";
+  auto b = fields_raw.find("base");
+  if (b != fields_raw.end()) base = b->second.value;
+  NumericsProfile p;
+  if (!profile_builtin(base, &p))
+    throw std::invalid_argument((b != fields_raw.end() ? b->second.origin : source) + ": profile." + name +
+                                ".base = " + text_visible(base) + ": must be a built-in profile (" +
+                                profile_builtin_names() + ")");
+  p.name = name;
+  Fields pf;
+  const std::string prefix = "profile." + name + ".";
+  bind_profile(pf, prefix, &p);
+  std::vector<std::string> known = {prefix + "base"};
+  for (const Field& f : pf.list) known.push_back(f.key);
+  for (const auto& [field, v] : fields_raw) {
+    if (field == "base") continue;
+    const std::string key = prefix + field;
+    auto it = std::find_if(pf.list.begin(), pf.list.end(), [&](const Field& f) { return f.key == key; });
+    if (it == pf.list.end())
+      throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" + did_you_mean(key, known));
+    field_set(*it, key, v);
   }
-
-  // 4. Validate once, whole structs and cross-references.
   try {
-    s.model.validate();
-    s.run.validate();
-    s.audit.validate();
-    s.bench.validate();
-    s.task.validate();
-    s.optim.validate("optim");
-    s.sft.validate();
-    s.rl.resolve();
-    s.rl.validate();
-    {  // the task must fit the model
-      const auto task = task_create(s.task);
-      if (task->vocab_size() > s.model.vocab_size)
-        throw std::invalid_argument("task." + s.task.name + " with task.base = " + std::to_string(s.task.base) +
-                                    " uses " + std::to_string(task->vocab_size()) +
-                                    " token ids: needs model.vocab_size >= " + std::to_string(task->vocab_size()) +
-                                    " (is " + std::to_string(s.model.vocab_size) + ")");
-      const int T = task->prompt_len() + rl_response_limit(s.rl, *task);
-      if (T > s.model.max_seq_len)
-        throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
-                                    (task->ends_at_eos() ? " and rl.max_response_len = " + std::to_string(s.rl.max_response_len) : std::string()) +
-                                    " makes sequences of " + (task->ends_at_eos() ? "up to " : "") + std::to_string(T) +
-                                    " tokens: needs model.max_seq_len >= " + std::to_string(T) +
-                                    " (is " + std::to_string(s.model.max_seq_len) + ")");
-    }
-    if (!s.has_profile(s.rl.eval_profile))
-      throw std::invalid_argument("rl.eval_profile = " + s.rl.eval_profile + ": unknown profile (built-in: " +
-                                  profile_builtin_names() + ")");
-    for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"engines.rollout", &s.engines.rollout},
-                                    {"engines.train", &s.engines.train}}) {
-      if (!s.has_profile(*name)) {
-        std::string user;
-        for (const NumericsProfile& p : s.profiles) user += ", " + p.name;
-        throw std::invalid_argument(std::string(key) + " = " + *name +
-                                    ": unknown profile (built-in: " + profile_builtin_names() +
-                                    (user.empty() ? "" : "; user:" + user.substr(1)) + ")");
-      }
-    }
+    p.validate();
   } catch (const std::invalid_argument& e) {
-    // Blame where the value came from: the file, or --set.
-    const std::string what = e.what();
-    std::string origin = source;
-    for (const auto& [key, v] : raw)
-      if (what.rfind(key + " = ", 0) == 0) origin = v.origin;
-    throw std::invalid_argument(origin + ": " + text_visible(what));
+    throw std::invalid_argument(source + ": " + text_visible(e.what()));
   }
+  return p;
+}
 
-  // 5. The effective text: every key, canonical form.
+// The task must fit the model: its token ids in the vocabulary, its sequences in max_seq_len.
+void scenario_check_task_fits(const Scenario& s) {
+  const auto task = task_create(s.task);
+  if (task->vocab_size() > s.model.vocab_size)
+    throw std::invalid_argument("task." + s.task.name + " with task.base = " + std::to_string(s.task.base) +
+                                " uses " + std::to_string(task->vocab_size()) +
+                                " token ids: needs model.vocab_size >= " + std::to_string(task->vocab_size()) +
+                                " (is " + std::to_string(s.model.vocab_size) + ")");
+  const int T = task->prompt_len() + rl_response_limit(s.rl, *task);
+  if (T > s.model.max_seq_len)
+    throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
+                                (task->ends_at_eos() ? " and rl.max_response_len = " + std::to_string(s.rl.max_response_len) : std::string()) +
+                                " makes sequences of " + (task->ends_at_eos() ? "up to " : "") + std::to_string(T) +
+                                " tokens: needs model.max_seq_len >= " + std::to_string(T) +
+                                " (is " + std::to_string(s.model.max_seq_len) + ")");
+}
+
+// The profiles the scenario names must exist: rl.eval_profile, engines.rollout, engines.train.
+void scenario_check_profiles(const Scenario& s) {
+  if (!s.has_profile(s.rl.eval_profile))
+    throw std::invalid_argument("rl.eval_profile = " + s.rl.eval_profile + ": unknown profile (built-in: " +
+                                profile_builtin_names() + ")");
+  for (const auto& [key, name] : {std::pair<const char*, const std::string*>{"engines.rollout", &s.engines.rollout},
+                                  {"engines.train", &s.engines.train}}) {
+    if (s.has_profile(*name)) continue;
+    std::string user;
+    for (const NumericsProfile& p : s.profiles) user += ", " + p.name;
+    throw std::invalid_argument(std::string(key) + " = " + *name + ": unknown profile (built-in: " +
+                                profile_builtin_names() + (user.empty() ? "" : "; user:" + user.substr(1)) + ")");
+  }
+}
+
+// Phase 5: the effective text: every key, canonical form.
+std::string scenario_effective_text(const Fields& fixed, const std::vector<NumericsProfile>& profiles,
+                                    const std::string& source) {
   std::string eff = "# effective scenario (source: " + source + ")\n";
   for (const Field& f : fixed.list) eff += f.key + " = " + f.get() + "\n";
-  for (NumericsProfile& p : s.profiles) {
+  for (const NumericsProfile& p : profiles) {
     NumericsProfile copy = p;
     Fields pf;
     bind_profile(pf, "profile." + p.name + ".", &copy);
     eff += "profile." + p.name + ".base = fp32-ref\n";
     for (const Field& f : pf.list) eff += f.key + " = " + f.get() + "\n";
   }
-  s.effective_ = eff;
+  return eff;
+}
+
+// Phase 4: validate once, whole structs and cross-references; the message blames where the
+// value came from (the file, or --set).
+void scenario_validate(Scenario* s, const RawKeys& raw, const std::string& source) {
+  try {
+    s->model.validate();
+    s->run.validate();
+    s->audit.validate();
+    s->bench.validate();
+    s->task.validate();
+    s->optim.validate("optim");
+    s->sft.validate();
+    s->rl.resolve();
+    s->rl.validate();
+    scenario_check_task_fits(*s);
+    scenario_check_profiles(*s);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    std::string origin = source;
+    for (const auto& [key, v] : raw)
+      if (what.rfind(key + " = ", 0) == 0) origin = v.origin;
+    throw std::invalid_argument(origin + ": " + text_visible(what));
+  }
+}
+
+}  // namespace
+
+Scenario Scenario::parse(const std::string& text, const std::string& source,
+                         const std::vector<std::string>& overrides) {
+  const RawKeys raw = scenario_tokenise(text, source, overrides);
+  Scenario s;
+  s.source_ = source;
+  Fields fixed;
+  bind_fixed(fixed, &s);
+  for (const auto& [name, fields_raw] : scenario_apply_fixed(raw, fixed))
+    s.profiles.push_back(scenario_profile(name, fields_raw, source));
+  scenario_validate(&s, raw, source);
+  s.effective_ = scenario_effective_text(fixed, s.profiles, source);
   return s;
 }
 

@@ -31,8 +31,14 @@ std::string path_kind(const std::string& path) {
 void path_check_input_file(const std::string& path, const std::string& what) {
   if (path.empty()) throw std::invalid_argument(what + ": the path is empty");
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    throw std::invalid_argument(path + ": cannot read " + what + ": " + std::strerror(errno));
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err != ENOENT) throw std::invalid_argument(path + ": cannot read " + what + ": " + std::strerror(err));
+    std::error_code ec;
+    const bool relative = std::filesystem::path(path).is_relative();
+    throw std::invalid_argument(path + ": no such file: cannot read " + what + " (" + std::strerror(err) +
+                                (relative ? ", relative to " + std::filesystem::current_path(ec).string() : "") + ")");
+  }
   if (!S_ISREG(st.st_mode))
     throw std::invalid_argument(path + ": is " + kind_name(st.st_mode) + ", not a " + what +
                                 " (expected a regular file)");

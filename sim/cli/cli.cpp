@@ -6,7 +6,9 @@
 
 #include "kernels/linear.h"
 #include "kernels/simd.h"
+#include "sim/scenario.h"
 #include "sim/threads.h"
+#include "store/path_checks.h"
 
 namespace po = boost::program_options;
 
@@ -77,6 +79,20 @@ int cli_main(const Comms& comms, int argc, char** argv) {
   throw usage_error("unknown command '" + name + "' (commands: " + names + ")");
 }
 
+namespace {
+// The usage's first line and its first word, the positional's name as the usage writes it
+// ("SCENARIO", "GRID.ini").
+std::string usage_line(const std::string& usage) { return usage.substr(0, usage.find('\n')); }
+std::string usage_positional(const std::string& usage) {
+  const std::string line = usage_line(usage);
+  return line.rfind('-', 0) == 0 ? "" : line.substr(0, line.find(' '));
+}
+}  // namespace
+
+std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage) {
+  return command + ": " + word + " is missing (usage: moerl " + command + " " + usage_line(usage) + ")";
+}
+
 bool cli_parse(const Comms& comms, const std::string& command, const std::string& usage,
                po::options_description desc, const po::positional_options_description& positional,
                const std::vector<std::string>& args, po::variables_map* vm) {
@@ -91,6 +107,13 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
       return false;
     }
     po::notify(*vm);
+  } catch (const po::required_option& e) {
+    // a missing positional is named as the usage line writes it, not as the option behind it
+    const bool is_positional = positional.max_total_count() > 0 &&
+                               e.get_option_name() == "--" + positional.name_for_position(0);
+    if (is_positional && !usage_positional(usage).empty())
+      throw usage_error(cli_missing_positional(command, usage_positional(usage), usage));
+    throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   } catch (const po::error& e) {
     throw usage_error(command + ": " + e.what() + " (see moerl " + command + " --help)");
   }
@@ -102,6 +125,52 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
 void cli_add_set_option(po::options_description* desc, std::vector<std::string>* overrides) {
   desc->add_options()("set", po::value<std::vector<std::string>>(overrides)->composing(),
                       "override a scenario key: --set section.key=value (repeatable)");
+}
+
+void cli_add_scenario_args(po::options_description* desc, ScenarioArgs* a, const char* name, const char* doc) {
+  desc->add_options()(name, po::value(&a->path)->required(), doc);
+  cli_add_set_option(desc, &a->sets);
+  a->positional.add(name, 1);
+}
+
+void cli_add_model_input_args(po::options_description* desc, ModelInputArgs* a, bool tokens_required,
+                              const char* tokens_doc, const char* scenario_doc, const char* out_doc) {
+  auto* tokens = po::value(&a->tokens);
+  if (tokens_required) tokens->required();
+  desc->add_options()
+      ("checkpoint", po::value(&a->checkpoint)->required(), "checkpoint (HDF5)")
+      ("tokens", tokens, tokens_doc)
+      ("scenario", po::value(&a->scenario), scenario_doc)
+      ("out", po::value(&a->out), out_doc)
+      ("batch", po::value(&a->batch)->default_value(256), "sequences per forward call (split over the ranks)");
+  cli_add_ranks_per_run(desc, &a->ranks_per_run);
+  cli_add_set_option(desc, &a->sets);
+}
+
+void cli_check_model_input_args(const std::string& command, const po::variables_map& vm, const ModelInputArgs& a) {
+  if (a.batch < 1) throw usage_error(command + ": --batch " + std::to_string(a.batch) + ": must be >= 1");
+  cli_check_ranks_per_run(command, vm, a.ranks_per_run);
+}
+
+void cli_add_ranks_per_run(po::options_description* desc, int* ranks) {
+  *ranks = 0;
+  desc->add_options()("ranks-per-run", po::value(ranks),
+                      "ranks of the run's group, >= 1 (default: all ranks; other groups stay idle)");
+}
+
+void cli_check_ranks_per_run(const std::string& command, const po::variables_map& vm, int ranks) {
+  if (vm.count("ranks-per-run") && ranks < 1)
+    throw usage_error(command + ": --ranks-per-run " + std::to_string(ranks) + ": must be >= 1 (default: all ranks)");
+}
+
+void cli_check_model_output(const ModelInputArgs& a) {
+  if (a.out.empty()) return;
+  path_check_output_file(a.out, "--out");
+  path_check_not_an_input(a.out, "--out", {{"checkpoint", a.checkpoint}, {"tokens file", a.tokens}, {"scenario file", a.scenario}});
+}
+
+Scenario cli_model_scenario(const ModelInputArgs& a) {
+  return a.scenario.empty() ? Scenario::defaults(a.sets) : Scenario::load(a.scenario, a.sets);
 }
 
 }  // namespace moerl

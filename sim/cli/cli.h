@@ -45,13 +45,64 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
                const boost::program_options::positional_options_description& positional,
                const std::vector<std::string>& args, boost::program_options::variables_map* vm);
 
+// "run: SCENARIO is missing (usage: moerl run SCENARIO …)": the usage error of a command called
+// without its positional, in the usage line's words.
+std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage);
+
 // "moerl 0.1: SIMD target avx512 (available: avx512, avx2, scalar), BLAS OpenBLAS SkylakeX" —
 // what `moerl --version` prints, and the first line of `moerl bench`.
 std::string cli_version_line();
 std::string cli_join(const std::vector<std::string>& v, const std::string& sep);
 
+// The base policies' cache of run and sweep: one default, so a run and a sweep started in the same
+// directory share their base policies instead of training them twice.
+inline constexpr const char* kCliCacheDefault = "results/cache";
+inline constexpr const char* kCliCacheDoc =
+    "directory of cached base checkpoints, shared by runs and sweeps (default results/cache, under the "
+    "current directory; on a cluster a directory every node sees)";
+
 // The repeatable `--set section.key=value` option every scenario-driven command takes.
 void cli_add_set_option(boost::program_options::options_description* desc,
                         std::vector<std::string>* overrides);
+
+// What run, sft and sweep read first: one positional file (the scenario, or the grid) and the
+// --set overrides of its keys.
+struct ScenarioArgs {
+  std::string path;
+  std::vector<std::string> sets;
+  boost::program_options::positional_options_description positional;
+};
+// Adds the positional option `name` (described by `doc`) and --set; the positional is required.
+void cli_add_scenario_args(boost::program_options::options_description* desc, ScenarioArgs* a,
+                           const char* name, const char* doc);
+
+class Scenario;
+
+// --ranks-per-run of run, score and audit: the ranks of the one group that works, >= 1 like
+// sweep's; not given: all ranks (stored as 0, RankGrid's "all"), where a sweep's default is 1 (one
+// run per rank). The check: "run: --ranks-per-run 0: must be >= 1 (default: all ranks)".
+void cli_add_ranks_per_run(boost::program_options::options_description* desc, int* ranks);
+void cli_check_ranks_per_run(const std::string& command, const boost::program_options::variables_map& vm, int ranks);
+
+// What score and audit read: a checkpoint, sequences (a tokens file), the scenario whose profiles
+// and sections apply (--scenario FILE, else the defaults, with --set), the output, the forward
+// batch and the rank group.
+struct ModelInputArgs {
+  std::string checkpoint, tokens, scenario, out;
+  int batch = 256, ranks_per_run = 0;
+  std::vector<std::string> sets;
+};
+// Adds --checkpoint (required), --tokens, --scenario, --out, --batch, --ranks-per-run and --set;
+// the docs of --tokens, --scenario and --out are the command's. tokens_required: --tokens is too.
+void cli_add_model_input_args(boost::program_options::options_description* desc, ModelInputArgs* a,
+                              bool tokens_required, const char* tokens_doc, const char* scenario_doc,
+                              const char* out_doc);
+// The usage errors of those options ("score: --batch 0: must be >= 1").
+void cli_check_model_input_args(const std::string& command, const boost::program_options::variables_map& vm,
+                                const ModelInputArgs& a);
+// Before any work: --out is a file to write and none of the inputs.
+void cli_check_model_output(const ModelInputArgs& a);
+// The scenario of --scenario with --set, or the defaults with --set.
+Scenario cli_model_scenario(const ModelInputArgs& a);
 
 }  // namespace moerl

@@ -98,150 +98,162 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
-  std::string checkpoint, tokens_path, name_a, name_b, scenario_path, out, backend_a, backend_b;
-  int batch = 256, ranks_per_run = 0;
-  std::vector<std::string> sets;
-  po::options_description desc("moerl audit options");
-  desc.add_options()
-      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint (HDF5)")
-      ("tokens", po::value(&tokens_path), "tokens file (tokens [N, T] int32); default: sample [audit] sequences under profile A")
-      ("profile-a", po::value(&name_a), "profile A, the rollout side (default: engines.rollout)")
-      ("profile-b", po::value(&name_b), "profile B, the train side (default: engines.train)")
-      ("backend-a", po::value(&backend_a), "backend of side A: cpu | cuda (default: run.backend)")
-      ("backend-b", po::value(&backend_b), "backend of side B: cpu | cuda (default: run.backend); "
-                                         "e.g. the same profile emulated (cpu) against the GPU (cuda)")
-      ("scenario", po::value(&scenario_path), "scenario: [audit], [run] seed, [engines], [profile.NAME]")
-      ("out", po::value(&out), "write the numbers to .h5/.hdf5 (HDF5) or .json")
-      ("batch", po::value(&batch)->default_value(256), "sequences per forward call (split over the ranks)")
-      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
-  cli_add_set_option(&desc, &sets);
-  po::variables_map vm;
-  bool go = true;
-  comms_checked(comms, [&] {
-    go = cli_parse(comms, "audit",
-                   "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
-                   "[--out audit.h5|audit.json] [--set section.key=value]...",
-                   desc, po::positional_options_description(), args, &vm);
-    if (!go) return;
-    if (batch < 1) throw usage_error("audit: --batch " + std::to_string(batch) + ": must be >= 1");
-    if (!out.empty() && !ends_with(out, ".h5") && !ends_with(out, ".hdf5") && !ends_with(out, ".json"))
-      throw usage_error("audit: --out " + out + ": the extension must be .h5, .hdf5 or .json");
-  });
-  if (!go) return 0;
-  // Every batch is split over the group's ranks (experts sharded, sequences in blocks) and
-  // gathered; the root prints and writes.
-  const RankGrid grid(comms, ranks_per_run);
-  if (!grid.active()) return 0;
+namespace {
 
+const char* kAuditUsage =
+    "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
+    "[--out audit.h5|audit.json] [--set section.key=value]...";
+
+struct AuditArgs {
+  ModelInputArgs in;
+  std::string name_a, name_b, backend_a, backend_b;
+};
+
+// The scenario, the two sides (profile and backend) and the model, read once on every rank.
+struct AuditSides {
   Scenario scenario;
   NumericsProfile prof_a, prof_b;
   const Backend *be_a = nullptr, *be_b = nullptr;
   std::unique_ptr<Model> model;
-  grid.checked([&] {  // bad input fails on every rank at once
-    if (!out.empty()) {
-      path_check_output_file(out, "--out");
-      path_check_not_an_input(out, "--out", {{"checkpoint", checkpoint}, {"tokens file", tokens_path},
-                                              {"scenario file", scenario_path}});
-    }
-    if (grid.is_root() && !out.empty()) h5_check_writable(out);  // before the work, not after it
-    scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
-    if (name_a.empty()) name_a = scenario.engines.rollout;
-    if (name_b.empty()) name_b = scenario.engines.train;
-    prof_a = scenario.profile(name_a);
-    prof_b = scenario.profile(name_b);
-    BackendKind kind_a = scenario.run.backend, kind_b = scenario.run.backend;
-    if (!backend_a.empty() && !backend_parse(backend_a, &kind_a))
-      throw usage_error("audit: --backend-a " + backend_a + ": " + kBackendNames.must_be());
-    if (!backend_b.empty() && !backend_parse(backend_b, &kind_b))
-      throw usage_error("audit: --backend-b " + backend_b + ": " + kBackendNames.must_be());
-    backend_check_profiles(kind_a, {&prof_a});
-    backend_check_profiles(kind_b, {&prof_b});
-    be_a = &backend_select(kind_a, comms.local_rank, backend_a.empty() ? "run.backend" : "--backend-a");
-    be_b = &backend_select(kind_b, comms.local_rank, backend_b.empty() ? "run.backend" : "--backend-b");
-    model = model_load_checkpoint(checkpoint);
-    model->set_parallel(grid.model_parallel(0));
-  });
-  const ModelConfig& cfg = model->config();
-  const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size;
+};
 
-  AuditInfo info;
-  info.checkpoint = checkpoint;
-  info.profile_a = name_a;
-  info.profile_b = name_b;
-  if (be_a != be_b) {  // say which side ran where
-    info.profile_a += std::string(" on ") + backend_name(be_a->kind());
-    info.profile_b += std::string(" on ") + backend_name(be_b->kind());
-  }
-  info.scenario = scenario.effective_text();
-  std::vector<int32_t> tokens, lengths;  // lengths [N]: a sequence's tokens, the rest padding
+// The audited sequences: tokens [N, T], lengths [N] (a sequence's tokens, the rest padding), and
+// the positions first..T-1 audited.
+struct AuditTokens {
+  std::vector<int32_t> tokens, lengths;
   int64_t N = 0;
-  int T = 0, first = 1;  // audited positions: first..T-1
+  int T = 0, first = 1;
+};
+
+// Phase 1: the options; false when --help was asked.
+bool audit_parse(const Comms& comms, const std::vector<std::string>& args, AuditArgs* a) {
+  po::options_description desc("moerl audit options");
+  desc.add_options()
+      ("profile-a", po::value(&a->name_a), "profile A, the rollout side (default: engines.rollout)")
+      ("profile-b", po::value(&a->name_b), "profile B, the train side (default: engines.train)")
+      ("backend-a", po::value(&a->backend_a), "backend of side A: cpu | cuda (default: run.backend)")
+      ("backend-b", po::value(&a->backend_b), "backend of side B: cpu | cuda (default: run.backend); "
+                                            "e.g. the same profile emulated (cpu) against the GPU (cuda)");
+  cli_add_model_input_args(&desc, &a->in, false,
+                           "tokens file (tokens [N, T] int32); default: sample [audit] sequences under profile A",
+                           "scenario: [audit], [run] seed, [engines], [profile.NAME]",
+                           "write the numbers to .h5/.hdf5 (HDF5) or .json");
+  po::variables_map vm;
+  bool go = true;
+  comms_checked(comms, [&] {
+    go = cli_parse(comms, "audit", kAuditUsage, desc, po::positional_options_description(), args, &vm);
+    if (!go) return;
+    cli_check_model_input_args("audit", vm, a->in);
+    const std::string& out = a->in.out;
+    if (!out.empty() && !ends_with(out, ".h5") && !ends_with(out, ".hdf5") && !ends_with(out, ".json"))
+      throw usage_error("audit: --out " + out + ": the extension must be .h5, .hdf5 or .json");
+  });
+  return go;
+}
+
+// The backend of one side: --backend-X, else run.backend.
+const Backend* audit_backend(const std::string& given, const char* option, BackendKind kind,
+                             const NumericsProfile& prof, int local_rank) {
+  if (!given.empty() && !backend_parse(given, &kind))
+    throw usage_error(std::string("audit: ") + option + " " + given + ": " + kBackendNames.must_be());
+  backend_check_profiles(kind, {&prof});
+  return &backend_select(kind, local_rank, given.empty() ? "run.backend" : option);
+}
+
+// Phase 2: scenario, sides and model; bad input fails on every rank at once, before the work.
+AuditSides audit_load(const Comms& comms, const RankGrid& grid, AuditArgs* a) {
+  AuditSides x;
   grid.checked([&] {
-    if (!tokens_path.empty()) tokens = tokens_read(tokens_path, cfg, &N, &T, &lengths);
-    const AuditConfig& a = scenario.audit;
-    if (tokens_path.empty() && a.prompt_len + a.response_len > cfg.max_seq_len)
+    cli_check_model_output(a->in);
+    if (grid.is_root() && !a->in.out.empty()) h5_check_writable(a->in.out);  // before the work, not after it
+    x.scenario = cli_model_scenario(a->in);
+    if (a->name_a.empty()) a->name_a = x.scenario.engines.rollout;
+    if (a->name_b.empty()) a->name_b = x.scenario.engines.train;
+    x.prof_a = x.scenario.profile(a->name_a);
+    x.prof_b = x.scenario.profile(a->name_b);
+    x.be_a = audit_backend(a->backend_a, "--backend-a", x.scenario.run.backend, x.prof_a, comms.local_rank);
+    x.be_b = audit_backend(a->backend_b, "--backend-b", x.scenario.run.backend, x.prof_b, comms.local_rank);
+    x.model = model_load_checkpoint(a->in.checkpoint);
+    x.model->set_parallel(grid.model_parallel(0));
+  });
+  return x;
+}
+
+// Phase 3: the tokens, given or sampled under side A; says in `info` where they came from.
+AuditTokens audit_tokens(const RankGrid& grid, const AuditArgs& a, AuditSides* x, AuditInfo* info) {
+  const ModelConfig& cfg = x->model->config();
+  const AuditConfig& ac = x->scenario.audit;
+  const std::string& path = a.in.tokens;
+  AuditTokens t;
+  grid.checked([&] {
+    if (!path.empty()) t.tokens = tokens_read(path, cfg, &t.N, &t.T, &t.lengths);
+    if (path.empty() && ac.prompt_len + ac.response_len > cfg.max_seq_len)
       throw std::invalid_argument(
-          "audit.prompt_len + audit.response_len = " + std::to_string(a.prompt_len + a.response_len) +
+          "audit.prompt_len + audit.response_len = " + std::to_string(ac.prompt_len + ac.response_len) +
           ": exceeds the checkpoint's max_seq_len = " + std::to_string(cfg.max_seq_len));
-    const int64_t n = tokens_path.empty() ? a.prompts : N;
+    const int64_t n = path.empty() ? ac.prompts : t.N;
     if (n < grid.size())
       throw std::invalid_argument("audit: " + std::to_string(n) + " sequences, fewer than the " +
                                   std::to_string(grid.size()) + " ranks");
   });
-  if (!tokens_path.empty()) {
-    info.tokens_source = tokens_path;
+  if (!path.empty()) {
+    info->tokens_source = path;
   } else {
-    const AuditConfig& a = scenario.audit;
-    model->set_backend(*be_a);
-    const std::unique_ptr<Task> task = task_create(scenario.task);
-    tokens = sample_sequences(model.get(), prof_a, a, scenario.run.seed, batch, task->eos(), &lengths);
-    N = a.prompts;
-    T = a.prompt_len + a.response_len;
-    first = a.prompt_len;
+    x->model->set_backend(*x->be_a);
+    const std::unique_ptr<Task> task = task_create(x->scenario.task);
+    t.tokens = sample_sequences(x->model.get(), x->prof_a, ac, x->scenario.run.seed, a.in.batch, task->eos(), &t.lengths);
+    t.N = ac.prompts;
+    t.T = ac.prompt_len + ac.response_len;
+    t.first = ac.prompt_len;
     char temp[32];
-    std::snprintf(temp, sizeof temp, "%g", static_cast<double>(a.temperature));
-    info.tokens_source = "sampled under " + name_a + " (seed " + std::to_string(scenario.run.seed) +
-                         ", temperature " + temp + (task->ends_at_eos() ? ", ended at EOS" : "") + ")";
+    std::snprintf(temp, sizeof temp, "%g", static_cast<double>(ac.temperature));
+    info->tokens_source = "sampled under " + a.name_a + " (seed " + std::to_string(x->scenario.run.seed) +
+                          ", temperature " + temp + (task->ends_at_eos() ? ", ended at EOS" : "") + ")";
   }
-  info.sequences = N;
-  info.positions = (first == 1 ? "positions " : "response positions ") + std::to_string(first) +
-                   ".." + std::to_string(T - 1);
-  if (std::any_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n < T; }))
-    info.positions += " (each sequence up to its own length)";
+  info->sequences = t.N;
+  info->positions = (t.first == 1 ? "positions " : "response positions ") + std::to_string(t.first) + ".." +
+                    std::to_string(t.T - 1);
+  if (std::any_of(t.lengths.begin(), t.lengths.end(), [&](int32_t n) { return n < t.T; }))
+    info->positions += " (each sequence up to its own length)";
+  return t;
+}
 
+// Phase 4: both sides' forward on every batch (split over the ranks, gathered), compared.
+AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const AuditTokens& t) {
+  const ModelConfig& cfg = x->model->config();
+  const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size, T = t.T;
   AuditAccum acc;
   audit_init(&acc, cfg.is_moe() ? L : 0);
   ForwardResult ra, rb;
-  for (int64_t n0 = 0; n0 < N; n0 += batch) {
-    const int B = static_cast<int>(std::min<int64_t>(batch, N - n0));
+  for (int64_t n0 = 0; n0 < t.N; n0 += batch) {
+    const int B = static_cast<int>(std::min<int64_t>(batch, t.N - n0));
     const SeqBlock blk = dp_block(B, grid.size(), grid.rank());  // this rank's sequences
     ForwardRequest req;
-    req.tokens = tokens.data() + (n0 + blk.begin) * T;
+    req.tokens = t.tokens.data() + (n0 + blk.begin) * T;
     req.B = static_cast<int>(blk.size());
     req.B_total = B;
     req.T = T;
     req.want_logits = true;
     req.call = static_cast<uint64_t>(n0);
-    req.profile = &prof_a;
-    model->set_backend(*be_a);
-    model->forward(&ra, req);
-    req.profile = &prof_b;
-    model->set_backend(*be_b);
-    model->forward(&rb, req);
+    req.profile = &x->prof_a;
+    x->model->set_backend(*x->be_a);
+    x->model->forward(&ra, req);
+    req.profile = &x->prof_b;
+    x->model->set_backend(*x->be_b);
+    x->model->forward(&rb, req);
     gather_forward(&ra, grid.dp(), L, cfg.is_moe(), false);
     gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false);
-    req.tokens = tokens.data() + n0 * T;  // the whole batch from here on
+    const int32_t* tok = t.tokens.data() + n0 * T;  // the whole batch from here on
     // Row r = b*T + t. Routing mask: rows of audited tokens; log-prob mask: the rows before them.
     const size_t rows = static_cast<size_t>(B) * T;
     std::vector<uint8_t> route_mask(rows, 0), logit_mask(rows, 0);
     std::vector<int32_t> targets(rows, 0);
     for (int b = 0; b < B; ++b)
-      for (int t = first; t < lengths[n0 + b]; ++t) {
-        const size_t r = static_cast<size_t>(b) * T + t;
+      for (int p = t.first; p < t.lengths[n0 + b]; ++p) {
+        const size_t r = static_cast<size_t>(b) * T + p;
         route_mask[r] = 1;
         logit_mask[r - 1] = 1;
-        targets[r - 1] = req.tokens[r];
+        targets[r - 1] = tok[r];
       }
     if (cfg.is_moe())
       audit_add_routing(&acc, ra.topk_ids.data(), rb.topk_ids.data(), route_mask.data(), L,
@@ -249,15 +261,38 @@ int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
     audit_add_logprobs(&acc, ra.logits.data(), rb.logits.data(), targets.data(), logit_mask.data(),
                        static_cast<int>(rows), V);
   }
-  const AuditMetrics m = audit_finish(acc);
+  return audit_finish(acc);
+}
+
+}  // namespace
+
+int cmd_audit(const Comms& comms, const std::vector<std::string>& args) {
+  AuditArgs a;
+  if (!audit_parse(comms, args, &a)) return 0;
+  // Every batch is split over the group's ranks (experts sharded, sequences in blocks) and
+  // gathered; the root prints and writes.
+  const RankGrid grid(comms, a.in.ranks_per_run);
+  if (!grid.active()) return 0;
+  AuditSides x = audit_load(comms, grid, &a);
+  AuditInfo info;
+  info.checkpoint = a.in.checkpoint;
+  info.profile_a = a.name_a;
+  info.profile_b = a.name_b;
+  if (x.be_a != x.be_b) {  // say which side ran where
+    info.profile_a += std::string(" on ") + backend_name(x.be_a->kind());
+    info.profile_b += std::string(" on ") + backend_name(x.be_b->kind());
+  }
+  info.scenario = x.scenario.effective_text();
+  const AuditTokens t = audit_tokens(grid, a, &x, &info);
+  const AuditMetrics m = audit_measure(grid, a.in.batch, &x, t);
   grid.checked([&] {  // a failed write (full disk) ends every rank with the root's message
     if (!grid.is_root()) return;
     std::fputs(audit_format_table(m, info).c_str(), stdout);
-    if (!out.empty()) {
-      if (ends_with(out, ".json")) text_write_atomic(out, audit_format_json(m, info));
-      else audit_write_h5(out, m, info);
-      std::printf("wrote %s\n", out.c_str());
-    }
+    const std::string& out = a.in.out;
+    if (out.empty()) return;
+    if (ends_with(out, ".json")) text_write_atomic(out, audit_format_json(m, info));
+    else audit_write_h5(out, m, info);
+    std::printf("wrote %s\n", out.c_str());
   });
   return 0;
 }

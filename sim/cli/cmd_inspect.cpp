@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/io/results.h"
+#include "sim/rl/registry.h"
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
@@ -76,6 +77,13 @@ double last_finite(const std::vector<double>& v) {
   return NAN;
 }
 
+// A results file from before the `correction` attribute: the algorithm row's forced correction,
+// else the scenario's rl.correction.
+std::string correction_of_old_file(const std::string& algorithm, const std::string& scenario) {
+  const AlgorithmInfo* a = algorithm_find(algorithm);
+  return a && a->correction ? correction_name(*a->correction) : scenario_value(scenario, "rl.correction");
+}
+
 Headline read(const std::string& path, std::string* scenario) {
   const H5File f = H5File::open(path);
   Headline h;
@@ -88,7 +96,7 @@ Headline read(const std::string& path, std::string* scenario) {
   h.train = str("profile_train");
   const std::string text = str("scenario");
   if (scenario) *scenario = text;
-  h.correction = h.algorithm == "icepop" ? "icepop" : scenario_value(text, "rl.correction");
+  h.correction = f.has_attr("/", "correction") ? f.attr_string("/", "correction") : correction_of_old_file(h.algorithm, text);
   h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
   h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
   const auto reward = series(f, "reward_mean");
@@ -159,23 +167,11 @@ bool describe_other(const std::string& path) {
               cli_join(f.datasets_below("/"), ", ").c_str());
   return true;
 }
-}  // namespace
-
-int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
-  std::vector<std::string> files;
-  bool show_scenario = false;
-  po::options_description desc("moerl inspect options");
-  desc.add_options()
-      ("files", po::value(&files)->multitoken()->required(), "results files or sweep directories (positional)")
-      ("scenario", po::bool_switch(&show_scenario), "also print the effective scenario of each run");
-  po::positional_options_description pos;
-  pos.add("files", -1);
-  po::variables_map vm;
-  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--scenario]", desc, pos, args, &vm)) return 0;
-  if (!comms.is_root) return 0;
-  // A sweep directory: its index (sim/sweep/sweep_index.h), then its runs' files in the table below.
+// The run files of the arguments: a file as given; a sweep directory's index is printed, then
+// its runs' files join the list.
+std::vector<std::string> inspect_run_files(const std::vector<std::string>& args) {
   std::vector<std::string> run_files;
-  for (const std::string& path : files) {
+  for (const std::string& path : args) {
     if (!std::filesystem::is_directory(path)) {
       run_files.push_back(path);
       continue;
@@ -189,18 +185,11 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
       if (std::filesystem::exists(std::filesystem::path(path) / r.file))
         run_files.push_back((std::filesystem::path(path) / r.file).string());
   }
-  files = run_files;
-  if (files.empty()) return 0;
-  bool any_run = false;
-  for (const std::string& path : files) any_run = any_run || !is_other(path);
-  std::vector<Headline> rows;
-  for (const std::string& path : files) {
-    if (describe_other(path)) continue;
-    std::string scenario;
-    rows.push_back(read(path, &scenario));
-    if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
-  }
-  if (!any_run) return 0;
+  return run_files;
+}
+
+// The two tables of the runs side by side: headline numbers, then the correction diagnostics.
+void inspect_print_tables(const std::vector<Headline>& rows) {
   std::printf("%-28s %-7s %-7s %-10s %6s %9s %9s %7s %9s %7s %8s %7s %7s\n", "run", "algo", "replay",
               "status", "steps", "reward0", "reward", "eval", "KL(k3)", "flip%", "extreme", "clip", "s/step");
   for (const Headline& h : rows) {
@@ -225,6 +214,35 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
               "would drop, active or not): means over all steps; burst|g|, burst_r: the run's largest mini-batch gradient "
               "norm and negative-advantage ratio (grad_norm_max, ratio_max_neg_adv); first precursor: flag@step "
               "(docs/metrics.md)\n");
+}
+
+}  // namespace
+
+int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  bool show_scenario = false;
+  po::options_description desc("moerl inspect options");
+  desc.add_options()
+      ("files", po::value(&files)->multitoken()->required(), "results files or sweep directories (positional)")
+      ("show-scenario", po::bool_switch(&show_scenario),
+       "also print the effective scenario of each run (--scenario FILE is an input in score, audit and bench)");
+  po::positional_options_description pos;
+  pos.add("files", -1);
+  po::variables_map vm;
+  if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--show-scenario]", desc, pos, args, &vm)) return 0;
+  if (!comms.is_root) return 0;
+  files = inspect_run_files(files);
+  if (files.empty()) return 0;
+  bool any_run = false;
+  for (const std::string& path : files) any_run = any_run || !is_other(path);
+  std::vector<Headline> rows;
+  for (const std::string& path : files) {
+    if (describe_other(path)) continue;  // a checkpoint or score file: described alone
+    std::string scenario;
+    rows.push_back(read(path, &scenario));
+    if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
+  }
+  if (any_run) inspect_print_tables(rows);
   return 0;
 }
 

@@ -78,17 +78,40 @@ std::pair<std::string, std::string> analysis_root() {
   }
   return {"", ""};
 }
+// The report's environment: this one without PYTHONPATH and the prefix variables, then the found
+// package first on PYTHONPATH (then the caller's), and the prefix that makes the report's refusals
+// read like every moerl error (analysis/__main__.py).
+std::vector<std::string> report_environment(const std::string& root) {
+  const char* old = std::getenv("PYTHONPATH");
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "MOERL_ERROR_PREFIX=", 19) != 0 &&
+        std::strncmp(*e, "MOERL_PROG=", 11) != 0)
+      env_store.emplace_back(*e);
+  std::string pythonpath = "PYTHONPATH=" + root;
+  if (old && *old) {
+    if (!root.empty()) pythonpath += ':';
+    pythonpath += old;
+  }
+  if (!root.empty() || (old && *old)) env_store.push_back(pythonpath);
+  env_store.push_back("MOERL_ERROR_PREFIX=moerl: error: report: ");
+  env_store.push_back("MOERL_PROG=moerl report");
+  return env_store;
+}
 }  // namespace
+
+constexpr const char* kReportUsage = "SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...";
 
 int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h") && comms.is_root) {
-    std::printf("usage: moerl report SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...\n"
+    std::printf("usage: moerl report %s\n"
                 "  runs the analysis report (python -m analysis; its --help lists every option).\n"
                 "  MOERL_PYTHON: the interpreter (default python3); MOERL_ANALYSIS_DIR: the directory that holds\n"
-                "  analysis/ (default: the one beside this binary, else the pip-installed package)\n");
+                "  analysis/ (default: the one beside this binary, else the pip-installed package)\n", kReportUsage);
   }
   if (!comms.is_root) return 0;
-  if (args.empty()) throw usage_error("report: no sweep directory or run file given (see moerl report --help)");
+  if (args.empty())
+    throw usage_error(cli_missing_positional("report", "SWEEP_DIR | RUN.h5", kReportUsage));
   // Every sweep directory among the arguments gets its index assembled from its plan and run files
   // first (array tasks write none; sim/sweep/sweep_assemble.h). Only directories that hold a plan
   // are touched, so options and their values pass through unharmed.
@@ -100,21 +123,7 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
     }
   }
   const auto [root, how] = analysis_root();
-  const char* old = std::getenv("PYTHONPATH");
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "PYTHONPATH=", 11) != 0 && std::strncmp(*e, "MOERL_ERROR_PREFIX=", 19) != 0 &&
-        std::strncmp(*e, "MOERL_PROG=", 11) != 0)
-      env_store.emplace_back(*e);
-  std::string pythonpath = "PYTHONPATH=" + root;  // the found package first, then the caller's
-  if (old && *old) {
-    if (!root.empty()) pythonpath += ':';
-    pythonpath += old;
-  }
-  if (!root.empty() || (old && *old)) env_store.push_back(pythonpath);
-  // the report's refusals read like every moerl error (analysis/__main__.py)
-  env_store.push_back("MOERL_ERROR_PREFIX=moerl: error: report: ");
-  env_store.push_back("MOERL_PROG=moerl report");
+  std::vector<std::string> env_store = report_environment(root);
   std::vector<char*> envp;
   for (std::string& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);

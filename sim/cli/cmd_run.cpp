@@ -20,7 +20,7 @@ namespace {
 std::string run_notes() {
   std::string corrections, composing, forcing;
   for (const rl::CorrectionInfo& k : rl::correction_registry())
-    if (k.kind != Correction::icepop)
+    if (!rl::correction_forced_by(k.kind))
       corrections += (corrections.empty() ? "" : " | ") + std::string(correction_name(k.kind));
   for (const AlgorithmInfo& a : algorithm_registry())
     (a.correction ? forcing : composing) += std::string(", ") + a.name;
@@ -41,51 +41,46 @@ std::string run_notes() {
 }  // namespace
 
 int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
-  std::string scenario_path;
+  ScenarioArgs sa;
   RunOptions opt;
   opt.force = false;  // the command line's promise: existing results are never overwritten silently
-  std::vector<std::string> sets;
   int ranks_per_run = 0;
   po::options_description desc("moerl run options");
+  cli_add_scenario_args(&desc, &sa, "scenario", "scenario file (positional)");
   desc.add_options()
-      ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
       ("out", po::value(&opt.out), "results file (default results/<scenario name>.h5)")
       ("base", po::value(&opt.base), "start from this checkpoint instead of the scenario's cached SFT base")
-      ("cache", po::value(&opt.cache_dir)->default_value("results/cache"), "directory of cached base checkpoints")
+      ("cache", po::value(&opt.cache_dir)->default_value(kCliCacheDefault), kCliCacheDoc)
       ("resume", po::bool_switch(&opt.resume), "continue from the run's checkpoint (<out stem>.ckpt.h5); the scenario must be the run's")
       ("force", po::bool_switch(&opt.force), "overwrite existing results (with --resume: start over when the checkpoint is missing)")
       ("dump-tensors", po::bool_switch(&opt.dump_tensors), "write per-token RL tensors of each step's first mini-batch")
-      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation")
-      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
-  cli_add_set_option(&desc, &sets);
-  po::positional_options_description pos;
-  pos.add("scenario", 1);
+      ("max-steps", po::value(&opt.max_steps)->default_value(-1), "stop after this many steps of this invocation");
+  cli_add_ranks_per_run(&desc, &ranks_per_run);
   po::variables_map vm;
   bool go = true;
   Scenario s;
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
     go = cli_parse(comms, "run", std::string("SCENARIO [--set section.key=value]... [--out PATH] [--resume | --force]") + run_notes(),
-                   desc, pos, args, &vm);
+                   desc, sa.positional, args, &vm);
     if (!go) return;
     if (opt.max_steps < -1 || opt.max_steps == 0)
       throw usage_error("run: --max-steps " + std::to_string(opt.max_steps) +
                         ": must be a positive number of steps (or -1, the default: all)");
-    if (ranks_per_run < 0)
-      throw usage_error("run: --ranks-per-run " + std::to_string(ranks_per_run) + ": must be >= 1 (or 0, the default: all ranks)");
-    s = Scenario::load(scenario_path, sets);
+    cli_check_ranks_per_run("run", vm, ranks_per_run);
+    s = Scenario::load(sa.path, sa.sets);
   });
   if (!go) return 0;
   const RankGrid grid(comms, ranks_per_run);
   if (!grid.active()) return 0;
   if (opt.out.empty())
-    opt.out = "results/" + std::filesystem::path(scenario_path).stem().string() + ".h5";
+    opt.out = "results/" + std::filesystem::path(sa.path).stem().string() + ".h5";
   grid.checked([&] {
     if (grid.is_root() && std::filesystem::path(opt.out).has_parent_path())
       std::filesystem::create_directories(std::filesystem::path(opt.out).parent_path());
   });
   opt.progress = grid.is_root();
   if (grid.is_root())
-    std::printf("moerl run: %s → %s; %d rank%s, %s per rank\n", scenario_path.c_str(), opt.out.c_str(), grid.size(),
+    std::printf("moerl run: %s → %s; %d rank%s, %s per rank\n", sa.path.c_str(), opt.out.c_str(), grid.size(),
                 grid.size() == 1 ? "" : "s", threads_describe().c_str());
   opt.grid = &grid;
   opt.local_rank = comms.local_rank;

@@ -21,32 +21,12 @@ namespace po = boost::program_options;
 
 namespace moerl {
 
-int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
-  std::string checkpoint, tokens_path, profile_name, scenario_path, out;
-  int batch = 256, ranks_per_run = 0;
-  std::vector<std::string> sets;
-  po::options_description desc("moerl score options");
-  desc.add_options()
-      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint (HDF5)")
-      ("tokens", po::value(&tokens_path)->required(), "tokens file: dataset tokens [N, T] int32")
-      ("profile", po::value(&profile_name)->required(), "numerics profile (user profiles of --scenario first, then built-ins)")
-      ("scenario", po::value(&scenario_path), "scenario whose [profile.NAME] sections define profiles")
-      ("out", po::value(&out), "output file (HDF5): logprobs [N, T-1], topk_ids [L, N, T, K]")
-      ("batch", po::value(&batch)->default_value(256), "sequences per forward call (split over the ranks)")
-      ("ranks-per-run", po::value(&ranks_per_run)->default_value(0), "ranks of the run's group (0 = all; other groups stay idle)");
-  cli_add_set_option(&desc, &sets);
-  po::variables_map vm;
-  bool go = true;
-  comms_checked(comms, [&] {
-    go = cli_parse(comms, "score",
-                   "--checkpoint C.h5 --tokens T.h5 --profile NAME [--scenario S.ini] [--out O.h5]",
-                   desc, po::positional_options_description(), args, &vm);
-    if (go && batch < 1) throw usage_error("score: --batch " + std::to_string(batch) + ": must be >= 1");
-  });
-  if (!go) return 0;
-  const RankGrid grid(comms, ranks_per_run);
-  if (!grid.active()) return 0;
+namespace {
 
+const char* kScoreUsage = "--checkpoint C.h5 --tokens T.h5 --profile NAME [--scenario S.ini] [--out O.h5]";
+
+// What score reads once, on every rank; f is the root's output (when --out is given).
+struct ScoreInputs {
   Scenario scenario;
   NumericsProfile profile;
   std::unique_ptr<Model> model;
@@ -54,79 +34,121 @@ int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
   int T = 0;
   std::vector<int32_t> tokens, lengths;
   std::unique_ptr<H5File> f;
-  grid.checked([&] {  // bad input fails on every rank at once
-    if (!out.empty()) {
-      path_check_output_file(out, "--out");
-      path_check_not_an_input(out, "--out", {{"checkpoint", checkpoint}, {"tokens file", tokens_path},
-                                              {"scenario file", scenario_path}});
-    }
-    scenario = scenario_path.empty() ? Scenario::defaults(sets) : Scenario::load(scenario_path, sets);
-    profile = scenario.profile(profile_name);
-    model = model_load_checkpoint(checkpoint);
-    model->set_parallel(grid.model_parallel(0));
-    backend_check_profiles(scenario.run.backend, {&profile});
-    model->set_backend(backend_select(scenario.run.backend, comms.local_rank));
-    tokens = tokens_read(tokens_path, model->config(), &N, &T, &lengths);
-    if (N < grid.size())
-      throw std::invalid_argument("score: " + tokens_path + " holds " + std::to_string(N) +
-                                  " sequences, fewer than the " + std::to_string(grid.size()) + " ranks");
-    if (grid.is_root() && !out.empty()) f = std::make_unique<H5File>(H5File::create(out));
-  });
-  const ModelConfig& cfg = model->config();
-  const int L = cfg.n_layers, K = cfg.top_k;
+};
 
-  if (f) {
-    f->create_dataset("logprobs", H5Type::f32, {N, T - 1});
-    if (cfg.is_moe()) f->create_dataset("topk_ids", H5Type::i32, {L, N, T, K});
+// Phase 1: the options; false when --help was asked.
+bool score_parse(const Comms& comms, const std::vector<std::string>& args, ModelInputArgs* in, std::string* profile) {
+  po::options_description desc("moerl score options");
+  desc.add_options()("profile", po::value(profile)->required(),
+                     "numerics profile (user profiles of --scenario first, then built-ins)");
+  cli_add_model_input_args(&desc, in, true, "tokens file: dataset tokens [N, T] int32",
+                           "scenario whose [profile.NAME] sections define profiles",
+                           "output file (HDF5): logprobs [N, T-1], topk_ids [L, N, T, K]");
+  po::variables_map vm;
+  bool go = true;
+  comms_checked(comms, [&] {
+    go = cli_parse(comms, "score", kScoreUsage, desc, po::positional_options_description(), args, &vm);
+    if (go) cli_check_model_input_args("score", vm, *in);
+  });
+  return go;
+}
+
+// Phase 2: scenario, profile, model, tokens and the output's datasets; bad input fails on every
+// rank at once.
+ScoreInputs score_load(const Comms& comms, const RankGrid& grid, const ModelInputArgs& in, const std::string& profile) {
+  ScoreInputs x;
+  grid.checked([&] {
+    cli_check_model_output(in);
+    x.scenario = cli_model_scenario(in);
+    x.profile = x.scenario.profile(profile);
+    x.model = model_load_checkpoint(in.checkpoint);
+    x.model->set_parallel(grid.model_parallel(0));
+    backend_check_profiles(x.scenario.run.backend, {&x.profile});
+    x.model->set_backend(backend_select(x.scenario.run.backend, comms.local_rank));
+    x.tokens = tokens_read(in.tokens, x.model->config(), &x.N, &x.T, &x.lengths);
+    if (x.N < grid.size())
+      throw std::invalid_argument("score: " + in.tokens + " holds " + std::to_string(x.N) +
+                                  " sequences, fewer than the " + std::to_string(grid.size()) + " ranks");
+    if (grid.is_root() && !in.out.empty()) x.f = std::make_unique<H5File>(H5File::create(in.out));
+  });
+  const ModelConfig& cfg = x.model->config();
+  if (x.f) {
+    x.f->create_dataset("logprobs", H5Type::f32, {x.N, x.T - 1});
+    if (cfg.is_moe()) x.f->create_dataset("topk_ids", H5Type::i32, {cfg.n_layers, x.N, x.T, cfg.top_k});
   }
+  return x;
+}
+
+// Phase 3: every batch split over the ranks, gathered, written by the root; returns the mean
+// log-prob of the scored tokens.
+double score_batches(const RankGrid& grid, int batch, ScoreInputs* x) {
+  const ModelConfig& cfg = x->model->config();
+  const int L = cfg.n_layers, K = cfg.top_k, T = x->T;
   double sum_logp = 0.0, scored = 0.0;
   ForwardResult res;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int64_t n0 = 0; n0 < N; n0 += batch) {
-    const int B = static_cast<int>(std::min<int64_t>(batch, N - n0));
+  for (int64_t n0 = 0; n0 < x->N; n0 += batch) {
+    const int B = static_cast<int>(std::min<int64_t>(batch, x->N - n0));
     const SeqBlock blk = dp_block(B, grid.size(), grid.rank());  // this rank's sequences
     ForwardRequest req;
-    req.tokens = tokens.data() + (n0 + blk.begin) * T;
+    req.tokens = x->tokens.data() + (n0 + blk.begin) * T;
     req.B = static_cast<int>(blk.size());
     req.B_total = B;
     req.T = T;
-    req.profile = &profile;
+    req.profile = &x->profile;
     req.call = static_cast<uint64_t>(n0);  // noise entity: the batch's first sequence
-    model->forward(&res, req);
+    x->model->forward(&res, req);
     gather_forward(&res, grid.dp(), L, cfg.is_moe(), false);
     // past a sequence's end (lengths[n] tokens): padding, NaN
     for (int b = 0; b < B; ++b)
       for (int t = 0; t + 1 < T; ++t) {
         float& lp = res.logprobs[static_cast<size_t>(b) * (T - 1) + t];
-        if (t + 1 >= lengths[n0 + b]) { lp = nan; continue; }
+        if (t + 1 >= x->lengths[n0 + b]) { lp = nan; continue; }
         sum_logp += lp;
         scored += 1.0;
       }
-    if (!f) continue;
-    f->write_block("logprobs", {n0, 0}, {B, T - 1}, res.logprobs.data());
+    if (!x->f) continue;
+    x->f->write_block("logprobs", {n0, 0}, {B, T - 1}, res.logprobs.data());
     // The model's [L, B*T, K] is, per layer, the [B, T, K] block of topk_ids[l, n0:n0+B].
     if (cfg.is_moe())
       for (int l = 0; l < L; ++l)
-        f->write_block("topk_ids", {l, n0, 0, 0}, {1, B, T, K},
-                       res.topk_ids.data() + static_cast<size_t>(l) * B * T * K);
+        x->f->write_block("topk_ids", {l, n0, 0, 0}, {1, B, T, K},
+                          res.topk_ids.data() + static_cast<size_t>(l) * B * T * K);
   }
-  grid.checked([&] {  // a failed write (full disk) ends every rank with the root's message
-    if (!f) return;
-    f->set_attr("/", "format", "moerl-score");
-    f->set_attr("/", "version", int64_t{1});
-    f->set_attr("/", "profile", profile.name);
-    f->set_attr("/", "checkpoint", checkpoint);
-    f->set_attr("/", "tokens", tokens_path);
-    f->write("lengths", {N}, lengths.data());
-    if (!scenario_path.empty() || !sets.empty())
-      f->set_attr("/", "scenario", scenario.effective_text());
-    f->commit();
+  return sum_logp / scored;
+}
+
+// Phase 4: the output's attributes and lengths, committed; a failed write (full disk) ends every
+// rank with the root's message.
+void score_finish(const RankGrid& grid, const ModelInputArgs& in, ScoreInputs* x) {
+  grid.checked([&] {
+    if (!x->f) return;
+    x->f->set_attr("/", "format", "moerl-score");
+    x->f->set_attr("/", "version", int64_t{1});
+    x->f->set_attr("/", "profile", x->profile.name);
+    x->f->set_attr("/", "checkpoint", in.checkpoint);
+    x->f->set_attr("/", "tokens", in.tokens);
+    x->f->write("lengths", {x->N}, x->lengths.data());
+    if (!in.scenario.empty() || !in.sets.empty()) x->f->set_attr("/", "scenario", x->scenario.effective_text());
+    x->f->commit();
   });
+}
+
+}  // namespace
+
+int cmd_score(const Comms& comms, const std::vector<std::string>& args) {
+  ModelInputArgs in;
+  std::string profile;
+  if (!score_parse(comms, args, &in, &profile)) return 0;
+  const RankGrid grid(comms, in.ranks_per_run);
+  if (!grid.active()) return 0;
+  ScoreInputs x = score_load(comms, grid, in, profile);
+  const double mean_logp = score_batches(grid, in.batch, &x);
+  score_finish(grid, in, &x);
   if (!grid.is_root()) return 0;
   std::printf("moerl score: %lld sequences x %d tokens under %s: mean log-prob %.6f%s%s\n",
-              static_cast<long long>(N), T, profile.name.c_str(),
-              sum_logp / scored, out.empty() ? "" : ", wrote ",
-              out.c_str());
+              static_cast<long long>(x.N), x.T, x.profile.name.c_str(), mean_logp, in.out.empty() ? "" : ", wrote ",
+              in.out.c_str());
   return 0;
 }
 

@@ -15,30 +15,27 @@ namespace po = boost::program_options;
 namespace moerl {
 
 int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
-  std::string scenario_path, out;
+  ScenarioArgs sa;
+  std::string out;
   int steps = -1;
-  std::vector<std::string> sets;
   po::options_description desc("moerl sft options");
+  cli_add_scenario_args(&desc, &sa, "scenario", "scenario file (positional)");
   desc.add_options()
-      ("scenario", po::value(&scenario_path)->required(), "scenario file (positional)")
       ("steps", po::value(&steps), "supervised warm-up steps (default: the scenario's sft.steps; 0 = initialise only)")
       ("out", po::value(&out)->required(), "checkpoint to write (HDF5)");
-  cli_add_set_option(&desc, &sets);
-  po::positional_options_description pos;
-  pos.add("scenario", 1);
   po::variables_map vm;
   bool go = true;
   Scenario s;
   OutputLock lock;  // one writer per output, until the checkpoint is written
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
     go = cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--set section.key=value]...",
-                   desc, pos, args, &vm);
+                   desc, sa.positional, args, &vm);
     if (!go) return;
     if (vm.count("steps") && steps < 0)
       throw usage_error("sft: --steps " + std::to_string(steps) + ": must be >= 0");
-    s = Scenario::load(scenario_path, sets);
+    s = Scenario::load(sa.path, sa.sets);
     path_check_output_file(out, "--out");
-    path_check_not_an_input(out, "--out", {{"scenario file", scenario_path}});
+    path_check_not_an_input(out, "--out", {{"scenario file", sa.path}});
     if (comms.is_root) {  // before the warm-up, not after it
       h5_check_writable(out);
       lock = OutputLock::take(out, "--out");
@@ -50,7 +47,7 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
   if (comms.is_root) {
     run_save_base(out, s, *model, rep);
     std::printf("moerl sft: wrote %s: %lld parameters (%s, %d layers, %s), seed %llu, %d steps\n",
-                out.c_str(), static_cast<long long>(model->params().size()), scenario_path.c_str(),
+                out.c_str(), static_cast<long long>(model->params().size()), sa.path.c_str(),
                 s.model.n_layers,
                 s.model.is_moe() ? (std::to_string(s.model.n_experts) + " experts top-" +
                                     std::to_string(s.model.top_k)).c_str()

@@ -81,6 +81,7 @@ void RunResults::write(const std::string& path) const {
   H5File f = H5File::create(path);
   for (const auto& [k, v] : attrs) f.set_attr("/", k, v);
   for (const auto& [k, v] : int_attrs) f.set_attr("/", k, v);
+  for (const auto& [k, v] : float_attrs) f.set_attr("/", k, v);
   f.set_attr("/", "version", kResultsVersion);
   f.set_attr("/", "steps", steps_);
   for (const auto& [name, s] : series_) {

@@ -49,6 +49,7 @@ class RunResults {
 
   std::map<std::string, std::string> attrs;     // string root attributes
   std::map<std::string, int64_t> int_attrs;     // integer root attributes
+  std::map<std::string, double> float_attrs;    // float64 root attributes
 
   // Writes the whole file atomically.
   void write(const std::string& path) const;

@@ -1,9 +1,12 @@
 // algorithm_registry.cpp — the algorithm table (registry.h). One row per rl.algorithm name; its
-// factory is defined in sim/rl/<name>.cpp and declared beside the row.
+// factory is defined in sim/rl/<name>.cpp and declared beside the row; a row without a class of
+// its own names the row whose loss it runs (loss_of).
 #include <cstdio>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
+
+#include "sim/io/results.h"
 
 namespace moerl {
 
@@ -32,7 +35,7 @@ const std::vector<AlgorithmInfo>& algorithm_registry() {
        .metrics = {{"icepop_masked_frac", 0.0, "share of tokens the IcePop band masked"}}},
       {.name = "r3",
        .doc = "grpo + rollout routing replay (arXiv 2510.11370)",
-       .create = rl::make_grpo,
+       .loss_of = "grpo",
        .routing_replay = RoutingReplay::rollout},
       {.name = "rspo",
        .doc = "token ratio rescaled by the router-shift weight gamma (arXiv 2510.23027)",
@@ -83,7 +86,24 @@ std::string algorithm_must_be() {
 std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg) {
   const AlgorithmInfo* a = algorithm_find(cfg.algorithm);
   if (!a) throw std::invalid_argument("rl.algorithm = " + cfg.algorithm + ": " + algorithm_must_be());
-  return a->create(cfg);
+  LossConfig c = cfg;
+  if (a->correction) c.correction = *a->correction;  // the row's forced correction, resolved or not
+  return algorithm_find(a->loss_of ? a->loss_of : a->name)->create(c);
+}
+
+void algorithm_record_attrs(RunResults* res, const RlConfig& rl) {
+  res->attrs["algorithm"] = rl.loss.algorithm;
+  res->attrs["routing_replay"] = routing_replay_name(rl.routing_replay);
+  res->attrs["old_logprobs"] = old_logprobs_name(rl.old_logprobs);
+  res->attrs["correction"] = correction_name(rl.loss.correction);
+  res->float_attrs["clip_low"] = rl.loss.clip_low;
+  res->float_attrs["clip_high"] = rl.loss.clip_high;
+}
+
+void algorithm_record_others_off(RunResults* res, const std::string& algorithm) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (algorithm != a.name)
+      for (const ExtraMetric& x : a.metrics) res->set(x.name, x.off);
 }
 
 }  // namespace moerl

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sim/rl/ppo_terms.h"
+#include "sim/rl/registry.h"
 
 namespace moerl::rl {
 
@@ -45,16 +46,17 @@ double max_k3_mask(const LossConfig& c, const SeqLogRatio& s) { return s.max_k3 
 }  // namespace
 
 const std::vector<CorrectionInfo>& correction_registry() {
+  using L = CorrectionLevel;
   static const std::vector<CorrectionInfo> table = {
-      {Correction::none, "1", one, nullptr},
-      {Correction::tis, "clamp(rho_t, C_low, C)", truncated, nullptr},
-      {Correction::mis, "rho_t 1[rho_t <= C]", masked_above_cap, nullptr},
-      {Correction::icepop, "rho_t 1[alpha <= rho_t <= beta] (rl.algorithm = icepop)", icepop_band, nullptr},
-      {Correction::seq_tis, "min(rho_seq, C), rho_seq the product ratio", one, product_truncated},
-      {Correction::seq_tis_geo, "min(geometric-mean ratio, C)", one, geometric_truncated},
-      {Correction::seq_mis, "1[lo <= geometric-mean ratio <= hi]", one, geometric_band},
-      {Correction::tis_seq_mis, "tis x seq-mis", truncated, geometric_band},
-      {Correction::seq_max_k3, "1[max_t k3_t <= k]", one, max_k3_mask},
+      {Correction::none, L::token, "1", one, nullptr},
+      {Correction::tis, L::token, "clamp(rho_t, C_low, C)", truncated, nullptr},
+      {Correction::mis, L::token, "rho_t 1[rho_t <= C]", masked_above_cap, nullptr},
+      {Correction::icepop, L::token, "rho_t 1[alpha <= rho_t <= beta] (rl.algorithm = icepop)", icepop_band, nullptr},
+      {Correction::seq_tis, L::sequence, "min(rho_seq, C), rho_seq the product ratio", one, product_truncated},
+      {Correction::seq_tis_geo, L::sequence, "min(geometric-mean ratio, C)", one, geometric_truncated},
+      {Correction::seq_mis, L::sequence, "1[lo <= geometric-mean ratio <= hi]", one, geometric_band},
+      {Correction::tis_seq_mis, L::sequence, "tis x seq-mis", truncated, geometric_band},
+      {Correction::seq_max_k3, L::sequence, "1[max_t k3_t <= k]", one, max_k3_mask},
   };
   return table;
 }
@@ -62,12 +64,36 @@ const std::vector<CorrectionInfo>& correction_registry() {
 // The table is indexed by the enum (tests/rl/test_registry.cpp checks each row's place).
 static_assert(kCorrectionNames.size() == kCorrectionCount);
 
+const AlgorithmInfo* correction_forced_by(Correction kind) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (a.correction == kind) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> correction_settable_names() {
+  std::vector<std::string> names;
+  for (const CorrectionInfo& k : correction_registry())
+    if (!correction_forced_by(k.kind)) names.emplace_back(correction_name(k.kind));
+  return names;
+}
+
+std::string correction_must_be() {
+  std::string msg = must_be(correction_settable_names());
+  for (const CorrectionInfo& k : correction_registry())
+    if (const AlgorithmInfo* a = correction_forced_by(k.kind))
+      msg += std::string(" (for ") + correction_name(k.kind) + " set rl.algorithm = " + a->name + ")";
+  return msg;
+}
+
 std::string correction_key_doc() {
   std::string doc = "train/inference IS correction, rho_t = pi_old/pi_rollout (docs/algorithms.md):";
+  std::string composing, forcing;
   for (const CorrectionInfo& k : correction_registry())
-    if (k.kind != Correction::icepop) doc += std::string(" ") + correction_name(k.kind) + " (" + k.doc + ");";
-  return doc + " composes with grpo, gspo, rspo, r3; icepop ignores it (its own band mask); a no-op with "
-               "rl.old_logprobs = rollout (rho = 1)";
+    if (!correction_forced_by(k.kind)) doc += std::string(" ") + correction_name(k.kind) + " (" + k.doc + ");";
+  for (const AlgorithmInfo& a : algorithm_registry())
+    (a.correction ? forcing : composing) += std::string(", ") + a.name;
+  return doc + " composes with " + composing.substr(2) + "; " + forcing.substr(2) +
+         " ignores it (its own band mask); a no-op with rl.old_logprobs = rollout (rho = 1)";
 }
 
 }  // namespace moerl::rl

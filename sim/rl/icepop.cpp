@@ -1,20 +1,17 @@
 // icepop.cpp — IcePop (Ring-1T form, arXiv 2510.18855): GRPO's token surrogate weighted by
 //   M(k) = k·1[α ≤ k ≤ β],  k = π_old/π_rollout (a constant),
 // so tokens whose train/inference ratio leaves the band get zero gradient while still counting in
-// the aggregation's denominators. Defaults α = 0.5, β = 5.
+// the aggregation's denominators. Defaults α = 0.5, β = 5. The band is its row's forced correction
+// (Correction::icepop), so the loss is GRPO's (grpo.h); this class adds the masked share.
 #include "sim/io/results.h"
-#include "sim/rl/policy_loss.h"
+#include "sim/rl/grpo.h"
 
 namespace moerl::rl {
 
 namespace {
-class Icepop final : public Algorithm {
+class Icepop final : public Grpo {
  public:
-  explicit Icepop(const LossConfig& c) : c_(c) {}
-  const char* name() const override { return "icepop"; }
-  void loss(LossOutput* out, const LossBatch& b) const override {
-    policy_loss(out, b, c_, c_.aggregation, Correction::icepop, [&](int i, int t) { return token_ratio(b, i, t); });
-  }
+  explicit Icepop(const LossConfig& c) : Grpo(c, "icepop") {}
   void observe(const LossOutput& out) override {
     masked_ += out.masked_tokens;
     tokens_ += out.tokens;
@@ -25,7 +22,6 @@ class Icepop final : public Algorithm {
   }
 
  private:
-  LossConfig c_;
   double masked_ = 0.0, tokens_ = 0.0;  // over the step's mini-batches
 };
 }  // namespace

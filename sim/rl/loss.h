@@ -43,10 +43,12 @@ inline bool aggregation_parse(std::string_view s, Aggregation* out) { return kAg
 // seq-max-k3 w = 1[max_t (ρ_t − 1 − log ρ_t) ≤ k]. Masked/zeroed tokens keep counting in the
 // denominators.
 enum class Correction : uint8_t { none = 0, tis, mis, icepop, seq_tis, seq_tis_geo, seq_mis, tis_seq_mis, seq_max_k3 };
-inline constexpr int kCorrectionCount = 9;
-// A new Correction needs its name here and its row (weights, doc) in sim/rl/corrections.cpp.
-inline constexpr EnumNames<Correction, kCorrectionCount> kCorrectionNames{{"none", "tis", "mis", "icepop", "seq-tis", "seq-tis-geo", "seq-mis", "tis+seq-mis", "seq-max-k3"}};
-static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionNames.size());
+// A new Correction needs its name here and its row (weights, level, doc) in sim/rl/corrections.cpp;
+// the count is the names'.
+inline constexpr auto kCorrectionNames = enum_names<Correction>(
+    {"none", "tis", "mis", "icepop", "seq-tis", "seq-tis-geo", "seq-mis", "tis+seq-mis", "seq-max-k3"});
+inline constexpr int kCorrectionCount = static_cast<int>(kCorrectionNames.size());
+static_assert(static_cast<int>(Correction::seq_max_k3) + 1 == kCorrectionCount);
 inline const char* correction_name(Correction v) { return kCorrectionNames.name(v); }
 inline bool correction_parse(std::string_view s, Correction* out) { return kCorrectionNames.parse(s, out); }
 
@@ -56,7 +58,7 @@ struct LossConfig {
   float clip_high = 0.2f;          // ε_high (gspo: 4e-4)
   float dual_clip = 0.0f;          // c of the dual clip for A < 0 (0 = off; verl uses 3)
   Aggregation aggregation = Aggregation::token_mean;  // gspo forces seq_mean_token_mean
-  Correction correction = Correction::none;  // icepop forces Correction::icepop
+  Correction correction = Correction::none;  // an algorithm's row may force one (icepop)
   float correction_cap = 2.0f;     // C of tis / mis / seq-tis / seq-tis-geo / tis+seq-mis
   float correction_cap_low = 0.0f; // C_low: lower truncation of tis and tis+seq-mis (0 = none)
   float seq_mask_low = 0.99f;      // lo of seq-mis (slime/Miles: [0.99, 1.001])

@@ -25,11 +25,20 @@ void PrecursorConfig::validate() const {
 }
 
 const std::vector<PrecursorFlag>& precursor_flags() {
+  // one row per flag, in the order of precursors.h; the rules of PrecursorConfig's fields
   static const std::vector<PrecursorFlag> flags = {
-      {"pre_k3_rise", "rc_k3"},           {"pre_grad_norm_spike", "grad_norm"},
-      {"pre_grad_norm_drop", "grad_norm"}, {"pre_entropy_spike", "entropy"},
-      {"pre_clip_burst", "clip_frac"},     {"pre_ess_drop", "rc_ess_token"},
-      {"pre_length_surge", "response_length_mean"}};
+      {"pre_k3_rise", "rc_k3", [](const PrecursorConfig& c, double x, double m) { return x > c.k3_rise * m; }},
+      {"pre_grad_norm_spike", "grad_norm",
+       [](const PrecursorConfig& c, double x, double m) { return x > c.grad_norm_spike * m; }},
+      {"pre_grad_norm_drop", "grad_norm",
+       [](const PrecursorConfig& c, double x, double m) { return x < c.grad_norm_drop * m; }},
+      {"pre_entropy_spike", "entropy",
+       [](const PrecursorConfig& c, double x, double m) { return x > c.entropy_spike * m; }},
+      {"pre_clip_burst", "clip_frac",
+       [](const PrecursorConfig& c, double x, double m) { return x > std::max(c.clip_burst * m, m + c.clip_burst_floor); }},
+      {"pre_ess_drop", "rc_ess_token", [](const PrecursorConfig& c, double x, double m) { return x < c.ess_drop * m; }},
+      {"pre_length_surge", "response_length_mean",
+       [](const PrecursorConfig& c, double x, double m) { return x > c.length_surge * m; }}};
   return flags;
 }
 
@@ -47,27 +56,29 @@ bool trailing_median(const std::vector<double>& x, int w, double* median) {
 }
 }  // namespace
 
-double precursor_fires(const PrecursorConfig& c, const std::string& flag, const std::vector<double>& series) {
+namespace {
+const PrecursorFlag& precursor_find(const std::string& flag) {
+  for (const PrecursorFlag& f : precursor_flags())
+    if (flag == f.name) return f;
+  throw std::invalid_argument("unknown precursor flag " + flag);
+}
+
+double flag_fires(const PrecursorConfig& c, const PrecursorFlag& f, const std::vector<double>& series) {
   if (series.empty() || !std::isfinite(series.back())) return 0.0;
   double m = 0.0;
   if (!trailing_median(series, c.window, &m)) return 0.0;
-  const double x = series.back();
-  bool on = false;
-  if (flag == "pre_k3_rise") on = x > c.k3_rise * m;
-  else if (flag == "pre_grad_norm_spike") on = x > c.grad_norm_spike * m;
-  else if (flag == "pre_grad_norm_drop") on = x < c.grad_norm_drop * m;
-  else if (flag == "pre_entropy_spike") on = x > c.entropy_spike * m;
-  else if (flag == "pre_clip_burst") on = x > std::max(c.clip_burst * m, m + c.clip_burst_floor);
-  else if (flag == "pre_ess_drop") on = x < c.ess_drop * m;
-  else if (flag == "pre_length_surge") on = x > c.length_surge * m;
-  else throw std::invalid_argument("unknown precursor flag " + flag);
-  return on ? 1.0 : 0.0;
+  return f.fires(c, series.back(), m) ? 1.0 : 0.0;
+}
+}  // namespace
+
+double precursor_fires(const PrecursorConfig& c, const std::string& flag, const std::vector<double>& series) {
+  return flag_fires(c, precursor_find(flag), series);
 }
 
 void precursors_record(RunResults* res, const PrecursorConfig& c) {
   for (const PrecursorFlag& f : precursor_flags()) {
     const std::vector<double>* s = res->series(f.source);
-    res->set(f.name, s ? precursor_fires(c, f.name, *s) : 0.0);
+    res->set(f.name, s ? flag_fires(c, f, *s) : 0.0);
   }
 }
 

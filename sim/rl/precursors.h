@@ -32,10 +32,12 @@ struct PrecursorConfig {
   void validate() const;  // throws std::invalid_argument naming the key
 };
 
-// One flag: its metric name (pre_*) and the series it reads.
+// One flag: its metric name (pre_*), the series it reads and its rule, which compares the step's
+// value x with m, the trailing median.
 struct PrecursorFlag {
   const char* name;
   const char* source;
+  bool (*fires)(const PrecursorConfig& c, double x, double m);
 };
 // Every flag, in a fixed order: pre_k3_rise, pre_grad_norm_spike, pre_grad_norm_drop,
 // pre_entropy_spike, pre_clip_burst, pre_ess_drop, pre_length_surge.

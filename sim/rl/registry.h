@@ -23,14 +23,18 @@ struct ExtraMetric {
   const char* doc;
 };
 
+// A row: everything the program knows of one rl.algorithm. A variant that only changes defaults
+// or forces a choice (r3) is a row alone: it names the row whose loss it runs (`loss_of`) instead
+// of a factory of its own, and its Algorithm is that row's (name() included).
 struct AlgorithmInfo {
   const char* name;                                       // rl.algorithm
   const char* doc;                                        // one line: what it is, its source
-  std::unique_ptr<Algorithm> (*create)(const LossConfig&) = nullptr;
+  std::unique_ptr<Algorithm> (*create)(const LossConfig&) = nullptr;  // sim/rl/<name>.cpp
+  const char* loss_of = nullptr;                          // or: the row whose factory it uses
   float clip_low = 0.2f, clip_high = 0.2f;                // defaults of rl.clip_low / rl.clip_high
   std::optional<RoutingReplay> routing_replay = {};       // forced rl.routing_replay (r3)
   std::optional<Correction> correction = {};              // forced correction (icepop)
-  std::vector<ExtraMetric> metrics = {};                  // reported by the algorithm's record()
+  std::vector<ExtraMetric> metrics = {};                  // written by the algorithm's record()
 };
 
 // The algorithms, in alphabetical order.
@@ -44,5 +48,13 @@ std::string algorithm_must_be();
 std::string algorithm_key_doc();
 // Doc of rl.clip_low (high = false) / rl.clip_high: every algorithm's default.
 std::string algorithm_clip_doc(bool high);
+
+class RunResults;
+// Root attributes of a results file that record the resolved choices of `rl` (after
+// RlConfig::resolve): algorithm, routing_replay, old_logprobs, correction, clip_low, clip_high
+// (docs/hdf5-schema.md), so readers need not know any algorithm's defaults.
+void algorithm_record_attrs(RunResults* res, const RlConfig& rl);
+// Sets the extra metrics of every row but `algorithm`'s to their `off` values for this step.
+void algorithm_record_others_off(RunResults* res, const std::string& algorithm);
 
 }  // namespace moerl

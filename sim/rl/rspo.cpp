@@ -3,7 +3,7 @@
 // before clipping,
 //   r̃ = sg[γ]·r,  γ = max(γ_min, exp(−d)),  d = mean over layers of the mean over π_old's top-k
 //   experts of |log p_θ(e) − log p_old(e)|,
-// then GRPO's clipped surrogate on r̃. γ is read at the positions that score the response
+// then GRPO's clipped surrogate on r̃ (grpo.h). γ is read at the positions that score the response
 // (positions.h); it needs the router, so the algorithm asks for the router shift (needs()) and
 // computes γ in prepare(). A dense model has no router: γ = 1.
 #include <algorithm>
@@ -11,15 +11,14 @@
 #include <limits>
 
 #include "sim/io/results.h"
-#include "sim/rl/policy_loss.h"
+#include "sim/rl/grpo.h"
 
 namespace moerl::rl {
 
 namespace {
-class Rspo final : public Algorithm {
+class Rspo final : public Grpo {
  public:
-  explicit Rspo(const LossConfig& c) : c_(c) {}
-  const char* name() const override { return "rspo"; }
+  explicit Rspo(const LossConfig& c) : Grpo(c, "rspo") {}
   AlgorithmNeeds needs() const override { return {.router_shift = true}; }
 
   void prepare(LossBatch* b, const MinibatchView& v) override {
@@ -50,10 +49,9 @@ class Rspo final : public Algorithm {
     b->gamma = gamma_.data();
   }
 
-  void loss(LossOutput* out, const LossBatch& b) const override {
-    policy_loss(out, b, c_, c_.aggregation, c_.correction, [&](int i, int t) {
-      return token_ratio(b, i, t, b.gamma ? b.gamma[static_cast<size_t>(i) * b.R + t] : 1.0);
-    });
+  // GRPO's surrogate on γ·r (Grpo::loss)
+  double gamma(const LossBatch& b, int i, int t) const override {
+    return b.gamma ? b.gamma[static_cast<size_t>(i) * b.R + t] : 1.0;
   }
 
   void record(RunResults* res) override {
@@ -64,7 +62,6 @@ class Rspo final : public Algorithm {
   }
 
  private:
-  LossConfig c_;
   std::vector<float> gamma_;  // [S, R] of the current mini-batch
   double gamma_sum_ = 0.0, gamma_min_ = 1.0, gamma_n_ = 0.0;  // over the step
 };

@@ -624,9 +624,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   res->set("clip_frac", t.tokens > 0 ? t.clipped / t.tokens : 0.0);
   res->set("masked_frac", t.tokens > 0 ? t.masked / t.tokens : 0.0);
   algo_->record(res);
-  for (const AlgorithmInfo& a : algorithm_registry())
-    if (rl.loss.algorithm != a.name)
-      for (const ExtraMetric& x : a.metrics) res->set(x.name, x.off);
+  algorithm_record_others_off(res, rl.loss.algorithm);
   for (const ExtraMetric& x : hooks_.off_metrics) res->set(x.name, x.off);
   HookContext c = hook_context(st);
   for (const auto& h : hooks_.active) h->end_of_step(c, res);

@@ -17,15 +17,8 @@ namespace moerl {
 namespace {
 
 ModelConfig parallel_sized_config() {
-  ModelConfig c = test::tiny_moe_config();
-  c.d_model = 64;
-  c.n_heads = 4;
-  c.n_experts = 8;
-  c.d_ff = 96;
-  c.vocab_size = 40;
-  c.max_seq_len = 32;
-  c.init_std = 0.1f;
-  return c;
+  return {.vocab_size = 40, .d_model = 64, .n_layers = 2, .n_heads = 4, .n_experts = 8, .top_k = 2, .d_ff = 96,
+          .max_seq_len = 32, .init_std = 0.1f};
 }
 
 std::vector<float> under_threads(int threads, const std::function<std::vector<float>()>& f) {

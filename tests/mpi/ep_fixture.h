@@ -9,23 +9,12 @@
 
 #include "kernels/rng.h"
 #include "models/model.h"
+#include "../model_configs.h"
 
 namespace moerl::test {
 
 // A small MoE whose expert count divides 1, 2 and 4 ranks.
-inline ModelConfig ep_config() {
-  ModelConfig c;
-  c.vocab_size = 23;
-  c.d_model = 24;
-  c.n_layers = 2;
-  c.n_heads = 3;
-  c.n_experts = 8;
-  c.top_k = 2;
-  c.d_ff = 20;
-  c.max_seq_len = 16;
-  c.init_std = 0.2f;  // routing far from uniform
-  return c;
-}
+inline ModelConfig ep_config() { return tiny_moe_config(8); }
 
 inline NumericsProfile builtin_profile(const char* name) {
   NumericsProfile p;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/h5io.h"
+#include "sim/run.h"
 #include "sim/scenario.h"
 
 namespace moerl::test {
@@ -64,6 +65,23 @@ inline std::vector<double> run_metric(const std::string& file, const std::string
   std::vector<double> v(static_cast<size_t>(n));
   f.read("metrics/" + name, shape, v.data());
   return v;
+}
+
+// What run_quiet changes of a plain run.
+struct QuietRun {
+  bool dump = false, resume = false;
+  int max_steps = -1;
+};
+// One run of `s` into `out` without progress lines, base policies cached in `dir`/cache.
+inline RunSummary run_quiet(const Scenario& s, const std::string& out, const std::string& dir, QuietRun q = {}) {
+  RunOptions o;
+  o.out = out;
+  o.cache_dir = dir + "/cache";
+  o.progress = false;
+  o.dump_tensors = q.dump;
+  o.resume = q.resume;
+  o.max_steps = q.max_steps;
+  return run_rl(s, o);
 }
 
 }  // namespace moerl::test

@@ -25,12 +25,8 @@ TEST(Diagnostics, MatchTheirFormulas) {
     lold.push_back(base);
     lroll.push_back(base + 0.4f * rng.normal());
   }
-  LossConfig c;
-  c.correction_cap = 1.5f;
-  c.correction_cap_low = 0.7f;
-  c.seq_mask_low = 0.9f;
-  c.seq_mask_high = 1.1f;
-  c.seq_k3_max = 0.2f;
+  const LossConfig c{.correction_cap = 1.5f, .correction_cap_low = 0.7f, .seq_mask_low = 0.9f, .seq_mask_high = 1.1f,
+                     .seq_k3_max = 0.2f};
   const CorrectionDiagnostics d = correction_diagnostics(c, lold.data(), lroll.data(), nullptr, S, R);
 
   double k1 = 0, k3 = 0, sw = 0, sw2 = 0, qw = 0, qw2 = 0, tis = 0, mis = 0, ice = 0;

@@ -30,14 +30,7 @@ std::vector<std::string> bubble(std::vector<std::string> sets) {
 
 RunSummary run(const Scenario& s, const std::string& out, const std::string& dir, bool dump = false,
                bool resume = false, int max_steps = -1) {
-  RunOptions o;
-  o.out = out;
-  o.cache_dir = dir + "/cache";
-  o.progress = false;
-  o.dump_tensors = dump;
-  o.resume = resume;
-  o.max_steps = max_steps;
-  return run_rl(s, o);
+  return test::run_quiet(s, out, dir, {.dump = dump, .resume = resume, .max_steps = max_steps});
 }
 
 TEST(Lengths, GenerationEndsAtEosAndPaddingChangesNoOtherRow) {

@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "kernels/rng.h"
+#include "sim/rl/corrections.h"
 #include "sim/rl/loss.h"
 
 namespace moerl {
@@ -340,6 +341,22 @@ TEST(Losses, TokenTisLowerTruncation) {
       low += o.weight[j] == 0.5f;
     }
   EXPECT_GT(low, 0);
+}
+
+// Every row of the correction table, not a hand-kept list: a new correction fails here until the
+// reference above knows its weight.
+TEST(Losses, EveryCorrectionOfTheTableMatchesTheReference) {
+  const Data d = make_data(4, 0.2);
+  ASSERT_EQ(rl::correction_registry().size(), static_cast<size_t>(kCorrectionCount));
+  for (const rl::CorrectionInfo& k : rl::correction_registry()) {
+    SCOPED_TRACE(correction_name(k.kind));
+    LossConfig c;
+    c.correction = k.kind;
+    c.correction_cap = 1.2f;
+    c.seq_mask_low = 0.9f;
+    c.seq_mask_high = 1.1f;
+    check(d, c);
+  }
 }
 
 TEST(Losses, CorrectionNamesRoundTrip) {

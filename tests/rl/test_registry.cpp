@@ -40,8 +40,10 @@ TEST(Registry, EveryAlgorithmRowCreatesItsLossAndIsNamedInTheMessages) {
     c.algorithm = a.name;
     const auto algo = algorithm_create(c);
     ASSERT_TRUE(algo);
-    // r3 is grpo's loss with a routing choice; every other row names its own class
-    EXPECT_EQ(std::string(algo->name()), a.routing_replay ? "grpo" : a.name);
+    // a row alone (r3: grpo's loss with a routing choice) is the class of the row it names; every
+    // other row names its own class
+    EXPECT_EQ(std::string(algo->name()), a.loss_of ? a.loss_of : a.name);
+    EXPECT_EQ(a.create == nullptr, a.loss_of != nullptr);  // a factory or a row to take it from
     EXPECT_NE(algorithm_must_be().find(a.name), std::string::npos);
     EXPECT_NE(algorithm_key_doc().find(a.name), std::string::npos);
     EXPECT_NE(what_of([] {
@@ -190,9 +192,16 @@ TEST(Registry, CorrectionRowsFollowTheEnumAndCarryTheirWeights) {
     Correction parsed;
     ASSERT_TRUE(correction_parse(name, &parsed));
     EXPECT_EQ(parsed, k.kind);
-    // the sequence-level ones are named so, and only they have a sequence factor
-    EXPECT_EQ(rl::correction_is_sequence_level(k.kind), name.find("seq") != std::string::npos);
-    EXPECT_EQ(doc.find(" " + name + " (") != std::string::npos, k.kind != Correction::icepop);
+    // the level is the row's field, and only the sequence-level ones have a sequence factor
+    EXPECT_EQ(rl::correction_is_sequence_level(k.kind), k.level == rl::CorrectionLevel::sequence);
+    EXPECT_EQ(k.level == rl::CorrectionLevel::sequence, k.sequence != nullptr);
+    // a correction an algorithm's row forces (icepop) is not offered by rl.correction
+    const AlgorithmInfo* forced = rl::correction_forced_by(k.kind);
+    EXPECT_EQ(forced != nullptr, k.kind == Correction::icepop);
+    EXPECT_EQ(doc.find(" " + name + " (") != std::string::npos, forced == nullptr);
+    const std::vector<std::string> settable = rl::correction_settable_names();
+    EXPECT_EQ(std::count(settable.begin(), settable.end(), name), forced ? 0 : 1);
+    if (forced) EXPECT_NE(rl::correction_must_be().find(std::string("rl.algorithm = ") + forced->name), std::string::npos);
   }
   LossConfig c;
   c.correction_cap = 1.5f;

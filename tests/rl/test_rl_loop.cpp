@@ -9,6 +9,7 @@
 #include "rl_fixture.h"
 #include "sim/io/model_io.h"
 #include "sim/rl/precursors.h"
+#include "sim/rl/registry.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"
 #include "sim/run.h"
@@ -19,24 +20,19 @@ namespace {
 
 RunSummary run(const Scenario& s, const std::string& out, const std::string& dir, bool resume = false,
                int max_steps = -1) {
-  RunOptions o;
-  o.out = out;
-  o.cache_dir = dir + "/cache";
-  o.progress = false;
-  o.resume = resume;
-  o.max_steps = max_steps;
-  return run_rl(s, o);
+  return test::run_quiet(s, out, dir, {.resume = resume, .max_steps = max_steps});
 }
 
 TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
   const std::string dir = test::tmp_dir("algos");
-  const std::vector<std::vector<std::string>> variants = {
-      {"rl.algorithm=grpo"}, {"rl.algorithm=gspo"}, {"rl.algorithm=rspo"}, {"rl.algorithm=icepop"},
-      {"rl.algorithm=r3"}, {"rl.algorithm=grpo", "rl.correction=tis"},
+  std::vector<std::vector<std::string>> variants;  // every algorithm of the table, then choices of grpo
+  for (const std::string& name : algorithm_names()) variants.push_back({"rl.algorithm=" + name});
+  variants.insert(variants.end(), {
+      {"rl.algorithm=grpo", "rl.correction=tis"},
       {"rl.algorithm=grpo", "rl.correction=mis"}, {"rl.algorithm=grpo", "rl.routing_replay=old"},
       {"rl.algorithm=grpo", "rl.old_logprobs=rollout"}, {"rl.algorithm=grpo", "rl.kl_coef=0.1", "rl.freeze_router=true"},
       {"rl.algorithm=grpo", "model.n_experts=0"},
-      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"}};
+      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"}});
   for (const auto& sets : variants) {
     const Scenario s = test::tiny_scenario(sets);
     const std::string out = dir + "/run.h5";
@@ -52,6 +48,15 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
     EXPECT_EQ(f.attr_string("/", "status"), "complete");
     EXPECT_EQ(f.attr_int("/", "seed"), 3);
     EXPECT_NE(f.attr_string("/", "scenario").find("rl.algorithm"), std::string::npos);
+    // the resolved choices are attributes, so readers need not know any row's defaults
+    const AlgorithmInfo* a = algorithm_find(f.attr_string("/", "algorithm"));
+    ASSERT_TRUE(a);
+    const bool row_defaults = sets.size() == 1;
+    if (row_defaults) {
+      EXPECT_EQ(f.attr_double("/", "clip_low"), a->clip_low);
+      EXPECT_EQ(f.attr_double("/", "clip_high"), a->clip_high);
+      EXPECT_EQ(f.attr_string("/", "correction"), correction_name(a->correction.value_or(Correction::none)));
+    }
   }
 }
 

@@ -13,6 +13,10 @@
 
 namespace moerl::test {
 
+// The [model] lines, after its vocab_size, of the tiny MoE the command and sweep tests run.
+inline const std::string kTinyMoeLines =
+    "d_model = 32\nn_layers = 2\nn_heads = 2\nn_experts = 4\ntop_k = 2\nd_ff = 32\nmax_seq_len = 24\n";
+
 // A fresh directory under $TMPDIR (or /tmp), removed recursively when the object dies.
 class ScratchDir {
  public:

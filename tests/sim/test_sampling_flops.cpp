@@ -46,16 +46,9 @@ TEST(Sampling, SameStreamSameTokens) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(sampling_draw(logits, 4, SamplingConfig{}, &a), sampling_draw(logits, 4, SamplingConfig{}, &b));
 }
 
+// Small enough to count by hand.
 ModelConfig tiny() {
-  ModelConfig c;
-  c.d_model = 4;
-  c.n_layers = 1;
-  c.n_experts = 2;
-  c.top_k = 1;
-  c.d_ff = 3;
-  c.shared_expert_ff = 0;
-  c.vocab_size = 5;
-  return c;
+  return {.vocab_size = 5, .d_model = 4, .n_layers = 1, .n_experts = 2, .top_k = 1, .d_ff = 3, .shared_expert_ff = 0};
 }
 
 TEST(Flops, HandCountsOfATinyModel) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/rl/registry.h"
 #include "sim/scenario.h"
 #include "sim_test_util.h"
 
@@ -172,7 +173,11 @@ TEST(Scenario, BadInputsAreRejectedWithKeyValueAndAllowed) {
       {"", {"seed=3"}, {"--set seed=3", "has no section"}},
       {"", {"model.d_model=x"}, {"--set", "model.d_model = x", "must be an integer"}},
       {"", {"model.d_modle=64"}, {"--set", "unknown key 'model.d_modle'", "did you mean model.d_model?"}},
-      {"[rl]\nalgorithm = ppo\n", {}, {"rl.algorithm = ppo", "grpo, gspo, icepop, r3, rspo"}},
+      // a key of another section: the same field name where it exists
+      {"", {"model.steps=20"}, {"--set", "unknown key 'model.steps'", "did you mean", "rl.steps"}},
+      // a grid given to moerl run
+      {"[sweep]\nseeds = 0, 1\n", {}, {"bad.ini", "this is a grid: use moerl sweep bad.ini"}},
+      {"[rl]\nalgorithm = ppo\n", {}, {"rl.algorithm = ppo", algorithm_must_be()}},  // every row's name
       {"[rl]\nminibatches = 3\n", {}, {"rl.minibatches = 3", "must divide the sequences per step"}},
       {"[rl]\nrouting_replay = r4\n", {}, {"rl.routing_replay = r4", "none, old or rollout"}},
       {"[rl]\naggregation = mean\n", {}, {"rl.aggregation = mean", "token-mean"}},

@@ -10,6 +10,7 @@
 
 #include "store/checkpoint.h"
 #include "store/h5io.h"
+#include "../model_configs.h"
 #include "../sim/sim_test_util.h"
 
 namespace moerl {
@@ -18,29 +19,7 @@ namespace {
 using test::ScratchDir;
 using test::expect_throw_with;
 
-ModelConfig small_moe() {
-  ModelConfig c;
-  c.vocab_size = 19;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_experts = 4;
-  c.top_k = 2;
-  c.d_ff = 12;
-  c.shared_expert_ff = 8;
-  c.max_seq_len = 24;
-  c.rope_theta = 500.0f;
-  c.norm_eps = 1e-6f;
-  c.norm_topk_prob = false;
-  c.scoring = Scoring::sigmoid;
-  c.expert_bias = true;
-  c.bias_update_rate = 3e-3f;
-  c.load_balance = LoadBalance::seq_aux_loss;
-  c.aux_loss_coef = 0.015f;
-  c.z_loss_coef = 1e-4f;
-  c.init_std = 0.03f;
-  return c;
-}
+ModelConfig small_moe() { return test::off_default_moe_config(); }
 
 ModelConfig small_dense() {
   ModelConfig c = small_moe();

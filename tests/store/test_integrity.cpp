@@ -18,6 +18,7 @@
 
 #include "store/checkpoint.h"
 #include "store/h5io.h"
+#include "../model_configs.h"
 #include "../sim/sim_test_util.h"
 
 namespace moerl {
@@ -26,19 +27,7 @@ namespace {
 using test::ScratchDir;
 using test::expect_throw_with;
 
-ModelConfig tiny_moe() {
-  ModelConfig c;
-  c.vocab_size = 11;
-  c.d_model = 8;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_experts = 4;
-  c.top_k = 2;
-  c.d_ff = 8;
-  c.max_seq_len = 12;
-  c.expert_bias = true;
-  return c;
-}
+ModelConfig tiny_moe() { return test::smallest_moe_config(); }
 
 std::vector<char> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "store/h5io.h"
 #include "models/model.h"
 #include "sim/cli/cli.h"
+#include "sim/io/results.h"
 #include "sim/scenario.h"
 #include "../sim_test_util.h"
 
@@ -22,16 +24,7 @@ namespace {
 
 using test::ScratchDir;
 
-const char* kTiny = R"([model]
-vocab_size = 16
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_experts = 4
-top_k = 2
-d_ff = 32
-max_seq_len = 24
-[run]
+const std::string kTiny = "[model]\nvocab_size = 16\n" + test::kTinyMoeLines + R"([run]
 seed = 7
 [audit]
 prompts = 6
@@ -279,6 +272,24 @@ TEST_F(Commands, ScoreRejectsTokensOutsideTheVocabulary) {
         cmd_score(comms_, {"--checkpoint", ckpt_, "--tokens", tok, "--profile", "fp32-ref"});
       },
       {tok, "tokens: id", "outside [0, vocab_size = 16)"});
+}
+
+// A results file from before the `correction` attribute: inspect takes the correction the
+// algorithm's row forces (icepop), not a comparison with the algorithm's name.
+TEST_F(Commands, InspectTakesAnOlderFilesCorrectionFromTheAlgorithmsRow) {
+  const std::string path = dir_.file("old.h5");
+  RunResults r;
+  r.attrs = {{"algorithm", "icepop"}, {"routing_replay", "none"}, {"status", "complete"},
+             {"scenario", "rl.algorithm = icepop\nrl.correction = none\n"}};
+  r.begin_step(0);
+  r.set("reward_mean", 0.5);
+  r.write(path);
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(0, cmd_inspect(comms_, {path}));
+  std::fflush(stdout);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  // the second table's row: the file, its correction, then the numbers
+  EXPECT_TRUE(std::regex_search(out, std::regex("old\\.h5 +icepop +(nan|[0-9])"))) << out;
 }
 
 }  // namespace

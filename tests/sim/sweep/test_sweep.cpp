@@ -25,16 +25,7 @@ using test::expect_throw_with;
 using test::ScratchDir;
 
 // A model and task small enough that SFT (5 steps) and 2 RL steps take well under a second.
-const char* kTinyScenario = R"([model]
-vocab_size = 32
-d_model = 32
-n_layers = 2
-n_heads = 2
-n_experts = 4
-top_k = 2
-d_ff = 32
-max_seq_len = 24
-[task]
+const std::string kTinyScenario = "[model]\nvocab_size = 32\n" + test::kTinyMoeLines + R"([task]
 name = sort
 length = 4
 base = 10
