@@ -72,6 +72,7 @@ class RlRun {
   void write_results() {
     on_writer([&] { results_.write(opt_.out); });
     last_results_time_ = Clock::now();
+    results_written_ = true;
   }
   void print_progress() const;
 
@@ -100,6 +101,7 @@ class RlRun {
   int64_t ckpt_step_ = -1;  // the step the checkpoint on disk holds
   RunStatus status_ = RunStatus::running;
   Clock::time_point t0_, last_ckpt_time_, last_results_time_;
+  bool results_written_ = false;  // by this invocation's loop
 };
 }  // namespace
 
@@ -446,9 +448,10 @@ void RlRun::stop_preempted() {
                 static_cast<long long>(step_));
 }
 
-// The results file's rows are older than results_seconds (or every step is written).
+// The results file's rows are older than results_seconds, or this invocation has written none yet
+// (its first step goes to disk at once), or every step is written.
 bool RlRun::results_stale() const {
-  return opt_.results_seconds <= 0 ||
+  return opt_.results_seconds <= 0 || !results_written_ ||
          std::chrono::duration<double>(Clock::now() - last_results_time_).count() >= opt_.results_seconds;
 }
 

@@ -38,11 +38,11 @@ struct RunOptions {
   double checkpoint_seconds = 0.0;
   // The results file is rewritten whole (store/h5io.h: sealed, atomic), so writing it after every
   // step cost time growing with the step: 5 % of a 400-step collapse-grid run, and quadratic in
-  // the run's length. It is written when this many seconds have passed since its last write (the
-  // root's clock; the ranks agree on it in the step's one allreduce), before every checkpoint and
-  // at every change of status, so its rows are never older than this on disk and always cover the
-  // checkpoint. 0 = after every step.
-  double results_seconds = 10.0;
+  // the run's length. It is written after an invocation's first step, then when this many seconds
+  // have passed since its last write (the root's clock; the ranks agree on it in the step's one
+  // allreduce), before every checkpoint and at every change of status, so its rows are never
+  // older than this on disk and always cover the checkpoint. 0 = after every step.
+  double results_seconds = 2.0;
   std::function<void()> on_step;  // called after every step (a sweep's rank 0 serves other groups here)
   // The ranks of this run (sim/comm/comms.h): experts over its EP group, sequences over its DP group;
   // only its root prints and writes. Null: one process.

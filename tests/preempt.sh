@@ -17,7 +17,9 @@ tmp=$(mktemp -d)
 job=""
 trap '[[ -n $job ]] && kill -KILL $job 2>/dev/null; rm -rf "$tmp"' EXIT
 fail() { echo "preempt: FAIL: $*" >&2; for f in "$tmp"/*.log; do echo "== $f"; tail -n 15 "$f"; done >&2; exit 1; }
-run_set=(--cache "$tmp/cache" --set rl.steps=30 --set rl.checkpoint_every=0)
+# 150 steps: the signal must reach a run still running (30 tiny steps once finished in the ~0.1 s
+# between the log line and the kill)
+run_set=(--cache "$tmp/cache" --set rl.steps=150 --set rl.checkpoint_every=0)
 sweep_set=(--cache "$tmp/cache" --set rl.steps=40 --quiet)
 
 # waits (at most 120 s) until the file exists / the log has the text
@@ -46,7 +48,7 @@ status_of() { "$py" -c 'import h5py, sys; print(h5py.File(sys.argv[1], "r").attr
 "$moerl" run "$scen" --out "$tmp/ref1/r.h5" "${run_set[@]}" > "$tmp/ref1.log" 2>&1 || fail "reference run"
 "$moerl" run "$scen" --out "$tmp/p1/r.h5" "${run_set[@]}" > "$tmp/p1.log" 2>&1 &
 job=$!
-wait_for 'grep -q "step 3/30" "$tmp/p1.log"' || fail "1 rank: the run did not reach step 3"
+wait_for 'grep -q "step 3/150" "$tmp/p1.log"' || fail "1 rank: the run did not reach step 3"
 kill -TERM "$job"
 expect_status 75 "1 rank, SIGTERM"
 grep -q "preempted by SIGTERM after step" "$tmp/p1.log" || fail "1 rank: no 'preempted' line"
@@ -60,7 +62,7 @@ grep -q "preempted by SIGTERM after step" "$tmp/p1.log" || fail "1 rank: no 'pre
   fail "reference run on 2 ranks"
 "$mpiexec" --oversubscribe -np 2 "$moerl" run "$scen" --out "$tmp/p2/r.h5" "${run_set[@]}" > "$tmp/p2.log" 2>&1 &
 job=$!
-wait_for 'grep -q "step 3/30" "$tmp/p2.log"' || fail "2 ranks: the run did not reach step 3"
+wait_for 'grep -q "step 3/150" "$tmp/p2.log"' || fail "2 ranks: the run did not reach step 3"
 victim=$(ranks_of "$job" | awk '$1 == 1 {print $2}')
 [[ -n $victim ]] || fail "2 ranks: rank 1 not found among mpirun's children"
 kill -USR1 "$victim"
@@ -75,7 +77,7 @@ grep -q "preempted by another rank's signal after step" "$tmp/p2.log" || fail "2
 rm -rf "$tmp/p2"
 "$mpiexec" --oversubscribe -np 2 "$moerl" run "$scen" --out "$tmp/p2/r.h5" "${run_set[@]}" > "$tmp/p2u.log" 2>&1 &
 job=$!
-wait_for 'grep -q "step 3/30" "$tmp/p2u.log"' || fail "2 ranks (mpirun): the run did not reach step 3"
+wait_for 'grep -q "step 3/150" "$tmp/p2u.log"' || fail "2 ranks (mpirun): the run did not reach step 3"
 kill -USR1 "$job"
 expect_status 75 "2 ranks, SIGUSR1 to mpirun"
 grep -q "preempted by SIGUSR1 after step" "$tmp/p2u.log" || fail "2 ranks: mpirun did not pass SIGUSR1 on to rank 0"

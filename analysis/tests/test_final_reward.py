@@ -94,7 +94,8 @@ def test_every_place_says_the_same_final_reward(long_sweep, tmp_path):
 def test_the_index_shows_a_running_sweeps_progress(tmp_path):
     b = _binary()
     grid = tmp_path / "grid.ini"
-    grid.write_text(open(TINY_GRID).read().replace("steps = 2\n", "steps = 400\n", 1).replace("seeds = 0, 1", "seeds = 0")
+    # long enough to be seen running across two of its results file's writes (every 2 s)
+    grid.write_text(open(TINY_GRID).read().replace("steps = 2\n", "steps = 4000\n", 1).replace("seeds = 0, 1", "seeds = 0")
                     .replace("rl.algorithm = grpo, r3", "rl.algorithm = grpo"))
     out = tmp_path / "sweep"
     proc = subprocess.Popen([b, "sweep", str(grid), "--out", str(out), "--quiet"], cwd=ROOT,

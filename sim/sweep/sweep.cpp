@@ -351,7 +351,8 @@ Report Sweep::run_one(int index, bool serve_others) {
 }
 
 // Rank 0, after a step of its own run, at most every 2 s: the index's running rows get the steps,
-// final reward and eval their results files hold (each rewritten atomically after every step), so
+// final reward and eval their results files hold (each rewritten atomically at least as often:
+// RunOptions::results_seconds), so
 // index.csv and `moerl inspect DIR` show a running sweep's progress.
 void Sweep::refresh_progress() {
   const auto now = std::chrono::steady_clock::now();
