@@ -8,149 +8,219 @@
 // plain mode: this rank's rows) accumulates into its own zeroed partial, and the partials of all
 // ranks are combined (chunk order, or all-reduce) and added to grads at the end. Every op over
 // rows runs once per chunk, so a chunk's bits never depend on which rank holds it.
+#include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
 
 namespace moerl {
 
+namespace {
+
+// The backward's phases share the model, the saved forward and where each dense gradient goes.
+class Backward {
+ public:
+  Backward(Model& m, Model::Impl& im)
+      : m_(m), im_(im), cfg_(m.config()), be_(m.backend()),
+        ps_(model_packed(&im, cfg_, m.params(), im.profile, m.expert_range())),
+        bounds_(im.rows.bounds()), C_(im.rows.groups()),
+        direct_(!im.rows.canonical() && m.parallel().dp_size() == 1),
+        N_(im.seq_begin[im.B]), ND_(static_cast<size_t>(N_) * cfg_.d_model),
+        partials_(direct_ ? 0 : static_cast<size_t>(C_) * im.dense_size, 0.0f),
+        dx_(ND_, 0.0f), dh_(ND_, 0.0f), dq_(ND_), dk_(ND_), dv_(ND_), dctx_(ND_) {}
+
+  void head(const float* dlogp);
+  void layer(int l);
+  void embedding();
+  void combine_dense();
+
+ private:
+  std::vector<float*> sink(const std::string& name);
+  void lin(float* dinp, const std::string& name, const float* dout, const float* inp, int n_out, int n_in);
+  void norm(float* dinp, const std::string& name, const float* dout, const float* inp, const float* rstd);
+  void ffn(int l, const LayerActs& a);
+  void attention(const LayerActs& a);
+
+  Model& m_;
+  Model::Impl& im_;
+  const ModelConfig& cfg_;
+  const Backend& be_;
+  const PackedSet& ps_;
+  const std::vector<int>& bounds_;
+  const int C_;
+  const bool direct_;  // one rank, plain mode: dense gradients straight into grads
+  const int N_;
+  const size_t ND_;
+  std::vector<float> partials_;  // [C, dense_size] per-chunk dense gradients (unless direct_)
+  std::vector<float> dx_, dh_, dq_, dk_, dv_, dctx_;  // [N, D]: the residual's gradient, scratch
+};
+
+// The gradient pointer of dense tensor `name`, per chunk.
+std::vector<float*> Backward::sink(const std::string& name) {
+  ParamStore& grads = m_.grads();
+  const ParamInfo& info = grads.info(name);
+  std::vector<float*> out(C_);
+  for (int c = 0; c < C_; ++c)
+    out[c] = direct_ ? grads.data().data() + info.offset
+                     : partials_.data() + static_cast<size_t>(c) * im_.dense_size +
+                           im_.dense_offset[static_cast<size_t>(&info - grads.infos().data())];
+  return out;
+}
+
+// Linear backward of dense tensor `name`, chunk by chunk.
+void Backward::lin(float* dinp, const std::string& name, const float* dout, const float* inp, int n_out,
+                   int n_in) {
+  const std::vector<float*> g = sink(name);
+  for (int c = 0; c < C_; ++c) {
+    const size_t r0 = static_cast<size_t>(bounds_[c]);
+    be_.linear_backward(dinp + r0 * n_in, g[c], dout + r0 * n_out, inp + r0 * n_in,
+                        m_.params().get(name), bounds_[c + 1] - bounds_[c], n_out, n_in);
+  }
+}
+
+// RMSNorm backward of dense tensor `name`, chunk by chunk.
+void Backward::norm(float* dinp, const std::string& name, const float* dout, const float* inp,
+                    const float* rstd) {
+  const int D = cfg_.d_model;
+  const std::vector<float*> g = sink(name);
+  for (int c = 0; c < C_; ++c) {
+    const size_t r0 = static_cast<size_t>(bounds_[c]);
+    be_.rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, m_.params().get(name),
+                         rstd + r0, bounds_[c + 1] - bounds_[c], D);
+  }
+}
+
+// logprobs[b, t] = log_softmax(logits[seq_begin[b]+t])[tokens[seq_begin[b]+t+1]] (seq_begin[b] = b·T
+// unpacked; the padding's dlogp is not read); logits = h_final·lm_headᵀ; h_final = rmsnorm(x_final).
+void Backward::head(const float* dlogp) {
+  const int B = im_.B, T = im_.T, V = cfg_.vocab_size, D = cfg_.d_model;
+  std::vector<float> dlp(N_, 0.0f);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
+      dlp[im_.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
+  std::vector<float> dlogits(static_cast<size_t>(N_) * V, 0.0f);
+  if (im_.temperature == 1.0f) {
+    be_.logprob_backward(dlogits.data(), dlp.data(), im_.logits.data(), im_.targets.data(), N_, V);
+  } else {  // logprobs of softmax(logits / τ): the chain rule adds 1/τ
+    std::vector<float> scaled(im_.logits);
+    for (float& z : scaled) z /= im_.temperature;
+    be_.logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im_.targets.data(), N_, V);
+    for (float& d : dlogits) d /= im_.temperature;
+  }
+  lin(dh_.data(), "lm_head", dlogits.data(), im_.h_final.data(), V, D);
+  norm(dx_.data(), "final_norm", dh_.data(), im_.x_final.data(), im_.rstd_final.data());
+}
+
+// x_out = x_mid + y: dx flows to x_mid unchanged and into the FFN (or the MoE layer) as dy; dh_
+// receives the gradient of its input h_mlp.
+void Backward::ffn(int l, const LayerActs& a) {
+  const int D = cfg_.d_model, K = cfg_.top_k, T = im_.T;
+  const std::string pre = layer_prefix(l);
+  const ParamStore& params = m_.params();
+  std::fill(dh_.begin(), dh_.end(), 0.0f);
+  if (!cfg_.is_moe()) {
+    ffn_backward_chunks(dh_.data(), sink(pre + "mlp.w_gate"), sink(pre + "mlp.w_up"),
+                        sink(pre + "mlp.w_down"), dx_.data(), a.ffn, a.h_mlp.data(),
+                        params.get(pre + "mlp.w_gate"), params.get(pre + "mlp.w_up"),
+                        params.get(pre + "mlp.w_down"), bounds_, cfg_.mlp_width(), D, be_);
+    return;
+  }
+  const int32_t* replay = im_.mode == RouterMode::replay
+                              ? im_.replay_ids.data() + static_cast<size_t>(l) * N_ * K : nullptr;
+  const float* bias = cfg_.expert_bias ? m_.expert_bias().data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
+  MoeCall mc = moe_call(cfg_, im_.profile, l, im_.call, im_.mode, replay, bias, T, true,
+                        im_.dispatcher.get(), &im_.rows);
+  mc.router.backend = &be_;
+  router_apply_control(&mc.router, im_.control, l, N_, cfg_.n_experts, true);
+  ParamStore& grads = m_.grads();
+  MoeGrads g;
+  g.w_gate = grads.get(pre + "moe.w_gate");
+  g.w_up = grads.get(pre + "moe.w_up");
+  g.w_down = grads.get(pre + "moe.w_down");
+  g.router = sink(pre + "moe.router");
+  if (cfg_.shared_expert_ff > 0) {
+    g.shared_gate = sink(pre + "moe.shared.w_gate");
+    g.shared_up = sink(pre + "moe.shared.w_up");
+    g.shared_down = sink(pre + "moe.shared.w_down");
+  }
+  moe_backward(dh_.data(), g, dx_.data(), a.moe, a.h_mlp.data(), moe_weights(cfg_, params, ps_.layers[l], l), N_, mc);
+}
+
+// ctx = attention(q, k, v), per run of sequences of one length as the forward: dctx_ → dq_, dk_,
+// dv_; then q, k = rope(·) backward.
+void Backward::attention(const LayerActs& a) {
+  const int D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.head_dim();
+  std::fill(dq_.begin(), dq_.end(), 0.0f);
+  std::fill(dk_.begin(), dk_.end(), 0.0f);
+  std::fill(dv_.begin(), dv_.end(), 0.0f);
+  for (const SeqRun& r : im_.runs) {
+    const size_t o = static_cast<size_t>(r.row0) * D;
+    be_.attention_backward(dq_.data() + o, dk_.data() + o, dv_.data() + o, dctx_.data() + o, a.att.data() + r.att0,
+                           a.q.data() + o, a.k.data() + o, a.v.data() + o, r.B, r.T, H, Dh);
+  }
+  be_.rope_backward(dq_.data(), im_.positions.data(), N_, H, Dh, cfg_.rope_theta);
+  be_.rope_backward(dk_.data(), im_.positions.data(), N_, H, Dh, cfg_.rope_theta);
+}
+
+// Layer l read bottom-up: the FFN / MoE block, mlp_norm, W_o, attention, W_q/W_k/W_v, attn_norm.
+void Backward::layer(int l) {
+  const LayerActs& a = im_.layers[l];
+  const std::string pre = layer_prefix(l);
+  const int D = cfg_.d_model;
+  ffn(l, a);
+  // h_mlp = rmsnorm(x_mid)
+  norm(dx_.data(), pre + "mlp_norm", dh_.data(), a.x_mid.data(), a.rstd_mlp.data());
+  // x_mid = x_in + o ; o = ctx·W_oᵀ
+  std::fill(dctx_.begin(), dctx_.end(), 0.0f);
+  lin(dctx_.data(), pre + "attn.wo", dx_.data(), a.ctx.data(), D, D);
+  attention(a);
+  // q, k = rope(h·W_qᵀ), rope(h·W_kᵀ) ; v = h·W_vᵀ
+  std::fill(dh_.begin(), dh_.end(), 0.0f);
+  lin(dh_.data(), pre + "attn.wq", dq_.data(), a.h_attn.data(), D, D);
+  lin(dh_.data(), pre + "attn.wk", dk_.data(), a.h_attn.data(), D, D);
+  lin(dh_.data(), pre + "attn.wv", dv_.data(), a.h_attn.data(), D, D);
+  // h_attn = rmsnorm(x_in); x_in also feeds x_mid directly (dx already holds that part)
+  norm(dx_.data(), pre + "attn_norm", dh_.data(), a.x_in.data(), a.rstd_attn.data());
+}
+
+// x = embed[tokens]
+void Backward::embedding() {
+  const int D = cfg_.d_model;
+  const std::vector<float*> g_embed = sink("embed");
+  for (int c = 0; c < C_; ++c)
+    be_.embedding_backward(g_embed[c], dx_.data() + static_cast<size_t>(bounds_[c]) * D,
+                           im_.tokens.data() + bounds_[c], bounds_[c + 1] - bounds_[c], D);
+}
+
+// The dense gradients of the whole batch: partials of all ranks, combined alike everywhere, added
+// to grads (nothing to do when they went there directly).
+void Backward::combine_dense() {
+  if (direct_) return;
+  std::vector<float> total(static_cast<size_t>(im_.dense_size));
+  im_.rows.combine(total.data(), partials_.data(), im_.dense_size);
+  ParamStore& grads = m_.grads();
+  const std::vector<ParamInfo>& infos = grads.infos();
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (im_.dense_offset[i] < 0) continue;
+    float* g = grads.data().data() + infos[i].offset;
+    const float* t = total.data() + im_.dense_offset[i];
+    for (int64_t j = 0; j < infos[i].size; ++j) g[j] += t[j];
+  }
+}
+
+}  // namespace
+
 void Model::backward(const float* dlogp) {
   Impl& im = *impl_;
   if (!im.saved) throw std::logic_error("backward: the last forward did not save activations");
-  const NumericsProfile& p = im.profile;
-  const int B = im.B, T = im.T, N = im.seq_begin[B], D = cfg_.d_model, V = cfg_.vocab_size,
-            H = cfg_.n_heads, Dh = cfg_.head_dim(), L = cfg_.n_layers, K = cfg_.top_k;
-  const size_t ND = static_cast<size_t>(N) * D;
-  const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
-  const Backend& be = backend();
-  const std::vector<int>& bounds = im.rows.bounds();
-  const int C = im.rows.groups();
-  const bool direct = !im.rows.canonical() && par_.dp_size() == 1;
-  std::vector<float> partials(direct ? 0 : static_cast<size_t>(C) * im.dense_size, 0.0f);
-  // the gradient pointer of dense tensor `name`, per chunk
-  auto sink = [&](const std::string& name) {
-    const ParamInfo& info = grads_.info(name);
-    std::vector<float*> out(C);
-    for (int c = 0; c < C; ++c)
-      out[c] = direct ? grads_.data().data() + info.offset
-                      : partials.data() + static_cast<size_t>(c) * im.dense_size +
-                            im.dense_offset[static_cast<size_t>(&info - grads_.infos().data())];
-    return out;
-  };
-  // linear / rmsnorm / embedding backward of dense tensor `name`, chunk by chunk
-  auto lin = [&](float* dinp, const std::string& name, const float* dout, const float* inp, int n_out,
-                 int n_in) {
-    const std::vector<float*> g = sink(name);
-    for (int c = 0; c < C; ++c) {
-      const size_t r0 = static_cast<size_t>(bounds[c]);
-      be.linear_backward(dinp + r0 * n_in, g[c], dout + r0 * n_out, inp + r0 * n_in,
-                         params_.get(name), bounds[c + 1] - bounds[c], n_out, n_in);
-    }
-  };
-  auto norm = [&](float* dinp, const std::string& name, const float* dout, const float* inp,
-                  const float* rstd) {
-    const std::vector<float*> g = sink(name);
-    for (int c = 0; c < C; ++c) {
-      const size_t r0 = static_cast<size_t>(bounds[c]);
-      be.rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, params_.get(name),
-                          rstd + r0, bounds[c + 1] - bounds[c], D);
-    }
-  };
-
-  // logprobs[b, t] = log_softmax(logits[seq_begin[b]+t])[tokens[seq_begin[b]+t+1]] (seq_begin[b] = b·T
-  // unpacked); the padding's dlogp is not read
-  std::vector<float> dlp(N, 0.0f);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t + 1 < im.seq_begin[b + 1] - im.seq_begin[b]; ++t)
-      dlp[im.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
-  std::vector<float> dlogits(static_cast<size_t>(N) * V, 0.0f);
-  if (im.temperature == 1.0f) {
-    be.logprob_backward(dlogits.data(), dlp.data(), im.logits.data(), im.targets.data(), N, V);
-  } else {  // logprobs of softmax(logits / τ): the chain rule adds 1/τ
-    std::vector<float> scaled(im.logits);
-    for (float& z : scaled) z /= im.temperature;
-    be.logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im.targets.data(), N, V);
-    for (float& d : dlogits) d /= im.temperature;
-  }
-
-  // final_forward: logits = h_final·lm_headᵀ ; h_final = rmsnorm(x_final)
-  std::vector<float> dh(ND, 0.0f), dx(ND, 0.0f);
-  lin(dh.data(), "lm_head", dlogits.data(), im.h_final.data(), V, D);
-  norm(dx.data(), "final_norm", dh.data(), im.x_final.data(), im.rstd_final.data());
-
-  std::vector<float> dq(ND), dk(ND), dv(ND), dctx(ND);
-  for (int l = L - 1; l >= 0; --l) {
-    const LayerActs& a = im.layers[l];
-    const std::string pre = layer_prefix(l);
-    // x_out = x_mid + y: dx flows to x_mid unchanged and into the FFN as dy
-    std::fill(dh.begin(), dh.end(), 0.0f);
-    if (cfg_.is_moe()) {
-      const int32_t* replay = im.mode == RouterMode::replay
-                                  ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
-      const float* bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
-      MoeCall mc = moe_call(cfg_, p, l, im.call, im.mode, replay, bias, T, true,
-                            im.dispatcher.get(), &im.rows);
-      mc.router.backend = &be;
-      router_apply_control(&mc.router, im.control, l, N, cfg_.n_experts, true);
-      MoeGrads g;
-      g.w_gate = grads_.get(pre + "moe.w_gate");
-      g.w_up = grads_.get(pre + "moe.w_up");
-      g.w_down = grads_.get(pre + "moe.w_down");
-      g.router = sink(pre + "moe.router");
-      if (cfg_.shared_expert_ff > 0) {
-        g.shared_gate = sink(pre + "moe.shared.w_gate");
-        g.shared_up = sink(pre + "moe.shared.w_up");
-        g.shared_down = sink(pre + "moe.shared.w_down");
-      }
-      moe_backward(dh.data(), g, dx.data(), a.moe, a.h_mlp.data(),
-                   moe_weights(cfg_, params_, ps.layers[l], l), N, mc);
-    } else {
-      ffn_backward_chunks(dh.data(), sink(pre + "mlp.w_gate"), sink(pre + "mlp.w_up"),
-                          sink(pre + "mlp.w_down"), dx.data(), a.ffn, a.h_mlp.data(),
-                          params_.get(pre + "mlp.w_gate"), params_.get(pre + "mlp.w_up"),
-                          params_.get(pre + "mlp.w_down"), bounds, cfg_.mlp_width(), D, be);
-    }
-    // h_mlp = rmsnorm(x_mid)
-    norm(dx.data(), pre + "mlp_norm", dh.data(), a.x_mid.data(), a.rstd_mlp.data());
-    // x_mid = x_in + o ; o = ctx·W_oᵀ
-    std::fill(dctx.begin(), dctx.end(), 0.0f);
-    lin(dctx.data(), pre + "attn.wo", dx.data(), a.ctx.data(), D, D);
-    // ctx = attention(q, k, v)
-    std::fill(dq.begin(), dq.end(), 0.0f);
-    std::fill(dk.begin(), dk.end(), 0.0f);
-    std::fill(dv.begin(), dv.end(), 0.0f);
-    for (const SeqRun& r : im.runs) {  // per run of sequences of one length, as the forward
-      const size_t o = static_cast<size_t>(r.row0) * D;
-      be.attention_backward(dq.data() + o, dk.data() + o, dv.data() + o, dctx.data() + o, a.att.data() + r.att0,
-                            a.q.data() + o, a.k.data() + o, a.v.data() + o, r.B, r.T, H, Dh);
-    }
-    // q, k = rope(h·W_qᵀ), rope(h·W_kᵀ) ; v = h·W_vᵀ
-    be.rope_backward(dq.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
-    be.rope_backward(dk.data(), im.positions.data(), N, H, Dh, cfg_.rope_theta);
-    std::fill(dh.begin(), dh.end(), 0.0f);
-    lin(dh.data(), pre + "attn.wq", dq.data(), a.h_attn.data(), D, D);
-    lin(dh.data(), pre + "attn.wk", dk.data(), a.h_attn.data(), D, D);
-    lin(dh.data(), pre + "attn.wv", dv.data(), a.h_attn.data(), D, D);
-    // h_attn = rmsnorm(x_in); x_in also feeds x_mid directly (dx already holds that part)
-    norm(dx.data(), pre + "attn_norm", dh.data(), a.x_in.data(), a.rstd_attn.data());
-  }
-  // x = embed[tokens]
-  const std::vector<float*> g_embed = sink("embed");
-  for (int c = 0; c < C; ++c)
-    be.embedding_backward(g_embed[c], dx.data() + static_cast<size_t>(bounds[c]) * D,
-                          im.tokens.data() + bounds[c], bounds[c + 1] - bounds[c], D);
-  if (direct) return;
-  // the dense gradients of the whole batch: partials of all ranks, combined alike everywhere
-  std::vector<float> total(static_cast<size_t>(im.dense_size));
-  im.rows.combine(total.data(), partials.data(), im.dense_size);
-  const std::vector<ParamInfo>& infos = grads_.infos();
-  for (size_t i = 0; i < infos.size(); ++i) {
-    if (im.dense_offset[i] < 0) continue;
-    float* g = grads_.data().data() + infos[i].offset;
-    const float* t = total.data() + im.dense_offset[i];
-    for (int64_t j = 0; j < infos[i].size; ++j) g[j] += t[j];
-  }
+  Backward bw(*this, im);
+  bw.head(dlogp);
+  for (int l = cfg_.n_layers - 1; l >= 0; --l) bw.layer(l);
+  bw.embedding();
+  bw.combine_dense();
 }
 
 }  // namespace moerl

@@ -170,177 +170,257 @@ void rows_unpack(std::vector<V>* v, int blocks, int B, int T, const std::vector<
                   dst.data() + ((static_cast<size_t>(l) * B + b) * T) * w);
   v->swap(dst);
 }
+
+// The training forward's phases share the model, the request, the profile and the result.
+class Forward {
+ public:
+  Forward(Model& m, Model::Impl& im, ForwardResult* out, const ForwardRequest& req, const NumericsProfile& p)
+      : m_(m), im_(im), out_(out), req_(req), p_(p), cfg_(m.config()), be_(m.backend()),
+        B_(req.B), T_(req.T) {}
+
+  void check() const;
+  void layout();
+  void outputs();
+  void layers();
+  void exchange_stats();
+  void head();
+
+ private:
+  template <class V>
+  std::vector<V> pack(const V* src, int blocks, int width) const {
+    return im_.has_padding ? rows_pack(src, blocks, B_, T_, im_.seq_begin, width)
+                           : std::vector<V>(src, src + static_cast<size_t>(blocks) * B_ * T_ * width);
+  }
+  void pack_inputs();
+  LayerCall layer_call(int l, const PackedSet& ps) const;
+  void record_layer(int l, const LayerActs& a);
+
+  Model& m_;
+  Model::Impl& im_;
+  ForwardResult* out_;
+  const ForwardRequest& req_;
+  const NumericsProfile& p_;
+  const ModelConfig& cfg_;
+  const Backend& be_;
+  const int B_, T_;
+  int N_ = 0;                  // the rows: every sequence's own positions
+  std::vector<int32_t> probe_; // probe ids in the row layout (RSPO)
+  std::vector<double> a2a_;    // per layer: bytes sent, rows received
+  std::vector<float> x_;       // [N, D] the residual stream
+};
+
+// 1. The request: sizes, this rank's data-parallel block, tokens in the vocabulary.
+void Forward::check() const {
+  const ModelParallel& par = m_.parallel();
+  const int B_total = req_.B_total > 0 ? req_.B_total : B_;
+  if (B_total < 1 || T_ < 2 || T_ > cfg_.max_seq_len)
+    throw std::invalid_argument("forward: need B >= 1 and 2 <= T <= model.max_seq_len = " +
+                                std::to_string(cfg_.max_seq_len) + " (got B=" + std::to_string(B_total) +
+                                ", T=" + std::to_string(T_) + ")");
+  const SeqBlock block = dp_block(B_total, par.dp_size(), par.dp_rank());
+  if (B_ != block.size())
+    throw std::invalid_argument("forward: B = " + std::to_string(B_) + " sequences, but data-parallel rank " +
+                                std::to_string(par.dp_rank()) + " of " + std::to_string(par.dp_size()) +
+                                " holds " + std::to_string(block.size()) + " of B_total = " +
+                                std::to_string(B_total));
+  for (int i = 0; i < B_ * T_; ++i)
+    if (req_.tokens[i] < 0 || req_.tokens[i] >= cfg_.vocab_size)
+      throw std::invalid_argument("forward: token " + std::to_string(req_.tokens[i]) +
+                                  " at index " + std::to_string(i) + " outside [0, " +
+                                  std::to_string(cfg_.vocab_size) + ")");
+  if (!(req_.temperature > 0.0f))
+    throw std::invalid_argument("forward: temperature must be > 0 (got " + std::to_string(req_.temperature) + ")");
+}
+
+// 2. The row layout: sequence b's own positions from row seq_begin[b] (packed), b·T without lengths;
+// the runs of equal lengths, how sums over rows are formed, and the inputs in that layout.
+void Forward::layout() {
+  const ModelParallel& par = m_.parallel();
+  const int B_total = req_.B_total > 0 ? req_.B_total : B_;
+  im_.B = B_; im_.T = T_;
+  im_.seq_begin.assign(static_cast<size_t>(B_) + 1, 0);
+  for (int b = 0; b < B_; ++b) {
+    const int len = req_.lengths ? req_.lengths[b] : T_;
+    if (len < 1 || len > T_)
+      throw std::invalid_argument("forward: lengths[" + std::to_string(b) + "] = " + std::to_string(len) +
+                                  " outside [1, T = " + std::to_string(T_) + "]");
+    im_.seq_begin[b + 1] = im_.seq_begin[b] + len;
+  }
+  N_ = im_.seq_begin[B_];
+  im_.has_padding = N_ < B_ * T_;
+  im_.runs = seq_runs(im_.seq_begin, cfg_.n_heads);
+  int64_t rows_total = N_;  // every rank's own positions (integer sum: exact in any order)
+  if (req_.lengths && par.dp_size() > 1) par.dp->allreduce_sum(&rows_total, 1);
+  im_.rows = req_.lengths ? RowSums(par, B_total, im_.seq_begin, rows_total) : RowSums(par, B_total, B_, T_);
+  im_.profile = p_;
+  im_.mode = req_.router_mode;
+  im_.call = req_.call;
+  im_.temperature = req_.temperature;
+  pack_inputs();
+}
+
+void Forward::pack_inputs() {
+  const int L = cfg_.n_layers, K = cfg_.top_k, E = cfg_.n_experts;
+  im_.tokens = pack(req_.tokens, 1, 1);
+  if (req_.router_mode == RouterMode::replay) {
+    if (!cfg_.is_moe() || !req_.replay_ids)
+      throw std::invalid_argument("forward: replay needs an MoE model and replay ids");
+    im_.replay_ids = pack(req_.replay_ids, L, K);
+  }
+  if (cfg_.is_moe() && req_.probe_ids) probe_ = pack(req_.probe_ids, L, K);
+  // the KL regularisers' targets follow the rows
+  im_.control = m_.router_control();
+  im_.kl_full_target.clear();
+  im_.kl_topk_target.clear();
+  if (im_.has_padding && cfg_.is_moe() && im_.control.kl_full_target) {
+    im_.kl_full_target = pack(im_.control.kl_full_target, L, E);
+    im_.control.kl_full_target = im_.kl_full_target.data();
+  }
+  if (im_.has_padding && cfg_.is_moe() && im_.control.kl_topk_target) {
+    im_.kl_topk_target = pack(im_.control.kl_topk_target, L, E);
+    im_.control.kl_topk_target = im_.kl_topk_target.data();
+  }
+  im_.positions.resize(N_);
+  im_.targets.resize(N_);
+  for (int b = 0; b < B_; ++b) {
+    const int r0 = im_.seq_begin[b], len = im_.seq_begin[b + 1] - r0;
+    for (int t = 0; t < len; ++t) {
+      im_.positions[r0 + t] = t;
+      im_.targets[r0 + t] = t + 1 < len ? req_.tokens[static_cast<size_t>(b) * T_ + t + 1] : -1;
+    }
+  }
+}
+
+// 3. The result's routing outputs, sized for the rows.
+void Forward::outputs() {
+  const bool moe = cfg_.is_moe();
+  const int L = cfg_.n_layers, K = cfg_.top_k, E = cfg_.n_experts;
+  out_->topk_ids.assign(moe ? static_cast<size_t>(L) * N_ * K : 0, 0);
+  out_->router_logp.assign(moe ? static_cast<size_t>(L) * N_ * K : 0, 0.0f);
+  out_->expert_load.assign(moe ? static_cast<size_t>(L) * E : 0, 0);
+  out_->aux_loss = 0.0f;
+  out_->own_topk_ids.assign(moe && req_.want_own_topk ? static_cast<size_t>(L) * N_ * K : 0, 0);
+  out_->router_logits.assign(moe && req_.want_router_logits ? static_cast<size_t>(L) * N_ * E : 0, 0.0f);
+}
+
+LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
+  const int K = cfg_.top_k;
+  LayerCall c;
+  c.cfg = &cfg_; c.profile = &p_; c.params = &m_.params(); c.packed = &ps.layers[l];
+  c.layer = l; c.N = N_; c.B = B_; c.T = T_; c.runs = &im_.runs; c.positions = im_.positions.data(); c.call = req_.call;
+  c.router_mode = req_.router_mode;
+  c.replay_ids = req_.router_mode == RouterMode::replay ? im_.replay_ids.data() + static_cast<size_t>(l) * N_ * K : nullptr;
+  c.bias = cfg_.expert_bias ? m_.expert_bias().data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;
+  c.training = true;
+  c.dispatcher = im_.dispatcher.get();
+  c.rows = &im_.rows;
+  c.control = &im_.control;
+  c.backend = &be_;
+  const size_t lo = static_cast<size_t>(l) * N_ * K;
+  if (!probe_.empty()) c.probe_ids = probe_.data() + lo;
+  if (cfg_.is_moe() && req_.want_own_topk && req_.router_mode == RouterMode::replay) c.own_ids = &out_->own_topk_ids[lo];
+  return c;
+}
+
+// 4. The embedding, then every layer; a forward that saves nothing reuses one layer's activations.
+void Forward::layers() {
+  const int L = cfg_.n_layers, D = cfg_.d_model, K = cfg_.top_k, E = cfg_.n_experts;
+  const bool moe = cfg_.is_moe();
+  const PackedSet& ps = model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
+  im_.layers.resize(L);
+  a2a_.assign(moe ? 2 * L : 0, 0.0);
+  x_.resize(static_cast<size_t>(N_) * D);
+  be_.embedding_forward(x_.data(), im_.tokens.data(), m_.params().get("embed"), N_, D);
+  round_array(x_.data(), static_cast<int64_t>(x_.size()), p_.activations);
+  for (int l = 0; l < L; ++l) {
+    LayerActs& a = req_.save_for_backward ? im_.layers[l] : im_.scratch;
+    a.x_in.assign(x_.begin(), x_.end());
+    const size_t lo = static_cast<size_t>(l) * N_ * K;
+    out_->aux_loss += layer_forward(&a, x_.data(), moe ? &out_->router_logp[lo] : nullptr,
+                                    moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, layer_call(l, ps));
+    if (moe) record_layer(l, a);
+  }
+}
+
+// Layer l's routing into the result, and its all-to-all traffic.
+void Forward::record_layer(int l, const LayerActs& a) {
+  const int D = cfg_.d_model, K = cfg_.top_k, E = cfg_.n_experts;
+  const size_t lo = static_cast<size_t>(l) * N_ * K;
+  const DispatchPlan& dp = a.moe.plan;
+  for (int s = 0; s < dp.ranks; ++s)
+    if (s != dp.rank)  // rows out in the dispatch, rows back in the combine
+      a2a_[2 * l] += static_cast<double>(dp.send_rows[s] + dp.recv_rows[s]) * D * sizeof(float);
+  a2a_[2 * l + 1] = dp.received();
+  std::memcpy(&out_->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
+  if (req_.want_router_logits)
+    std::memcpy(&out_->router_logits[static_cast<size_t>(l) * N_ * E], a.moe.router.logits.data(), sizeof(float) * N_ * E);
+  if (req_.want_own_topk && req_.router_mode == RouterMode::normal)
+    std::memcpy(&out_->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
+}
+
+// 5. The batch's expert load over the data-parallel ranks, every EP rank's all-to-all traffic.
+void Forward::exchange_stats() {
+  if (!cfg_.is_moe()) return;
+  const ModelParallel& par = m_.parallel();
+  const int L = cfg_.n_layers;
+  if (par.dp_size() > 1)  // the load of the whole batch (integer sums: exact in any order)
+    par.dp->allreduce_sum(out_->expert_load.data(), static_cast<int64_t>(out_->expert_load.size()));
+  const int R = par.ep_size();
+  std::vector<double> all = a2a_;
+  if (R > 1) all = collectives_allgather(*par.ep, a2a_);
+  out_->a2a_bytes.assign(static_cast<size_t>(L) * R, 0);
+  out_->tokens_received.assign(static_cast<size_t>(L) * R, 0);
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; l < L; ++l) {
+      out_->a2a_bytes[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2]);
+      out_->tokens_received[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2 + 1]);
+    }
+}
+
+// 6. The final norm and LM head, the log-probs of the targets, the outputs in the [B, T] layout.
+void Forward::head() {
+  const int L = cfg_.n_layers, D = cfg_.d_model, V = cfg_.vocab_size, K = cfg_.top_k, E = cfg_.n_experts;
+  const PackedSet& ps = model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
+  im_.x_final = x_;
+  im_.h_final.resize(static_cast<size_t>(N_) * D);
+  im_.rstd_final.resize(N_);
+  im_.logits.resize(static_cast<size_t>(N_) * V);
+  final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), x_.data(), ps.lm_head,
+                m_.params(), cfg_, p_, N_, req_.call, be_);
+  std::vector<float> lp(N_);
+  if (req_.temperature == 1.0f) {
+    be_.logprob_forward(lp.data(), im_.logits.data(), im_.targets.data(), N_, V);
+  } else {
+    std::vector<float> scaled(im_.logits);
+    for (float& z : scaled) z /= req_.temperature;
+    be_.logprob_forward(lp.data(), scaled.data(), im_.targets.data(), N_, V);
+  }
+  out_->logprobs.assign(static_cast<size_t>(B_) * (T_ - 1), 0.0f);
+  for (int b = 0; b < B_; ++b)
+    for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
+      out_->logprobs[static_cast<size_t>(b) * (T_ - 1) + t] = lp[im_.seq_begin[b] + t];
+  if (req_.want_logits) out_->logits = im_.logits;
+  if (im_.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
+    rows_unpack(&out_->topk_ids, L, B_, T_, im_.seq_begin, K);
+    rows_unpack(&out_->router_logp, L, B_, T_, im_.seq_begin, K);
+    rows_unpack(&out_->own_topk_ids, L, B_, T_, im_.seq_begin, K);
+    rows_unpack(&out_->router_logits, L, B_, T_, im_.seq_begin, E);
+    rows_unpack(&out_->logits, 1, B_, T_, im_.seq_begin, V);
+  }
+  im_.saved = req_.save_for_backward;
+}
+
 }  // namespace
 
 void Model::forward(ForwardResult* out, const ForwardRequest& req) {
-  const NumericsProfile& p = req.profile ? *req.profile : default_profile();
-  const Backend& be = backend();
-  const int B = req.B, T = req.T, D = cfg_.d_model, L = cfg_.n_layers, V = cfg_.vocab_size, K = cfg_.top_k,
-            E = cfg_.n_experts, H = cfg_.n_heads;
-  const int B_total = req.B_total > 0 ? req.B_total : B;
-  if (B_total < 1 || T < 2 || T > cfg_.max_seq_len)
-    throw std::invalid_argument("forward: need B >= 1 and 2 <= T <= model.max_seq_len = " +
-                                std::to_string(cfg_.max_seq_len) + " (got B=" + std::to_string(B_total) +
-                                ", T=" + std::to_string(T) + ")");
-  const SeqBlock block = dp_block(B_total, par_.dp_size(), par_.dp_rank());
-  if (B != block.size())
-    throw std::invalid_argument("forward: B = " + std::to_string(B) + " sequences, but data-parallel rank " +
-                                std::to_string(par_.dp_rank()) + " of " + std::to_string(par_.dp_size()) +
-                                " holds " + std::to_string(block.size()) + " of B_total = " +
-                                std::to_string(B_total));
-  for (int i = 0; i < B * T; ++i)
-    if (req.tokens[i] < 0 || req.tokens[i] >= V)
-      throw std::invalid_argument("forward: token " + std::to_string(req.tokens[i]) +
-                                  " at index " + std::to_string(i) + " outside [0, " +
-                                  std::to_string(V) + ")");
-  Impl& im = *impl_;
-  const PackedSet& ps = model_packed(&im, cfg_, params_, p, expert_range());
-  im.saved = false;
-  im.B = B; im.T = T;
-  // The row layout: sequence b's own positions from row seq_begin[b] (packed), b·T without lengths.
-  im.seq_begin.assign(static_cast<size_t>(B) + 1, 0);
-  for (int b = 0; b < B; ++b) {
-    const int len = req.lengths ? req.lengths[b] : T;
-    if (len < 1 || len > T)
-      throw std::invalid_argument("forward: lengths[" + std::to_string(b) + "] = " + std::to_string(len) +
-                                  " outside [1, T = " + std::to_string(T) + "]");
-    im.seq_begin[b + 1] = im.seq_begin[b] + len;
-  }
-  const int N = im.seq_begin[B];
-  im.has_padding = N < B * T;
-  im.runs = seq_runs(im.seq_begin, H);
-  int64_t rows_total = N;  // every rank's own positions (integer sum: exact in any order)
-  if (req.lengths && par_.dp_size() > 1) par_.dp->allreduce_sum(&rows_total, 1);
-  im.rows = req.lengths ? RowSums(par_, B_total, im.seq_begin, rows_total) : RowSums(par_, B_total, B, T);
-  im.profile = p;
-  im.mode = req.router_mode;
-  im.call = req.call;
-  auto pack = [&](const auto* src, int blocks, int width) {
-    using V = std::remove_const_t<std::remove_pointer_t<decltype(src)>>;
-    return im.has_padding ? rows_pack(src, blocks, B, T, im.seq_begin, width)
-                     : std::vector<V>(src, src + static_cast<size_t>(blocks) * B * T * width);
-  };
-  im.tokens = pack(req.tokens, 1, 1);
-  if (req.router_mode == RouterMode::replay) {
-    if (!cfg_.is_moe() || !req.replay_ids)
-      throw std::invalid_argument("forward: replay needs an MoE model and replay ids");
-    im.replay_ids = pack(req.replay_ids, L, K);
-  }
-  std::vector<int32_t> probe;
-  if (cfg_.is_moe() && req.probe_ids) probe = pack(req.probe_ids, L, K);
-  // the KL regularisers' targets follow the rows
-  im.control = router_control_;
-  im.kl_full_target.clear();
-  im.kl_topk_target.clear();
-  if (im.has_padding && cfg_.is_moe() && router_control_.kl_full_target) {
-    im.kl_full_target = pack(router_control_.kl_full_target, L, E);
-    im.control.kl_full_target = im.kl_full_target.data();
-  }
-  if (im.has_padding && cfg_.is_moe() && router_control_.kl_topk_target) {
-    im.kl_topk_target = pack(router_control_.kl_topk_target, L, E);
-    im.control.kl_topk_target = im.kl_topk_target.data();
-  }
-  im.positions.resize(N);
-  im.targets.resize(N);
-  for (int b = 0; b < B; ++b) {
-    const int r0 = im.seq_begin[b], len = im.seq_begin[b + 1] - r0;
-    for (int t = 0; t < len; ++t) {
-      im.positions[r0 + t] = t;
-      im.targets[r0 + t] = t + 1 < len ? req.tokens[static_cast<size_t>(b) * T + t + 1] : -1;
-    }
-  }
-
-  const bool moe = cfg_.is_moe();
-  out->topk_ids.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0);
-  out->router_logp.assign(moe ? static_cast<size_t>(L) * N * K : 0, 0.0f);
-  out->expert_load.assign(moe ? static_cast<size_t>(L) * E : 0, 0);
-  out->aux_loss = 0.0f;
-  out->own_topk_ids.assign(moe && req.want_own_topk ? static_cast<size_t>(L) * N * K : 0, 0);
-  out->router_logits.assign(moe && req.want_router_logits ? static_cast<size_t>(L) * N * E : 0, 0.0f);
-  if (!(req.temperature > 0.0f))
-    throw std::invalid_argument("forward: temperature must be > 0 (got " + std::to_string(req.temperature) + ")");
-  im.temperature = req.temperature;
-
-  im.layers.resize(L);
-  std::vector<double> a2a(moe ? 2 * L : 0, 0.0);  // per layer: bytes sent, rows received
-  std::vector<float> x(static_cast<size_t>(N) * D);
-  be.embedding_forward(x.data(), im.tokens.data(), params_.get("embed"), N, D);
-  round_array(x.data(), static_cast<int64_t>(x.size()), p.activations);
-  for (int l = 0; l < L; ++l) {
-    LayerActs& a = req.save_for_backward ? im.layers[l] : im.scratch;
-    a.x_in.assign(x.begin(), x.end());
-    LayerCall c;
-    c.cfg = &cfg_; c.profile = &p; c.params = &params_; c.packed = &ps.layers[l];
-    c.layer = l; c.N = N; c.B = B; c.T = T; c.runs = &im.runs; c.positions = im.positions.data(); c.call = req.call;
-    c.router_mode = req.router_mode;
-    c.replay_ids = req.router_mode == RouterMode::replay ? im.replay_ids.data() + static_cast<size_t>(l) * N * K : nullptr;
-    c.bias = cfg_.expert_bias ? expert_bias_.data() + static_cast<size_t>(l) * E : nullptr;
-    c.training = true;
-    c.dispatcher = im.dispatcher.get();
-    c.rows = &im.rows;
-    c.control = &im.control;
-    c.backend = &be;
-    const size_t lo = static_cast<size_t>(l) * N * K;
-    if (!probe.empty()) c.probe_ids = probe.data() + lo;
-    if (moe && req.want_own_topk && req.router_mode == RouterMode::replay) c.own_ids = &out->own_topk_ids[lo];
-    out->aux_loss += layer_forward(&a, x.data(), moe ? &out->router_logp[static_cast<size_t>(l) * N * K] : nullptr,
-                                   moe ? &out->expert_load[static_cast<size_t>(l) * E] : nullptr, c);
-    if (moe) {
-      const DispatchPlan& dp = a.moe.plan;
-      for (int s = 0; s < dp.ranks; ++s)
-        if (s != dp.rank)  // rows out in the dispatch, rows back in the combine
-          a2a[2 * l] += static_cast<double>(dp.send_rows[s] + dp.recv_rows[s]) * D * sizeof(float);
-      a2a[2 * l + 1] = dp.received();
-      std::memcpy(&out->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
-      if (req.want_router_logits)
-        std::memcpy(&out->router_logits[static_cast<size_t>(l) * N * E],
-                    a.moe.router.logits.data(), sizeof(float) * N * E);
-      if (req.want_own_topk && req.router_mode == RouterMode::normal)
-        std::memcpy(&out->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N * K);
-    }
-  }
-  if (moe) {
-    if (par_.dp_size() > 1)  // the load of the whole batch (integer sums: exact in any order)
-      par_.dp->allreduce_sum(out->expert_load.data(), static_cast<int64_t>(out->expert_load.size()));
-    const int R = par_.ep_size();
-    std::vector<double> all = a2a;
-    if (R > 1) all = collectives_allgather(*par_.ep, a2a);
-    out->a2a_bytes.assign(static_cast<size_t>(L) * R, 0);
-    out->tokens_received.assign(static_cast<size_t>(L) * R, 0);
-    for (int r = 0; r < R; ++r)
-      for (int l = 0; l < L; ++l) {
-        out->a2a_bytes[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2]);
-        out->tokens_received[static_cast<size_t>(l) * R + r] = static_cast<int64_t>(all[(static_cast<size_t>(r) * L + l) * 2 + 1]);
-      }
-  }
-  im.x_final = x;
-  im.h_final.resize(static_cast<size_t>(N) * D);
-  im.rstd_final.resize(N);
-  im.logits.resize(static_cast<size_t>(N) * V);
-  final_forward(im.logits.data(), im.h_final.data(), im.rstd_final.data(), x.data(), ps.lm_head,
-                params_, cfg_, p, N, req.call, be);
-
-  std::vector<float> lp(N);
-  if (req.temperature == 1.0f) {
-    be.logprob_forward(lp.data(), im.logits.data(), im.targets.data(), N, V);
-  } else {
-    std::vector<float> scaled(im.logits);
-    for (float& z : scaled) z /= req.temperature;
-    be.logprob_forward(lp.data(), scaled.data(), im.targets.data(), N, V);
-  }
-  out->logprobs.assign(static_cast<size_t>(B) * (T - 1), 0.0f);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t + 1 < im.seq_begin[b + 1] - im.seq_begin[b]; ++t)
-      out->logprobs[static_cast<size_t>(b) * (T - 1) + t] = lp[im.seq_begin[b] + t];
-  if (req.want_logits) out->logits = im.logits;
-  if (im.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
-    rows_unpack(&out->topk_ids, L, B, T, im.seq_begin, K);
-    rows_unpack(&out->router_logp, L, B, T, im.seq_begin, K);
-    rows_unpack(&out->own_topk_ids, L, B, T, im.seq_begin, K);
-    rows_unpack(&out->router_logits, L, B, T, im.seq_begin, E);
-    rows_unpack(&out->logits, 1, B, T, im.seq_begin, V);
-  }
-  im.saved = req.save_for_backward;
+  impl_->saved = false;  // until this forward has run whole
+  Forward fw(*this, *impl_, out, req, req.profile ? *req.profile : default_profile());
+  fw.check();
+  fw.layout();
+  fw.outputs();
+  fw.layers();
+  fw.exchange_stats();
+  fw.head();
 }
 
 }  // namespace moerl
