@@ -78,6 +78,19 @@ double computed_positions(const BenchWorkload& w, const BenchStep& s, int ph) {
   return static_cast<double>(w.tokens_real);
 }
 
+// Every step of a workload other than "short" that has a "short" twin under the same profiles:
+// fn(short workload, short step, its workload, the step).
+template <class Fn>
+void for_each_long_step(const BenchReport& r, Fn fn) {
+  const BenchWorkload* ws = r.find_workload("short");
+  if (!ws) return;
+  for (const BenchStep& sl : r.steps) {
+    const BenchWorkload* wl = r.find_workload(sl.workload);
+    const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
+    if (wl && ss) fn(*ws, *ss, *wl, sl);
+  }
+}
+
 struct TokenCost {
   double per_real[3] = {0, 0, 0}, padding[3] = {0, 0, 0}, rest_per_computed[3] = {0, 0, 0};
   double attention_per_pair[2] = {0, 0};
@@ -255,14 +268,9 @@ void table_token_rates(std::ostringstream& o, const BenchReport& r) {
 
 // Long against short under one profile, per real token, and what it is made of.
 void table_token_cost(std::ostringstream& o, const BenchReport& r) {
-  const BenchWorkload* ws = r.find_workload("short");
-  if (!ws) return;
-  for (const BenchStep& sl : r.steps) {
-    const BenchWorkload* wl = r.find_workload(sl.workload);
-    const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
-    if (!wl || !ss) continue;
-    const TokenCost c = token_cost(*ws, *ss, *wl, sl);
-    const std::string head = sl.workload + " / short, " + step_label(*ss, false);
+  for_each_long_step(r, [&](const BenchWorkload& ws, const BenchStep& ss, const BenchWorkload& wl, const BenchStep& sl) {
+    const TokenCost c = token_cost(ws, ss, wl, sl);
+    const std::string head = sl.workload + " / short, " + step_label(ss, false);
     put(o, "\n%-36s %10s %9s %15s %15s\n", head.c_str(), "s/real tok", "padding", "other s/comp", "attn s/pair");
     const char* names[3] = {"rollout", "train fwd+bwd", "RL step"};
     for (int ph = 0; ph < 3; ++ph) {
@@ -273,7 +281,7 @@ void table_token_cost(std::ostringstream& o, const BenchReport& r) {
     o << "(s/real tok = padding x the cost per computed position; other s/comp: seconds outside attention per\n"
          " computed position; attn s/pair: attention seconds per query-key pair — both ~1x where a phase grows\n"
          " as its arithmetic does)\n";
-  }
+  });
 }
 
 void table_time_split(std::ostringstream& o, const BenchReport& r) {
@@ -293,22 +301,18 @@ void table_time_split(std::ostringstream& o, const BenchReport& r) {
 
 // The same split per computed position, long against short.
 void table_time_split_long(std::ostringstream& o, const BenchReport& r) {
-  const BenchWorkload* ws = r.find_workload("short");
-  if (!ws) return;
-  for (const BenchStep& sl : r.steps) {
-    const BenchWorkload* wl = r.find_workload(sl.workload);
-    const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
-    if (!wl || !ss || ss->ops_train_s.empty() || sl.ops_train_s.empty()) continue;
-    const std::string head = sl.workload + " / short per computed position, " + step_label(*ss);
+  for_each_long_step(r, [&](const BenchWorkload& ws, const BenchStep& ss, const BenchWorkload& wl, const BenchStep& sl) {
+    if (ss.ops_train_s.empty() || sl.ops_train_s.empty()) return;
+    const std::string head = sl.workload + " / short per computed position, " + step_label(ss);
     put(o, "%-52s %9s %9s %9s\n", head.c_str(), "linear", "other ops", "outside");
     for (int ph = 0; ph < 2; ++ph) {
-      const OpGroups gs = op_groups(ph == 0 ? ss->ops_rollout_s : ss->ops_train_s, ph == 0 ? ss->rollout_s : ss->train_s);
+      const OpGroups gs = op_groups(ph == 0 ? ss.ops_rollout_s : ss.ops_train_s, ph == 0 ? ss.rollout_s : ss.train_s);
       const OpGroups gl = op_groups(ph == 0 ? sl.ops_rollout_s : sl.ops_train_s, ph == 0 ? sl.rollout_s : sl.train_s);
-      const double cs = computed_positions(*ws, *ss, ph), cl = computed_positions(*wl, sl, ph);
+      const double cs = computed_positions(ws, ss, ph), cl = computed_positions(wl, sl, ph);
       put(o, "%-52s %8.2fx %8.2fx %8.2fx\n", ph == 0 ? "rollout" : "train fwd+bwd", (gl.linear / cl) / (gs.linear / cs),
           (gl.other / cl) / (gs.other / cs), (gl.outside / cl) / (gs.outside / cs));
     }
-  }
+  });
 }
 
 void table_decode_profile(std::ostringstream& o, const BenchReport& r) {
@@ -455,22 +459,18 @@ void json_steps(std::ostringstream& o, const BenchReport& r) {
 void json_token_cost(std::ostringstream& o, const BenchReport& r) {
   o << "  \"token_cost\": [";
   bool first = true;
-  if (const BenchWorkload* ws = r.find_workload("short"))
-    for (const BenchStep& sl : r.steps) {
-      const BenchWorkload* wl = r.find_workload(sl.workload);
-      const BenchStep* ss = sl.workload != "short" ? r.step(sl.rollout_profile, sl.train_profile, "short") : nullptr;
-      if (!wl || !ss) continue;
-      const TokenCost c = token_cost(*ws, *ss, *wl, sl);
-      o << (first ? "\n" : ",\n") << "    {\"workload\": \"" << json_escape(sl.workload) << "\", \"rollout_profile\": \""
-        << json_escape(sl.rollout_profile) << "\", \"train_profile\": \"" << json_escape(sl.train_profile) << "\"";
-      const char* names[3] = {"rollout", "train", "step"};
-      for (int ph = 0; ph < 3; ++ph)
-        o << ", \"" << names[ph] << "\": {\"per_real_token\": " << num(c.per_real[ph]) << ", \"padding\": "
-          << num(c.padding[ph]) << ", \"other_per_computed\": " << num(c.rest_per_computed[ph])
-          << (ph < 2 ? ", \"attention_per_pair\": " + num(c.attention_per_pair[ph]) : std::string()) << "}";
-      o << "}";
-      first = false;
-    }
+  for_each_long_step(r, [&](const BenchWorkload& ws, const BenchStep& ss, const BenchWorkload& wl, const BenchStep& sl) {
+    const TokenCost c = token_cost(ws, ss, wl, sl);
+    o << (first ? "\n" : ",\n") << "    {\"workload\": \"" << json_escape(sl.workload) << "\", \"rollout_profile\": \""
+      << json_escape(sl.rollout_profile) << "\", \"train_profile\": \"" << json_escape(sl.train_profile) << "\"";
+    const char* names[3] = {"rollout", "train", "step"};
+    for (int ph = 0; ph < 3; ++ph)
+      o << ", \"" << names[ph] << "\": {\"per_real_token\": " << num(c.per_real[ph]) << ", \"padding\": "
+        << num(c.padding[ph]) << ", \"other_per_computed\": " << num(c.rest_per_computed[ph])
+        << (ph < 2 ? ", \"attention_per_pair\": " + num(c.attention_per_pair[ph]) : std::string()) << "}";
+    o << "}";
+    first = false;
+  });
   o << (first ? "],\n" : "\n  ],\n");
 }
 
