@@ -203,6 +203,7 @@ class Forward {
   const ModelConfig& cfg_;
   const Backend& be_;
   const int B_, T_;
+  const PackedSet* ps_ = nullptr;  // the profile's packed weights (layers)
   int N_ = 0;                  // the rows: every sequence's own positions
   std::vector<int32_t> probe_; // probe ids in the row layout (RSPO)
   std::vector<double> a2a_;    // per layer: bytes sent, rows received
@@ -326,7 +327,7 @@ LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
 void Forward::layers() {
   const int L = cfg_.n_layers, D = cfg_.d_model, K = cfg_.top_k, E = cfg_.n_experts;
   const bool moe = cfg_.is_moe();
-  const PackedSet& ps = model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
+  ps_ = &model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
   im_.layers.resize(L);
   a2a_.assign(moe ? 2 * L : 0, 0.0);
   x_.resize(static_cast<size_t>(N_) * D);
@@ -337,7 +338,7 @@ void Forward::layers() {
     a.x_in.assign(x_.begin(), x_.end());
     const size_t lo = static_cast<size_t>(l) * N_ * K;
     out_->aux_loss += layer_forward(&a, x_.data(), moe ? &out_->router_logp[lo] : nullptr,
-                                    moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, layer_call(l, ps));
+                                    moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, layer_call(l, *ps_));
     if (moe) record_layer(l, a);
   }
 }
@@ -380,12 +381,11 @@ void Forward::exchange_stats() {
 // 6. The final norm and LM head, the log-probs of the targets, the outputs in the [B, T] layout.
 void Forward::head() {
   const int L = cfg_.n_layers, D = cfg_.d_model, V = cfg_.vocab_size, K = cfg_.top_k, E = cfg_.n_experts;
-  const PackedSet& ps = model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
   im_.x_final = x_;
   im_.h_final.resize(static_cast<size_t>(N_) * D);
   im_.rstd_final.resize(N_);
   im_.logits.resize(static_cast<size_t>(N_) * V);
-  final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), x_.data(), ps.lm_head,
+  final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), x_.data(), ps_->lm_head,
                 m_.params(), cfg_, p_, N_, req_.call, be_);
   std::vector<float> lp(N_);
   if (req_.temperature == 1.0f) {

@@ -6,7 +6,7 @@
 //
 // A build with -DMOERL_POISON_WORKSPACE=ON fills every new element with a quiet NaN instead, so
 // a read before a write shows up as NaN in the tests' bit-for-bit comparisons (docs/performance.md,
-// "Workspace buffers").
+// "The reference grid, side by side").
 #pragma once
 
 #include <limits>

@@ -466,7 +466,7 @@ void RlRun::train_step(int64_t end, bool rows_due) {
   // write fails is never marked complete.
   results_.attrs["status"] = run_status_name(RunStatus::running);
   const bool ckpt = checkpoint_due(last, end);
-  if (ckpt || rows_due || status_ != RunStatus::running) write_results();
+  if (ckpt || rows_due) write_results();  // (a change of status always makes the checkpoint due)
   if (ckpt) {
     save_checkpoint(step_ + 1);
     ckpt_step_ = step_ + 1;
