@@ -26,13 +26,19 @@ def _mean10(x):
     return np.convolve(np.nan_to_num(x), np.ones(10) / 10, mode="valid")
 
 
+def _sci(x):
+    """x in the file's 1e-04 style, with a second digit where one is needed (2.5e-04)."""
+    one = f"{x:.0e}"
+    return one if float(one) == x else f"{x:.1e}"
+
+
 def row(probe, r):
     reward10 = _mean10(r.series("reward_mean"))
     k3 = r.series("kl_rollout_train")
     n = max(1, len(k3) // 10)
     gn = r.series("grad_norm")
     profile = r.value("engines.rollout")
-    return [probe, r.name, r.value("run.seed"), r.steps, f"{float(r.value('optim.lr')):.0e}",
+    return [probe, r.name, r.value("run.seed"), r.steps, _sci(float(r.value('optim.lr'))),
             f"{float(r.value('optim.grad_clip')):g}", r.value("rl.old_logprobs") or "recompute", profile,
             r.value(f"profile.{profile}.router_noise") or "0", r.value("model.n_experts"), r.value("model.top_k"),
             r.status, f"{base_eval(r):.3f}", f"{final_eval(r):.3f}", f"{np.max(reward10):.3f}",

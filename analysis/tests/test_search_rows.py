@@ -20,3 +20,11 @@ def test_rows_have_the_columns_of_runs_csv(sweep_dir, capsys):
         assert r[0] == "px"
         assert r[11] in ("complete", "collapsed")
         float(r[14])  # peak_reward10 is a number
+
+
+def test_learning_rates_keep_their_second_digit():
+    # 2.5e-4 once printed as "3e-04" (one significant digit), a learning rate the run never had
+    assert search_rows._sci(1e-4) == "1e-04"
+    assert search_rows._sci(3e-4) == "3e-04"
+    assert search_rows._sci(2.5e-4) == "2.5e-04"
+    assert float(search_rows._sci(2.5e-4)) == 2.5e-4
