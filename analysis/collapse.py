@@ -3,6 +3,7 @@ variant paired by seed, the mismatch's growth, and the phase diagram over a mism
 
     /usr/bin/python3 -m analysis.collapse SWEEP_DIR [SWEEP_DIR ...] [--reference control]
                                           [--dial profile.fp8n.router_noise] [--out DIR]
+                                          [--outcome eval|reward]
 
 Runs are grouped by their `variant` key (moerl sweep's [variant.NAME] sections; else by
 rl.algorithm) and, with --dial, by the dial's value. Several sweep directories pool their runs
@@ -17,8 +18,12 @@ Per group:
                   steps, or a non-finite value; docs/metrics.md), with the 95% Wilson interval
   base, final     eval_accuracy_base (step 0, before any update) and the last eval_accuracy
   final − base    per run, mean ± 95% t-interval
-  vs reference    final eval minus the reference variant's final eval on the same seed (the runs
-                  share their base policy), mean ± 95% t-interval over the pairs, and n pairs
+  vs reference    the outcome minus the reference variant's on the same seed (the runs share
+                  their base policy), mean ± 95% t-interval over the pairs, and n pairs; the
+                  outcome is the final eval (--outcome eval, the default) or the final reward
+                  (--outcome reward: reward_mean over the last 10 steps, the index's
+                  final_reward), for settings where the held-out accuracy sits at 0 for every
+                  variant and cannot tell them apart
   flip %          mean over steps of 100·flip_rate_mean (the measured routing mismatch)
   k3 growth       mean k3 of the last tenth of the steps over the first tenth (kl_rollout_train)
 """
@@ -59,6 +64,14 @@ def _finite(x):
 def final_eval(r):
     x = _finite(r.series("eval_accuracy"))
     return float(x[-1]) if len(x) else float("nan")
+
+
+def final_reward(r):
+    x = _finite(r.series("reward_mean"))
+    return float(x[-10:].mean()) if len(x) else float("nan")
+
+
+OUTCOMES = {"eval": final_eval, "reward": final_reward}  # what vs reference pairs
 
 
 def base_eval(r):
@@ -104,13 +117,14 @@ def group(runs, dial=None):
     return out
 
 
-def rows(groups, reference="control"):
-    ref = {}  # (seed, dial) and seed → the reference run's final eval
+def rows(groups, reference="control", outcome="eval"):
+    final = OUTCOMES[outcome]
+    ref = {}  # (seed, dial) and seed → the reference run's outcome
     for (v, dv), rs in groups.items():
         if v == reference:
             for r in rs:
-                ref[(seed_of(r), dv)] = final_eval(r)
-                ref.setdefault((seed_of(r), None), final_eval(r))
+                ref[(seed_of(r), dv)] = final(r)
+                ref.setdefault((seed_of(r), None), final(r))
     out = []
     for (v, dv), rs in groups.items():
         k = sum(r.status == "collapsed" for r in rs)
@@ -118,21 +132,26 @@ def rows(groups, reference="control"):
         diffs = []
         for r in rs:
             key = (seed_of(r), dv) if (seed_of(r), dv) in ref else (seed_of(r), None)
-            if key in ref and np.isfinite(ref[key]) and np.isfinite(final_eval(r)):
-                diffs.append(final_eval(r) - ref[key])
+            if key in ref and np.isfinite(ref[key]) and np.isfinite(final(r)):
+                diffs.append(final(r) - ref[key])
         out.append(OrderedDict(
             variant=v, dial=dv, runs=len(rs), collapsed=k, rate=rate, rate_lo=lo, rate_hi=hi,
             base=mean_ci([base_eval(r) for r in rs]), final=mean_ci([final_eval(r) for r in rs]),
             gain=mean_ci([final_eval(r) - base_eval(r) for r in rs]),
             vs_ref=mean_ci(diffs) if v != reference else (float("nan"), float("nan")), pairs=len(diffs) if v != reference else 0,
+            outcome=outcome,
             flip=mean_ci([flip_pct(r) for r in rs]), k3_growth=mean_ci([k3_growth(r) for r in rs])))
     return out
+
+
+def _outcome_name(rs):
+    return "final reward" if rs and rs[0].get("outcome") == "reward" else "final"
 
 
 def _cells(rs, dial=None, reference="control"):
     """The table's head and rows as strings, shared by the Markdown and HTML forms."""
     head = ["variant"] + ([dial] if dial else []) + ["runs", "collapsed (95% CI)", "base eval", "final eval",
-                                                      "final − base", f"final − {reference} (paired)", "flip %",
+                                                      "final − base", f"{_outcome_name(rs)} − {reference} (paired)", "flip %",
                                                       "k3 last/first"]
     body = []
     for x in rs:
@@ -169,10 +188,12 @@ def table_csv(rs):
     w = csv.writer(buf)
     w.writerow(["variant", "dial", "runs", "collapsed", "collapse_rate", "collapse_rate_lo", "collapse_rate_hi",
                 "base_eval", "base_eval_ci95", "final_eval", "final_eval_ci95", "gain", "gain_ci95",
-                "vs_reference", "vs_reference_ci95", "pairs", "flip_pct", "flip_pct_ci95", "k3_growth", "k3_growth_ci95"])
+                "vs_reference", "vs_reference_ci95", "pairs", "flip_pct", "flip_pct_ci95", "k3_growth", "k3_growth_ci95",
+                "vs_reference_outcome"])
     for x in rs:
         w.writerow([x["variant"], x["dial"], x["runs"], x["collapsed"], x["rate"], x["rate_lo"], x["rate_hi"],
-                    *x["base"], *x["final"], *x["gain"], *x["vs_ref"], x["pairs"], *x["flip"], *x["k3_growth"]])
+                    *x["base"], *x["final"], *x["gain"], *x["vs_ref"], x["pairs"], *x["flip"], *x["k3_growth"],
+                    x.get("outcome", "eval")])
     return buf.getvalue()
 
 
@@ -206,11 +227,12 @@ def phase_plot(rs, path, dial, reference="control"):
     a.set_ylabel("collapse probability (95% Wilson)")
     a.set_ylim(-0.05, 1.05)
     b.set_xlabel("measured routing flips per (token, layer), %")
-    b.set_ylabel(f"final held-out accuracy − {reference} (paired by seed)")
+    what = "final reward (last 10 steps)" if _outcome_name(rs) == "final reward" else "final held-out accuracy"
+    b.set_ylabel(f"{what} − {reference} (paired by seed)", fontsize=9)
     n = sorted({x["runs"] for x in rs if x["variant"] != reference})
     seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
     a.set_title(f"collapse over the mismatch dial ({dial}; {seeds} seeds per point)", fontsize=9)
-    b.set_title("final accuracy against the no-mismatch control", fontsize=9)
+    b.set_title(f"{what} against the no-mismatch control", fontsize=9)
     for ax in (a, b):
         ax.grid(alpha=0.3)
     a.legend(fontsize=8)
@@ -274,11 +296,14 @@ def main(argv=None):
     ap.add_argument("--dial", help="scenario key of the mismatch dial (e.g. profile.fp8n.router_noise): phase.png")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
     ap.add_argument("--curves", help="variants to draw run by run in curves.png: grpo,control,dense,r3")
+    ap.add_argument("--outcome", choices=sorted(OUTCOMES), default="eval",
+                    help="what 'vs reference' pairs: the final held-out accuracy (eval, default) or the "
+                         "final 10-step reward (reward)")
     args = ap.parse_args(argv)
     runs = load_runs(args.dirs)
     if not runs:
         raise SystemExit(f"{', '.join(args.dirs)}: no runs with metrics")
-    rs = rows(group(runs, args.dial), args.reference)
+    rs = rows(group(runs, args.dial), args.reference, args.outcome)
     out = args.out or os.path.join(args.dirs[0], "report")
     os.makedirs(out, exist_ok=True)
     md = table_md(rs, args.dial, args.reference)

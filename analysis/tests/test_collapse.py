@@ -30,7 +30,7 @@ def write_sweep(d, runs, dial="profile.x.router_noise"):
             base[0] = r["base"]
             m["eval_accuracy"] = ev
             m["eval_accuracy_base"] = base
-            m["reward_mean"] = np.linspace(0.1, 0.5, steps)
+            m["reward_mean"] = np.linspace(0.1, r.get("reward", 0.5), steps)
             m["flip_rate_mean"] = np.full(steps, r["flip"] / 100)
             m["kl_rollout_train"] = np.linspace(r["k3"][0], r["k3"][1], steps)
         rows.append({"index": i, "id": name, "file": name + ".h5", "status": r["status"],
@@ -39,8 +39,9 @@ def write_sweep(d, runs, dial="profile.x.router_noise"):
         json.dump({"grid": "g.ini", "swept_keys": ["variant", dial, "run.seed"], "runs": rows}, f)
 
 
-def run(variant, seed, dial, status="complete", base=0.5, final=0.6, flip=5.0, k3=(1e-3, 1e-3)):
-    return dict(variant=variant, seed=seed, dial=dial, status=status, base=base, final=final, flip=flip, k3=k3)
+def run(variant, seed, dial, status="complete", base=0.5, final=0.6, flip=5.0, k3=(1e-3, 1e-3), reward=0.5):
+    return dict(variant=variant, seed=seed, dial=dial, status=status, base=base, final=final, flip=flip, k3=k3,
+                reward=reward)
 
 
 def test_wilson_interval_matches_the_formula_and_its_edges():
@@ -116,3 +117,21 @@ def test_curves_draw_every_run_and_refuse_unknown_variants(tmp_path):
     assert y[0] == 0 and y[3] == pytest.approx(1.5) and y[11] == pytest.approx(np.mean(np.arange(2, 12)))
     with pytest.raises(SystemExit, match="none of these variants"):
         collapse.main([str(d), "--curves", "dense"])
+
+
+def test_outcome_reward_pairs_the_final_10_step_reward(tmp_path):
+    d = tmp_path / "grid"
+    # every run's held-out accuracy ends at 0, so only the reward tells grpo from the control
+    write_sweep(d, [run(v, s, 0.0, final=0.0, reward=0.6 if v == "control" else 0.2)
+                    for v in ("control", "grpo") for s in (0, 1)])
+    runs = collapse.load_runs([str(d)])
+    eval_rows = {x["variant"]: x for x in collapse.rows(collapse.group(runs))}
+    rew_rows = {x["variant"]: x for x in collapse.rows(collapse.group(runs), outcome="reward")}
+    assert eval_rows["grpo"]["vs_ref"][0] == pytest.approx(0.0)
+    want = np.mean([collapse.final_reward(r) for r in runs if collapse.variant_of(r) == "grpo"]) - \
+        np.mean([collapse.final_reward(r) for r in runs if collapse.variant_of(r) == "control"])
+    assert want < -0.2 and rew_rows["grpo"]["vs_ref"][0] == pytest.approx(want)
+    collapse.main([str(d), "--outcome", "reward"])
+    md = (d / "report" / "collapse.md").read_text()
+    assert "final reward − control (paired)" in md
+    assert (d / "report" / "collapse.csv").read_text().splitlines()[1].endswith(",reward")
