@@ -38,6 +38,7 @@ import numpy as np
 
 from .runs import load_sweep
 from .stats import fmt, mean_ci
+from . import summary
 
 
 def wilson(k, n, z=None):
@@ -67,11 +68,13 @@ def final_eval(r):
 
 
 def final_reward(r):
-    x = _finite(r.series("reward_mean"))
-    return float(x[-10:].mean()) if len(x) else float("nan")
+    return summary.final_reward(r.series("reward_mean"))  # moerl's one final reward
 
 
 OUTCOMES = {"eval": final_eval, "reward": final_reward}  # what vs reference pairs
+# each outcome's names in the table's column and in the phase plot
+OUTCOME_NAMES = {"eval": ("final", "final held-out accuracy"),
+                 "reward": ("final reward", "final reward (last 10 steps)")}
 
 
 def base_eval(r):
@@ -144,14 +147,14 @@ def rows(groups, reference="control", outcome="eval"):
     return out
 
 
-def _outcome_name(rs):
-    return "final reward" if rs and rs[0].get("outcome") == "reward" else "final"
+def _outcome_names(rs):
+    return OUTCOME_NAMES[rs[0]["outcome"] if rs else "eval"]
 
 
 def _cells(rs, dial=None, reference="control"):
     """The table's head and rows as strings, shared by the Markdown and HTML forms."""
     head = ["variant"] + ([dial] if dial else []) + ["runs", "collapsed (95% CI)", "base eval", "final eval",
-                                                      "final − base", f"{_outcome_name(rs)} − {reference} (paired)", "flip %",
+                                                      "final − base", f"{_outcome_names(rs)[0]} − {reference} (paired)", "flip %",
                                                       "k3 last/first"]
     body = []
     for x in rs:
@@ -193,7 +196,7 @@ def table_csv(rs):
     for x in rs:
         w.writerow([x["variant"], x["dial"], x["runs"], x["collapsed"], x["rate"], x["rate_lo"], x["rate_hi"],
                     *x["base"], *x["final"], *x["gain"], *x["vs_ref"], x["pairs"], *x["flip"], *x["k3_growth"],
-                    x.get("outcome", "eval")])
+                    x["outcome"]])
     return buf.getvalue()
 
 
@@ -227,7 +230,7 @@ def phase_plot(rs, path, dial, reference="control"):
     a.set_ylabel("collapse probability (95% Wilson)")
     a.set_ylim(-0.05, 1.05)
     b.set_xlabel("measured routing flips per (token, layer), %")
-    what = "final reward (last 10 steps)" if _outcome_name(rs) == "final reward" else "final held-out accuracy"
+    what = _outcome_names(rs)[1]
     b.set_ylabel(f"{what} − {reference} (paired by seed)", fontsize=9)
     n = sorted({x["runs"] for x in rs if x["variant"] != reference})
     seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}–{n[-1]}"
