@@ -20,7 +20,9 @@ fail() { echo "preempt: FAIL: $*" >&2; for f in "$tmp"/*.log; do echo "== $f"; t
 # 150 steps: the signal must reach a run still running (30 tiny steps once finished in the ~0.1 s
 # between the log line and the kill)
 run_set=(--cache "$tmp/cache" --set rl.steps=150 --set rl.checkpoint_every=0)
-sweep_set=(--cache "$tmp/cache" --set rl.steps=40 --quiet)
+# 300 steps a sweep run for the same reason: at 40 the 4 cached runs took 0.8 s in all, and under
+# `ctest -j2` the whole sweep once ended (status 0) before the SIGINT that followed its first run file
+sweep_set=(--cache "$tmp/cache" --set rl.steps=300 --quiet)
 
 # waits (at most 120 s) until the file exists / the log has the text
 wait_for() { local i; for i in $(seq 1200); do eval "$1" && return 0; kill -0 "$job" 2>/dev/null || return 1; sleep 0.1; done; return 1; }
