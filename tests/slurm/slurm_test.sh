@@ -51,7 +51,11 @@ mkdir -p "$work"
 cd "$work"
 export MOERL_HOME=$root MOERL=$moerl   # array.sbatch and report.sbatch find the checkout and binary here
 grid=$root/tests/sweep/tiny-grid.ini
-opts=(--cache "$work/cache" --set rl.steps=40)
+# 1000 steps: a run of the tiny grid takes 2-3 s with its base cached, so the requeue below lands
+# inside task 1's run. At 40 steps a run lasted about 0.15 s and finished before the signal arrived
+# on 2 of 5 tries on a fast machine (the test then failed on the missing "preempted" line).
+steps=1000
+opts=(--cache "$work/cache" --set rl.steps=$steps)
 n=$("$moerl" sweep "$grid" --list | head -1 | cut -d' ' -f1)
 [[ $n == 4 ]] || fail "--list: $n runs, expected 4"
 victim=$("$moerl" sweep "$grid" --list | awk -F'\t' '$1 == 1 {print $2}')
@@ -76,7 +80,7 @@ done
 scontrol update JobId="${jid}_1" StartTime=now > /dev/null 2>&1 || true
 
 # meanwhile the reference: a plain sweep of the same grid, on its own cache
-"$moerl" sweep "$grid" --out "$work/ref" --cache "$work/refcache" --set rl.steps=40 --quiet > "$work/ref.out" 2>&1 ||
+"$moerl" sweep "$grid" --out "$work/ref" --cache "$work/refcache" --set rl.steps=$steps --quiet > "$work/ref.out" 2>&1 ||
   fail "the plain reference sweep"
 
 state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | sort -u | tr '\n' ' ' | sed 's/ $//'; }
@@ -98,7 +102,8 @@ restarts=$(scontrol show job "${jid}_1" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p
 log=$work/moerl-array-${jid}_1.out
 [[ -f $log ]] || fail "task 1's log $log is missing: $(ls "$work")"
 [[ $(grep -c "attempt " "$log") -ge 2 ]] || fail "task 1's log does not hold both attempts (--open-mode=append): $(cat "$log")"
-grep -q "preempted by SIGTERM after step" "$log" || fail "task 1: its first attempt did not stop cleanly on SIGTERM"
+grep -q "preempted by SIGTERM after step" "$log" ||
+  fail "task 1: its first attempt did not stop cleanly on SIGTERM (or it ended before the signal: $(grep -c "r3-seed0 complete" "$log") completion line(s))"
 grep -q "^resuming " "$log" || fail "task 1: its second attempt did not resume from the checkpoint"
 
 # every run complete, bit-identical to the plain sweep; the report covers all of them
