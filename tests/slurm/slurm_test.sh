@@ -103,7 +103,7 @@ log=$work/moerl-array-${jid}_1.out
 [[ -f $log ]] || fail "task 1's log $log is missing: $(ls "$work")"
 [[ $(grep -c "attempt " "$log") -ge 2 ]] || fail "task 1's log does not hold both attempts (--open-mode=append): $(cat "$log")"
 grep -q "preempted by SIGTERM after step" "$log" ||
-  fail "task 1: its first attempt did not stop cleanly on SIGTERM (or it ended before the signal: $(grep -c "r3-seed0 complete" "$log") completion line(s))"
+  fail "task 1: its first attempt did not stop cleanly on SIGTERM (or it ended before the signal: $(grep -c "$victim complete" "$log") completion line(s))"
 grep -q "^resuming " "$log" || fail "task 1: its second attempt did not resume from the checkpoint"
 
 # every run complete, bit-identical to the plain sweep; the report covers all of them
