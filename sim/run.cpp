@@ -262,14 +262,18 @@ std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir,
 }
 
 namespace {
-// The effective scenario lines that make the base policy.
+// The effective scenario lines that make the base policy: the model, the task (less the keys of
+// its reward, which the supervised warm-up never reads, so variants that differ only in their
+// reward share one base), the warm-up and the seed.
 std::string base_recipe(const Scenario& s) {
   std::istringstream in(s.effective_text());
   std::string line, out;
-  while (std::getline(in, line))
-    if (line.rfind("model.", 0) == 0 || line.rfind("task.", 0) == 0 || line.rfind("sft.", 0) == 0 ||
-        line.rfind("run.seed", 0) == 0)
+  while (std::getline(in, line)) {
+    const bool reward_key = line.rfind("task.partial_credit", 0) == 0 || line.rfind("task.reward_on", 0) == 0;
+    if ((line.rfind("model.", 0) == 0 || line.rfind("task.", 0) == 0 || line.rfind("sft.", 0) == 0 ||
+         line.rfind("run.seed", 0) == 0) && !reward_key)
       out += line + "\n";
+  }
   return out;
 }
 

@@ -198,6 +198,8 @@ void bind_task(Fields& f, TaskConfig* t) {
   f.number("task.length", &t->length, "values per prompt (modadd: digits per operand)");
   f.number("task.base", &t->base, "value range / digit base");
   f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions (EOS tasks: over the longer of answer and response)");
+  f.choice("task.reward_on", &t->reward_on, kRewardOnNames,
+           "what the reward compares: response (working and answer) | final_answer (bubble: the last pass, the working ungraded)");
   f.boolean("task.eos", &t->eos, "sort/reverse/modadd: the answer ends with an EOS token and generation ends at EOS (bubble always does)");
 }
 

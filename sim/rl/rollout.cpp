@@ -232,8 +232,7 @@ void rollout_trim(RolloutBatch* rb, int R, int L) {
   rb->T = T;
 }
 
-double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int n,
-                         const NumericsProfile& profile) {
+EvalResult rollout_eval(Model& model, const Task& task, uint64_t seed, int n, const NumericsProfile& profile) {
   const int P = task.prompt_len(), A = task.max_answer_len();
   std::vector<int32_t> prompts(static_cast<size_t>(n) * P), answers(static_cast<size_t>(n) * A);
   std::vector<int> answer_len(n);
@@ -242,17 +241,47 @@ double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int 
   RolloutBatch rb;
   SamplingConfig greedy;
   greedy.temperature = 0.0f;
-  // data parallel: this rank's block of the prompts; the exact-match count is summed over ranks
+  // data parallel: this rank's block of the prompts; counts and each answer's partial credit are
+  // summed over ranks into [n] slots (each slot written by one rank, so the sum is exact), then
+  // added up in prompt order: the same bits on any number of ranks
   const ModelParallel& par = model.parallel();
   const SeqBlock blk = dp_block(n, par.dp_size(), par.dp_rank());
   rollout_generate(&rb, model, profile, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
                    P, A, greedy, seed, 0, static_cast<uint64_t>(blk.begin), 1, task.eos());
-  double correct = 0.0;
-  for (int i = 0; i < blk.size(); ++i)
-    correct += task.reward(&answers[static_cast<size_t>(blk.begin + i) * A], answer_len[blk.begin + i],
-                           &rb.tokens[static_cast<size_t>(i) * rb.T + P], rb.len[i], false);
-  if (par.dp_size() > 1) par.dp->allreduce_sum(&correct, 1);  // counts: exact in any order
-  return correct / n;
+  enum { kExact, kFinal, kWorking, kEarly, kLate, kTrunc, kMalformed, kCounts };
+  std::vector<double> partial(static_cast<size_t>(n), 0.0), counts(kCounts, 0.0);
+  for (int i = 0; i < blk.size(); ++i) {
+    const size_t k = static_cast<size_t>(blk.begin + i);
+    const AnswerGrade g = task.grade(&answers[k * A], answer_len[k], &rb.tokens[static_cast<size_t>(i) * rb.T + P], rb.len[i]);
+    partial[k] = g.partial;
+    counts[kExact] += g.exact;
+    counts[kFinal] += g.final_correct;
+    counts[kWorking] += g.working_correct;
+    counts[kEarly] += g.well_formed && g.stop < 0;
+    counts[kLate] += g.well_formed && g.stop > 0;
+    counts[kTrunc] += rb.truncated[i] != 0;
+    counts[kMalformed] += !g.well_formed;
+  }
+  if (par.dp_size() > 1) {
+    par.dp->allreduce_sum(partial.data(), n);
+    par.dp->allreduce_sum(counts.data(), kCounts);  // counts: exact in any order
+  }
+  EvalResult e;
+  for (double p : partial) e.partial += p;
+  e.partial /= n;
+  e.exact = counts[kExact] / n;
+  e.final_correct = counts[kFinal] / n;
+  e.working_correct = counts[kWorking] / n;
+  e.stop_early = counts[kEarly] / n;
+  e.stop_late = counts[kLate] / n;
+  e.truncated = counts[kTrunc] / n;
+  e.malformed = counts[kMalformed] / n;
+  return e;
+}
+
+double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int n,
+                             const NumericsProfile& profile) {
+  return rollout_eval(model, task, seed, n, profile).exact;
 }
 
 }  // namespace moerl

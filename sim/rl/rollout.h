@@ -63,8 +63,20 @@ std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::
 void rollout_trim(RolloutBatch* rb, int R, int L);
 
 class Task;
-// Greedy exact-match accuracy on the first n examples of the task's held-out split under profile
-// (EOS tasks: generation up to the task's longest answer, the answer's length must match).
+// The held-out evaluation: greedy answers to the first n examples of the task's held-out split
+// under a profile (EOS tasks: generation up to the task's longest answer), graded as
+// Task::grade does. Shares of the n answers, except partial (the mean partial-credit reward).
+struct EvalResult {
+  double exact = 0.0;            // exact match, the answer's length included: eval_accuracy
+  double partial = 0.0;          // mean partial-credit reward
+  double final_correct = 0.0;    // the final answer right, whatever the working
+  double working_correct = 0.0;  // no wrong token where response and reference overlap
+  double stop_early = 0.0, stop_late = 0.0;  // well formed, shorter / longer than the reference
+  double truncated = 0.0;        // no EOS within the task's longest answer
+  double malformed = 0.0;        // not well formed (truncated ones included)
+};
+EvalResult rollout_eval(Model& model, const Task& task, uint64_t seed, int n, const NumericsProfile& profile);
+// Its exact-match share.
 double rollout_eval_accuracy(Model& model, const Task& task, uint64_t seed, int n,
                              const NumericsProfile& profile);
 

@@ -116,9 +116,23 @@ void RlTrainer::load_state(const CheckpointExtras& ex) {
   model_->invalidate_packed_weights();
 }
 
-double RlTrainer::evaluate() const {
-  return rollout_eval_accuracy(*model_, *task_, s_.seed, s_.rl.eval_prompts, s_.eval);
+EvalResult RlTrainer::evaluate() const {
+  return rollout_eval(*model_, *task_, s_.seed, s_.rl.eval_prompts, s_.eval);
 }
+
+namespace {
+// eval_accuracy and its companions (docs/metrics.md); suffix "_base" for the base policy's.
+void record_eval(RunResults* res, const EvalResult& e, const std::string& suffix) {
+  res->set("eval_accuracy" + suffix, e.exact);
+  res->set("eval_partial" + suffix, e.partial);
+  res->set("eval_final" + suffix, e.final_correct);
+  res->set("eval_working" + suffix, e.working_correct);
+  res->set("eval_stop_early" + suffix, e.stop_early);
+  res->set("eval_stop_late" + suffix, e.stop_late);
+  res->set("eval_truncated" + suffix, e.truncated);
+  res->set("eval_malformed" + suffix, e.malformed);
+}
+}  // namespace
 
 void RlTrainer::step(int64_t step, RunResults* res) {
   const auto t_step = Clock::now();
@@ -126,7 +140,7 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   // The base policy's held-out accuracy, before the first update: what "RL improved (or ended
   // below) the base" is read against, in every run. Greedy and from its own split, so it draws
   // from no stream the run uses.
-  if (step == 0) res->set("eval_accuracy_base", evaluate());
+  if (step == 0) record_eval(res, evaluate(), "_base");
   StepState st = step_begin(step);
   sample_prompts(&st);                // §1
   rollout(&st);                       // §2
@@ -226,7 +240,7 @@ void RlTrainer::compute_advantages(StepState* st) const {
     float reward = ro.truncated[s] ? rl.truncated_reward
                                    : task_->reward(&st->answers[static_cast<size_t>(s) * A], st->answer_len[s],
                                                    &ro.tokens[static_cast<size_t>(s) * T + P], ro.len[s],
-                                                   s_.task.partial_credit);
+                                                   s_.task.partial_credit, s_.task.reward_on);
     if (rl.overlong_buffer > 0) reward += overlong_penalty(ro.len[s]);
     st->reward[s] = reward;
   }
@@ -616,6 +630,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   res->set("reward_mean", rmean);
   res->set("reward_std", std::sqrt(rvar / std::max(S - 1, 1)));
   res->set("entropy", ent / tokens);
+  record_answers(*st, res);
   res->set("loss", t.loss / M);
   res->set("grad_norm", t.grad_norm / M);
   res->set("grad_norm_max", t.grad_norm_max);
@@ -636,10 +651,45 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   res->set("time_train", st->time_train);
   if ((rl.eval_every > 0 && (st->index + 1) % rl.eval_every == 0) || st->index + 1 == rl.steps) {
     const auto te = Clock::now();
-    res->set("eval_accuracy", evaluate());
+    record_eval(res, evaluate(), "");
     res->set("time_eval", seconds_since(te));
   }
   precursors_record(res, rl.precursors);
+}
+
+// What the step's sampled responses get right (docs/metrics.md, "What the answers get right"):
+// shares of the S responses graded by Task::grade (a truncated response counts as not well formed
+// and wrong), and the Pearson correlation over the S responses between the reward they were paid
+// and their exact match (NaN when either is constant): how far the reward pays for the answer.
+void RlTrainer::record_answers(const StepState& st, RunResults* res) const {
+  const StepShape& shape = st.shape;
+  const int S = shape.S, T = shape.T, P = shape.P, A = shape.A;
+  const RolloutBatch& ro = st.rollout;
+  double exact = 0.0, fin = 0.0, working = 0.0, early = 0.0, late = 0.0, malformed = 0.0;
+  double sx = 0.0, sy = 0.0, sxx = 0.0, syy = 0.0, sxy = 0.0;
+  for (int s = 0; s < S; ++s) {
+    AnswerGrade g;
+    if (!ro.truncated[s])
+      g = task_->grade(&st.answers[static_cast<size_t>(s) * A], st.answer_len[s],
+                       &ro.tokens[static_cast<size_t>(s) * T + P], ro.len[s]);
+    exact += g.exact;
+    fin += g.final_correct;
+    working += g.working_correct;
+    early += g.well_formed && g.stop < 0;
+    late += g.well_formed && g.stop > 0;
+    malformed += !g.well_formed;
+    const double x = st.reward[s], y = g.exact ? 1.0 : 0.0;
+    sx += x; sy += y; sxx += x * x; syy += y * y; sxy += x * y;
+  }
+  res->set("rollout_exact", exact / S);
+  res->set("rollout_final", fin / S);
+  res->set("rollout_working", working / S);
+  res->set("rollout_stop_early", early / S);
+  res->set("rollout_stop_late", late / S);
+  res->set("rollout_malformed", malformed / S);
+  const double cxx = sxx - sx * sx / S, cyy = syy - sy * sy / S, cxy = sxy - sx * sy / S;
+  res->set("reward_exact_corr", cxx > 0.0 && cyy > 0.0 ? cxy / std::sqrt(cxx * cyy)
+                                                       : std::numeric_limits<double>::quiet_NaN());
 }
 
 // The load of the train engine's π_old forward over all positions, its all-to-all traffic per

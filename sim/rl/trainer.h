@@ -49,8 +49,9 @@ class RlTrainer {
 
   // Runs step `step` (must be the next one) and records its metrics into results.
   void step(int64_t step, RunResults* results);
-  // Greedy exact-match accuracy on the held-out set under the eval profile.
-  double evaluate() const;
+  // The greedy held-out evaluation under the eval profile (exact match and what the answers get
+  // right: rollout_eval).
+  EvalResult evaluate() const;
 
   // Collapse bookkeeping after a step: NaN/inf anywhere, or reward below collapse_frac × running
   // peak for collapse_patience steps. Returns true when the run is collapsed at this step.
@@ -72,6 +73,7 @@ class RlTrainer {
   void measure_mismatch(StepState* st, RunResults* res);
   void split_staleness_and_numerics(StepState* st, RunResults* res);
   void train_minibatches(StepState* st, RunResults* res);
+  void record_answers(const StepState& st, RunResults* res) const;
   void record_metrics(StepState* st, RunResults* res);
   void record_expert_load(const StepState& st, RunResults* res) const;
   // The parts of train_minibatches, per mini-batch.

@@ -69,7 +69,15 @@ bool Task::well_formed(const int32_t* response, int n) const {
 }
 
 float Task::reward(const int32_t* answer, int answer_len, const int32_t* response, int response_len,
-                   bool partial) const {
+                   bool partial, RewardOn on) const {
+  if (on == RewardOn::final_answer) {
+    const int F = final_answer_len(answer_len);
+    if (!well_formed(response, response_len) || response_len < F) return 0.0f;
+    int equal = 0;
+    for (int i = 1; i <= F; ++i) equal += answer[answer_len - i] == response[response_len - i];
+    if (partial) return static_cast<float>(equal) / F;
+    return equal == F ? 1.0f : 0.0f;
+  }
   if (!ends_at_eos()) {  // fixed length: answer_len == response_len == R
     const int R = answer_len;
     int equal = 0;
@@ -83,6 +91,24 @@ float Task::reward(const int32_t* answer, int answer_len, const int32_t* respons
   for (int i = 0; i < common; ++i) equal += answer[i] == response[i];
   if (partial) return static_cast<float>(equal) / longer;
   return equal == longer ? 1.0f : 0.0f;
+}
+
+AnswerGrade Task::grade(const int32_t* answer, int answer_len, const int32_t* response,
+                         int response_len) const {
+  AnswerGrade g;
+  g.stop = (response_len > answer_len) - (response_len < answer_len);
+  if (!well_formed(response, response_len)) return g;
+  g.well_formed = true;
+  g.partial = reward(answer, answer_len, response, response_len, true);
+  g.exact = reward(answer, answer_len, response, response_len, false) == 1.0f;
+  // the positions both wrote, less the one where either ends (EOS against a separator when the
+  // two stop at different places)
+  const int common = std::min(answer_len, response_len) - (ends_at_eos() ? 1 : 0);
+  g.working_correct = std::equal(answer, answer + common, response);
+  const int F = final_answer_len(answer_len);
+  g.final_correct = response_len >= F && std::equal(answer + answer_len - F, answer + answer_len,
+                                                    response + response_len - F);
+  return g;
 }
 
 std::unique_ptr<Task> task_create(const TaskConfig& cfg) {

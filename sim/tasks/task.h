@@ -21,15 +21,38 @@
 #include <string>
 #include <vector>
 
+#include "kernels/enum_names.h"
+
 namespace moerl {
+
+// What the reward compares with the reference: the whole response (its working and its answer),
+// or only its final answer (Task::final_answer_len), the working left ungraded as a math verifier
+// checks only the boxed answer.
+enum class RewardOn : uint8_t { response = 0, final_answer };
+inline constexpr EnumNames<RewardOn, 2> kRewardOnNames{{"response", "final_answer"}};
+static_assert(static_cast<int>(RewardOn::final_answer) + 1 == kRewardOnNames.size());
 
 struct TaskConfig {
   std::string name = "sort";  // a name of the task table (task_registry)
   int length = 8;             // sort/reverse/bubble: values per prompt; modadd: digits per operand
   int base = 10;              // value range [0, base) (sort/reverse/bubble) or digit base (modadd)
   bool partial_credit = false;  // reward = share of correct answer positions instead of 0/1
+  RewardOn reward_on = RewardOn::response;
   bool eos = false;           // sort/reverse/modadd: the answer ends with EOS (bubble always does)
   void validate() const;
+};
+
+// What a response got right beyond its reward (docs/metrics.md, "What the answers get right"): the
+// measures that tell a partial-credit reward that pays for the working from one that pays for the
+// answer. A response that is not well formed is wrong on every count.
+struct AnswerGrade {
+  bool well_formed = false;
+  bool exact = false;            // equal to the reference, its length included (the 0/1 reward)
+  bool final_correct = false;    // its final answer equals the reference's, whatever the working
+  bool working_correct = false;  // every token it shares with the reference is equal, where
+                                 // either ends aside: at most it stops too early or too late
+  int stop = 0;                  // sign(response length − reference length): −1 early, +1 late
+  float partial = 0.0f;          // the partial-credit reward
 };
 
 class Task {
@@ -56,8 +79,15 @@ class Task {
   // Fixed length: 1 if response == answer else 0; with partial credit the share of equal
   // positions. EOS tasks: 0 unless well formed; else 1 if equal (lengths included), and with
   // partial credit the equal positions over the longer of the two lengths.
+  // on = final_answer compares only the final answers (the last final_answer_len() tokens of
+  // each): 1 if equal, with partial credit the equal positions over its length; 0 unless well
+  // formed and at least that long.
   float reward(const int32_t* answer, int answer_len, const int32_t* response, int response_len,
-               bool partial) const;
+               bool partial, RewardOn on = RewardOn::response) const;
+  // The answer's final answer: its last final_answer_len() tokens (EOS included). The whole
+  // answer by default; bubble: the last pass and EOS (the sorted list), after the working.
+  virtual int final_answer_len(int answer_len) const { return answer_len; }
+  AnswerGrade grade(const int32_t* answer, int answer_len, const int32_t* response, int response_len) const;
 };
 
 // One row per task (scenario key task.name); adding a task: sim/tasks/<name>.cpp with its factory,

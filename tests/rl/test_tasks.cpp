@@ -163,6 +163,62 @@ TEST(Tasks, EosRewardsNeedTheAnswersFormAndLength) {
   EXPECT_FALSE(t->well_formed(eos_early, 4));
 }
 
+// grade() tells the working from the answer: bubble's final answer is its last pass (the sorted
+// list) and EOS, whatever the passes before it.
+TEST(Tasks, GradeSeparatesTheWorkingFromTheFinalAnswer) {
+  TaskConfig c;
+  c.name = "bubble"; c.length = 3; c.base = 10;
+  const auto t = task_create(c);
+  // "2 1 0 |" → "1 0 2 | 0 1 2 <eos>"
+  const int32_t ans[] = {1, 0, 2, 10, 0, 1, 2, 11};
+  const int32_t right[] = {1, 0, 2, 10, 0, 1, 2, 11};
+  const int32_t bad_working[] = {0, 1, 2, 10, 0, 1, 2, 11};  // wrong first pass, right answer
+  const int32_t bad_answer[] = {1, 0, 2, 10, 0, 2, 1, 11};   // right first pass, wrong answer
+  const int32_t early[] = {1, 0, 2, 11};                        // stops a pass early
+  const int32_t late[] = {1, 0, 2, 10, 0, 1, 2, 10, 0, 1, 2, 11};  // one pass too many
+  const int32_t malformed[] = {1, 0, 10, 2, 0, 1, 2, 11};
+  AnswerGrade g = t->grade(ans, 8, right, 8);
+  EXPECT_TRUE(g.well_formed && g.exact && g.final_correct && g.working_correct);
+  EXPECT_EQ(g.stop, 0);
+  EXPECT_EQ(g.partial, 1.0f);
+  g = t->grade(ans, 8, bad_working, 8);
+  EXPECT_TRUE(g.final_correct);
+  EXPECT_FALSE(g.exact || g.working_correct);
+  EXPECT_FLOAT_EQ(g.partial, 6.0f / 8);
+  g = t->grade(ans, 8, bad_answer, 8);
+  EXPECT_FALSE(g.exact || g.final_correct || g.working_correct);
+  EXPECT_FLOAT_EQ(g.partial, 6.0f / 8);
+  g = t->grade(ans, 8, early, 4);
+  EXPECT_TRUE(g.working_correct);  // every token it wrote is the reference's
+  EXPECT_FALSE(g.exact || g.final_correct);
+  EXPECT_EQ(g.stop, -1);
+  g = t->grade(ans, 8, late, 12);
+  EXPECT_TRUE(g.final_correct);  // ends on the sorted list, one pass late
+  EXPECT_FALSE(g.exact);
+  EXPECT_TRUE(g.working_correct);  // its passes are the reference's; it only goes on
+  EXPECT_EQ(g.stop, 1);
+  EXPECT_FLOAT_EQ(g.partial, 7.0f / 12);
+  g = t->grade(ans, 8, malformed, 8);
+  EXPECT_FALSE(g.well_formed || g.exact || g.final_correct || g.working_correct);
+  EXPECT_EQ(g.partial, 0.0f);
+  // The reward on the final answer alone: the working is not graded.
+  EXPECT_EQ(t->reward(ans, 8, bad_working, 8, false, RewardOn::final_answer), 1.0f);
+  EXPECT_EQ(t->reward(ans, 8, late, 12, false, RewardOn::final_answer), 1.0f);
+  EXPECT_EQ(t->reward(ans, 8, bad_answer, 8, false, RewardOn::final_answer), 0.0f);
+  EXPECT_FLOAT_EQ(t->reward(ans, 8, bad_answer, 8, true, RewardOn::final_answer), 2.0f / 4);
+  EXPECT_EQ(t->reward(ans, 8, early, 4, false, RewardOn::final_answer), 0.0f);
+  EXPECT_EQ(t->reward(ans, 8, malformed, 8, true, RewardOn::final_answer), 0.0f);
+  // A fixed-length task has no working apart from its answer: final == exact.
+  TaskConfig s;
+  s.name = "sort"; s.length = 4;
+  const auto st = task_create(s);
+  const int32_t sorted[] = {0, 1, 2, 3}, off[] = {0, 1, 3, 2};
+  EXPECT_TRUE(st->grade(sorted, 4, sorted, 4).final_correct);
+  g = st->grade(sorted, 4, off, 4);
+  EXPECT_FALSE(g.final_correct || g.exact || g.working_correct);
+  EXPECT_FLOAT_EQ(g.partial, 0.5f);
+}
+
 TEST(Tasks, BadConfigNamesKeyAndValue) {
   TaskConfig c;
   c.name = "parity";
