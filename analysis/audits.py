@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ALARM = 0.02  # flip rate above which `moerl audit` raises its alarm (sim/audit.h)
+ALARM = 0.02  # flip rate above which `moerl audit` raises its alarm (sim/jobs/audit.h)
 
 
 def load_audit(path):

@@ -65,7 +65,7 @@ static_assert(!args_name_params("(int N, int D)", "(D, N)") &&
 struct CpuOps {
   static constexpr BackendKind kind = BackendKind::cpu;
   static std::string describe() {
-    // oneTBB's threads as limited (tbb::global_control: the allocation's, sim/threads.h), not the machine's
+    // oneTBB's threads as limited (tbb::global_control: the allocation's, sim/process/threads.h), not the machine's
     const size_t threads = std::min(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism),
                                     static_cast<size_t>(tbb::info::default_concurrency()));
     return "cpu (" + std::to_string(threads) + " threads, " +

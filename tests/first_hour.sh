@@ -23,6 +23,13 @@ expect() {
   for p in "${parts[@]}"; do grep -qF -- "$p" "$tmp/cmd.log" || fail "'$*': no '$p' in: $(cat "$tmp/cmd.log")"; done
 }
 
+# --- the README's commands are the ones a newcomer follows here (the grid of the sweep and report,
+# scenarios/teach/04-r3.ini, is tutorial 4's, run in teach_smoke) ---
+for c in "scripts/quickstart.sh" "scripts/test.sh" "build/sim/moerl sweep scenarios/teach/04-r3.ini" \
+         "build/sim/moerl report results/r3-vs-grpo"; do
+  grep -qF -- "$c" "$root/README.md" || fail "README.md no longer shows '$c', which this test follows"
+done
+
 # --- the quickstart, twice, on a shortened job ---
 short=(--no-build --out "$tmp/qs" --set sft.steps=3 --set rl.steps=2 --set rl.eval_prompts=16 --set audit.prompts=16)
 MOERL=$moerl "$root/scripts/quickstart.sh" "${short[@]}" > "$tmp/qs1.log" 2>&1 || fail "quickstart, first time"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Clean preemption (ctest: preempt; sim/preempt.h). A signal in the middle of a run or a sweep, on
+# Clean preemption (ctest: preempt; sim/process/preempt.h). A signal in the middle of a run or a sweep, on
 # 1 and on 2 ranks, ends it at a step boundary with status 75 ("preempted"), every run written and
 # resumable, none failed and no rank left hanging; --resume then gives files bit-identical to an
 # uninterrupted run's. On 2 ranks the signal goes to one rank only (the others learn it at the

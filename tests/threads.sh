@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Threads as the allocation says (ctest: threads; sim/threads.h): --threads, else OMP_NUM_THREADS,
+# Threads as the allocation says (ctest: threads; sim/process/threads.h): --threads, else OMP_NUM_THREADS,
 # else SLURM_CPUS_PER_TASK (at most the affinity mask), else the affinity mask — the count oneTBB is
 # limited to, as `moerl --version` and a run's header print it with the reason; a malformed value
 # is refused naming the variable, its value and what is allowed.

@@ -4,7 +4,7 @@
 #   moerl_job_run CMD...   runs CMD in the background and waits. SIGTERM, SIGINT or SIGUSR1 to the
 #                          batch shell (#SBATCH --signal=B:TERM@120, scancel, preemption) is passed
 #                          on to it; moerl then finishes its current RL step, writes checkpoints and
-#                          results, and exits with 75 ("preempted", sim/preempt.h). When that
+#                          results, and exits with 75 ("preempted", sim/process/preempt.h). When that
 #                          happens because the time limit is near, the job requeues itself
 #                          (#SBATCH --requeue allows it); a scancel is not undone.
 #                          Returns CMD's exit status.

@@ -24,11 +24,11 @@
 #include "kernels/simd.h"
 #include "models/model.h"
 #include "models/sites.h"
-#include "sim/backend_select.h"
+#include "sim/process/backend_select.h"
 #include "sim/bench/bench_backend.h"
 #include "sim/bench/flops.h"
 #include "sim/cli/cli.h"
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/routing_record.h"
 

@@ -28,7 +28,7 @@
 #include "sim/bench/bench_shape.h"
 #include "sim/bench/gemm_shapes.h"
 #include "sim/bench/workload.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl {
 

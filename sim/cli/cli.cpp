@@ -6,8 +6,8 @@
 
 #include "kernels/linear.h"
 #include "kernels/simd.h"
-#include "sim/scenario.h"
-#include "sim/threads.h"
+#include "sim/scenario/scenario.h"
+#include "sim/process/threads.h"
 #include "store/path_checks.h"
 
 namespace po = boost::program_options;

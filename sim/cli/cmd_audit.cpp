@@ -1,5 +1,5 @@
 // cmd_audit.cpp — `moerl audit`: run the same tokens through two numerics profiles and report
-// routing flips and the train–inference mismatch (metric definitions: sim/audit.h).
+// routing flips and the train–inference mismatch (metric definitions: sim/jobs/audit.h).
 //
 // Tokens: given (--tokens, every position t >= 1 audited), or sampled from the model under
 // profile A with the generation API: audit.prompt_len uniform random prompt tokens
@@ -18,14 +18,14 @@
 #include "store/h5io.h"
 #include "store/path_checks.h"
 #include "sim/io/text_io.h"
-#include "sim/audit.h"
-#include "sim/backend_select.h"
+#include "sim/jobs/audit.h"
+#include "sim/process/backend_select.h"
 #include "sim/cli/cli.h"
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
-#include "sim/sampling.h"
+#include "sim/step/sampling.h"
 #include "sim/tasks/task.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace po = boost::program_options;
 

@@ -26,7 +26,7 @@
 #include "sim/bench/bench.h"
 #include "sim/bench/bench_shape.h"
 #include "sim/cli/cli.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace po = boost::program_options;
 
@@ -181,7 +181,7 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
                  po::positional_options_description(), args, &vm))
     return 0;
   BenchOptions o = bench_options(a);
-  // --threads (every command's, sim/cli/cli.cpp) has limited oneTBB already (sim/threads.h).
+  // --threads (every command's, sim/cli/cli.cpp) has limited oneTBB already (sim/process/threads.h).
   const Scenario s = bench_scenario(a, &o);
   o.local_rank = comms.local_rank;
   const RankGrid grid(comms, 0);

@@ -4,11 +4,11 @@
 #include <string>
 
 #include "sim/cli/cli.h"
-#include "sim/preempt.h"
-#include "sim/threads.h"
+#include "sim/process/preempt.h"
+#include "sim/process/threads.h"
 #include "sim/rl/corrections.h"
 #include "sim/rl/registry.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace po = boost::program_options;
 

@@ -11,11 +11,11 @@
 
 #include "store/h5io.h"
 #include "store/path_checks.h"
-#include "sim/backend_select.h"
+#include "sim/process/backend_select.h"
 #include "sim/cli/cli.h"
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace po = boost::program_options;
 

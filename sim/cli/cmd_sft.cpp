@@ -1,14 +1,14 @@
 // cmd_sft.cpp — `moerl sft SCENARIO [--steps N] --out CKPT`: the base checkpoint RL starts from:
 // a model initialised with run.seed, then N supervised warm-up steps on the scenario's task
-// (sim/sft.h; N defaults to the scenario's sft.steps, 0 writes the freshly initialised model).
+// (sim/jobs/sft.h; N defaults to the scenario's sft.steps, 0 writes the freshly initialised model).
 #include <cstdio>
 
 #include "sim/cli/cli.h"
 #include "store/h5io.h"
 #include "store/output_lock.h"
 #include "store/path_checks.h"
-#include "sim/scenario.h"
-#include "sim/run.h"
+#include "sim/scenario/scenario.h"
+#include "sim/jobs/run.h"
 
 namespace po = boost::program_options;
 

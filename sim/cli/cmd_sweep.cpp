@@ -2,7 +2,7 @@
 // a grid (sim/sweep/sweep_grid.h) over the MPI world (sim/sweep/sweep.h), one results file per run and an
 // index (sim/sweep/sweep_index.h) in DIR. For job arrays: `--list` (the runs, one line each), `--task K` /
 // `--task-from-env` (run K alone), `--index-only` (the index from the files, sim/sweep/sweep_assemble.h).
-// Exit status 1 when any run failed, kExitPreempted (sim/preempt.h) when a signal stopped runs.
+// Exit status 1 when any run failed, kExitPreempted (sim/process/preempt.h) when a signal stopped runs.
 #include <cstdio>
 #include <filesystem>
 
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "sim/cli/cli.h"
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 #include "sim/sweep/sweep.h"
 #include "sim/sweep/sweep_index.h"
 

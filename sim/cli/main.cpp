@@ -12,7 +12,7 @@
 #include "kernels/simd.h"
 #include "sim/cli/cli.h"
 #include "sim/comm/comms.h"
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 
 namespace {
 
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   keep_freed_memory();
   singleton_pmix_without_files();
   moerl::Comms comms = moerl::comms_init(&argc, &argv);
-  moerl::preempt_install_handlers();  // after MPI_Init, so they are ours (sim/preempt.h)
+  moerl::preempt_install_handlers();  // after MPI_Init, so they are ours (sim/process/preempt.h)
   int code = moerl::comms_run_guarded(comms, [&] {
     moerl::simd_select_from_env();  // MOERL_SIMD: every command, before any kernel runs
     return moerl::cli_main(comms, argc, argv);

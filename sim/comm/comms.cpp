@@ -9,7 +9,7 @@
 
 #include "sim/comm/mpi_collectives.h"
 #include "sim/io/text_io.h"
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 
 namespace moerl {
 
@@ -58,7 +58,7 @@ int comms_run_guarded(const Comms& c, const std::function<int()>& fn) {
     message = e.what();
   }
   // The job ends with an error: the SIGTERM of MPI_Abort must end this rank at once, not ask it
-  // for a clean stop at the next step (sim/preempt.h).
+  // for a clean stop at the next step (sim/process/preempt.h).
   preempt_uninstall_handlers();
   if (c.is_root) {
     std::fprintf(stderr, "moerl: error: %s\n", text_visible(message).c_str());

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "sim/io/results.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "store/checkpoint.h"
 
 namespace moerl {

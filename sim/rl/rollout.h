@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "models/model.h"
-#include "sim/sampling.h"
+#include "sim/step/sampling.h"
 
 namespace moerl {
 

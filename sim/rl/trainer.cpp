@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/rng.h"
-#include "sim/audit.h"
+#include "sim/jobs/audit.h"
 #include "sim/comm/gather.h"
 #include "sim/rl/diagnostics.h"
 #include "sim/rl/loss.h"

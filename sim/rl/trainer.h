@@ -15,7 +15,7 @@
 #include "kernels/numerics.h"
 #include "store/checkpoint.h"
 #include "models/model.h"
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 #include "sim/io/results.h"
 #include "sim/rl/positions.h"
 #include "sim/rl/rl_config.h"
@@ -35,7 +35,7 @@ struct RlSetup {
 };
 
 // Status of a run as stored in results (attribute `status`). `preempted`: stopped cleanly by a
-// signal at a step boundary (sim/preempt.h), its checkpoint written; --resume continues it.
+// signal at a step boundary (sim/process/preempt.h), its checkpoint written; --resume continues it.
 enum class RunStatus : uint8_t { running = 0, complete, collapsed, failed, preempted };
 inline constexpr EnumNames<RunStatus, 5> kRunStatusNames{{"running", "complete", "collapsed", "failed", "preempted"}};
 static_assert(static_cast<int>(RunStatus::preempted) + 1 == kRunStatusNames.size());

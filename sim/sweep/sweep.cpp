@@ -19,9 +19,9 @@
 #include "store/h5io.h"
 #include "sim/io/results.h"
 #include "store/output_lock.h"
-#include "sim/preempt.h"
-#include "sim/run.h"
-#include "sim/threads.h"
+#include "sim/process/preempt.h"
+#include "sim/jobs/run.h"
+#include "sim/process/threads.h"
 #include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 

@@ -13,7 +13,7 @@
 // j mod G — into the cache, so no two groups ever train the same base. A run that throws is
 // recorded as failed with its message; the others go on.
 //
-// Preemption (sim/preempt.h): a run whose ranks got a stop signal ends at its next step boundary,
+// Preemption (sim/process/preempt.h): a run whose ranks got a stop signal ends at its next step boundary,
 // checkpointed, as "preempted"; once rank 0 got the signal or hears of a preempted run it hands
 // out no further run, so every group stops after its current step and the sweep returns.
 #pragma once
@@ -43,7 +43,7 @@ struct SweepOptions {
 
 struct SweepSummary {
   int runs = 0, complete = 0, collapsed = 0, failed = 0;
-  int preempted = 0;  // stopped by a signal (sim/preempt.h), resumable
+  int preempted = 0;  // stopped by a signal (sim/process/preempt.h), resumable
   int skipped = 0;    // already finished before this invocation (resume)
 };
 

@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl {
 

@@ -19,7 +19,7 @@ struct SweepIndexRow {
   std::string id;      // run id (sweep_grid.h)
   std::string file;    // results file, relative to the sweep directory
   // pending | running | complete | collapsed | failed | preempted (stopped by a signal, resumable;
-  // sim/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
+  // sim/process/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
   // was killed: resumable as well.
   std::string status;
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value

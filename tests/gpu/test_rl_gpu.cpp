@@ -10,7 +10,7 @@
 
 #include "../rl/rl_fixture.h"
 #include "gpu_test.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace moerl {
 namespace {

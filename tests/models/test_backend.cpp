@@ -28,7 +28,7 @@ class CountingBackend final : public Backend {
 };
 
 // The ops of the list a model step does not call: the log-softmax of the sampler and of the
-// rollout/train mismatch measure (sim/rl/), the optimizer's update (sim/optimizer.cpp), and the
+// rollout/train mismatch measure (sim/rl/), the optimizer's update (sim/step/optimizer.cpp), and the
 // softmax backward no caller needs. A new op for sim/ goes here (docs/architecture.md, "Adding an op").
 const std::set<Op> kNotInAModelStep = {Op::log_softmax_forward, Op::softmax_backward, Op::adamw_update};
 // The ops only the MoE layer calls: the router's softmax and top-k, the experts' grouped GEMMs.

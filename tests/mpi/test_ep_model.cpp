@@ -10,7 +10,7 @@
 #include "models/dispatcher.h"
 #include "mpi_env.h"
 #include "sim/comm/gather.h"
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 
 namespace moerl {
 namespace {

@@ -11,7 +11,7 @@
 #include "store/checkpoint.h"
 #include "store/h5io.h"
 #include "mpi_env.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace moerl {
 namespace {

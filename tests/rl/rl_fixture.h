@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "store/h5io.h"
-#include "sim/run.h"
-#include "sim/scenario.h"
+#include "sim/jobs/run.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl::test {
 

@@ -13,7 +13,7 @@
 #include "models/sites.h"
 #include "sim/rl/response_metrics.h"
 #include "sim/rl/rollout.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 #include "store/h5io.h"
 
 namespace moerl {

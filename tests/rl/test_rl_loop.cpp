@@ -12,7 +12,7 @@
 #include "sim/rl/registry.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace moerl {
 namespace {

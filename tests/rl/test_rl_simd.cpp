@@ -13,7 +13,7 @@
 #include "store/h5io.h"
 #include "rl_fixture.h"
 #include "sim/io/model_io.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace moerl {
 namespace {

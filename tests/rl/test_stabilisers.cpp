@@ -8,7 +8,7 @@
 #include "store/h5io.h"
 #include "rl_fixture.h"
 #include "sim/rl/router_stabilisers.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 namespace moerl {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <set>
 
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 #include "sim/tasks/task.h"
 
 namespace moerl {

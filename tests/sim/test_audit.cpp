@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "store/h5io.h"
-#include "sim/audit.h"
+#include "sim/jobs/audit.h"
 #include "sim_test_util.h"
 
 namespace moerl {

@@ -3,8 +3,8 @@
 // whole RL run through `moerl run` machinery on an explicitly selected cpu backend.
 #include <gtest/gtest.h>
 
-#include "sim/backend_select.h"
-#include "sim/scenario.h"
+#include "sim/process/backend_select.h"
+#include "sim/scenario/scenario.h"
 #include "sim_test_util.h"
 
 namespace moerl {

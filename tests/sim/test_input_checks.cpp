@@ -9,7 +9,7 @@
 
 #include "sim/cli/cli.h"
 #include "sim/io/text_io.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim_test_util.h"
 #include "../rl/rl_fixture.h"
 

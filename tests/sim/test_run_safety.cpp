@@ -14,7 +14,7 @@
 
 #include "sim/cli/cli.h"
 #include "sim/io/model_io.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 #include "store/checkpoint.h"
 #include "store/h5io.h"
 #include "store/output_lock.h"

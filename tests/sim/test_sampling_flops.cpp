@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/bench/flops.h"
-#include "sim/sampling.h"
+#include "sim/step/sampling.h"
 
 namespace moerl {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/rl/registry.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim_test_util.h"
 
 namespace moerl {

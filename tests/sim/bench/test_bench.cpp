@@ -20,7 +20,7 @@
 #include "sim/bench/workload.h"
 #include "sim/rl/rollout.h"
 #include "sim/rl/routing_record.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "sim/tasks/task.h"
 #include "../sim_test_util.h"
 

@@ -16,7 +16,7 @@
 #include "models/model.h"
 #include "sim/cli/cli.h"
 #include "sim/io/results.h"
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 #include "../sim_test_util.h"
 
 namespace moerl {

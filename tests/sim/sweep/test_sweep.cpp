@@ -12,7 +12,7 @@
 
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 #include "sim/sweep/sweep.h"
 #include "sim/sweep/sweep_grid.h"
 #include "sim/sweep/sweep_index.h"

@@ -1,5 +1,5 @@
 // audit.cpp — routing-flip and distribution-mismatch metrics, and their reports.
-#include "sim/audit.h"
+#include "sim/jobs/audit.h"
 
 #include <algorithm>
 #include <cmath>

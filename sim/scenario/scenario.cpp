@@ -1,7 +1,7 @@
 // scenario.cpp — INI → typed structs. Boost.Program_options tokenises the INI text (sections become
 // "section.key"); the key table below (one line per key, with its doc) converts each value to its
 // field with a message that says what is allowed; each struct's validate() checks ranges.
-#include "sim/scenario.h"
+#include "sim/scenario/scenario.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // optimizer.cpp — see optimizer.h.
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 
 #include <cmath>
 #include <stdexcept>

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "models/model.h"
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 #include "sim/tasks/task.h"
 
 namespace moerl {

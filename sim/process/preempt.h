@@ -1,6 +1,6 @@
 // preempt.h — clean preemption. SIGTERM, SIGINT and SIGUSR1 (what SLURM, a job's time limit,
 // `scancel`, `scontrol requeue` and Ctrl-C send) do not end the process: they set a flag, and a run
-// checks it at every step boundary (sim/run.cpp), where the ranks of the run agree on it (one of
+// checks it at every step boundary (sim/jobs/run.cpp), where the ranks of the run agree on it (one of
 // them signalled is enough), write the checkpoint and the results with status "preempted", and
 // return. A sweep then starts no further run and leaves with status kExitPreempted;
 // `--resume` (or the next array task on the same run) continues bit-identically.

@@ -1,5 +1,5 @@
 // threads.cpp — see threads.h.
-#include "sim/threads.h"
+#include "sim/process/threads.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // sft.cpp — see sft.h.
-#include "sim/sft.h"
+#include "sim/jobs/sft.h"
 
 #include <algorithm>
 #include <cstring>

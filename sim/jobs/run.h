@@ -1,6 +1,6 @@
 // run.h — one RL run from a scenario: base policy (cached SFT), the RL loop with progress line,
 // results file, checkpoints and resume. Used by `moerl run` and by each run of a sweep. The run's
-// phases, in the order they run: sim/run.cpp.
+// phases, in the order they run: sim/jobs/run.cpp.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 #include "models/model.h"
 #include "sim/io/run_identity.h"  // run_scenario_hash, run_scenario_diff: what makes two files one run
-#include "sim/scenario.h"
-#include "sim/sft.h"
+#include "sim/scenario/scenario.h"
+#include "sim/jobs/sft.h"
 
 namespace moerl {
 
@@ -51,7 +51,7 @@ struct RunOptions {
 };
 
 struct RunSummary {
-  std::string status;          // complete | collapsed | running (stopped by max_steps) | preempted (sim/preempt.h)
+  std::string status;          // complete | collapsed | running (stopped by max_steps) | preempted (sim/process/preempt.h)
   int64_t steps = 0;
   int64_t collapse_step = -1;
   double final_reward = 0.0, final_eval = 0.0;

@@ -1,5 +1,5 @@
 // backend_select.cpp — see backend_select.h.
-#include "sim/backend_select.h"
+#include "sim/process/backend_select.h"
 
 #include <stdexcept>
 #include <string>

@@ -18,9 +18,9 @@
 #include "kernels/backend.h"
 #include "kernels/numerics.h"
 #include "models/config.h"
-#include "sim/optimizer.h"
+#include "sim/step/optimizer.h"
 #include "sim/rl/rl_config.h"
-#include "sim/sft.h"
+#include "sim/jobs/sft.h"
 #include "sim/tasks/task.h"
 
 namespace moerl {
@@ -82,8 +82,8 @@ class Scenario {
   BenchConfig bench;
   RlConfig rl;        // [rl]: algorithm, data flow, schedule (sim/rl/rl_config.h)
   TaskConfig task;    // [task]: the verifiable task (sim/tasks/task.h)
-  OptimConfig optim;  // [optim]: AdamW of the RL steps (sim/optimizer.h)
-  SftConfig sft;      // [sft]: the supervised warm-up that makes the base policy (sim/sft.h)
+  OptimConfig optim;  // [optim]: AdamW of the RL steps (sim/step/optimizer.h)
+  SftConfig sft;      // [sft]: the supervised warm-up that makes the base policy (sim/jobs/sft.h)
   std::vector<NumericsProfile> profiles;  // user profiles, sorted by name
 
   // Finds a profile by name: user profiles first, then built-ins. Throws std::invalid_argument

@@ -1,5 +1,5 @@
 // preempt.cpp — see preempt.h.
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 
 #include <signal.h>
 #include <unistd.h>

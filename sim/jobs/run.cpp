@@ -10,7 +10,7 @@
 //   6. finish — the summary.
 // A phase that can fail on one rank runs checked (RankGrid::checked): it fails on every rank at
 // once, one message, no rank left waiting in the next collective, no MPI_Abort.
-#include "sim/run.h"
+#include "sim/jobs/run.h"
 
 #include <unistd.h>
 
@@ -26,15 +26,15 @@
 #include "store/h5io.h"
 #include "store/output_lock.h"
 #include "store/path_checks.h"
-#include "sim/backend_select.h"
+#include "sim/process/backend_select.h"
 #include "sim/comm/comms.h"
 #include "sim/comm/gather.h"
 #include "sim/io/model_io.h"
 #include "sim/io/run_identity.h"
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 #include "sim/rl/registry.h"
 #include "sim/rl/trainer.h"
-#include "sim/sft.h"
+#include "sim/jobs/sft.h"
 
 namespace moerl {
 
@@ -429,7 +429,7 @@ void RlRun::loop() {
   if (verbose_ && tty_ && status_ != RunStatus::preempted) std::printf("\n");
 }
 
-// At a step boundary, the run's ranks agree on [stop: a signal reached one of them (sim/preempt.h),
+// At a step boundary, the run's ranks agree on [stop: a signal reached one of them (sim/process/preempt.h),
 // due: the root's clock says the results (step start) or the checkpoint (after the step, when
 // nothing else made it due) are due]. One allreduce per step, a second only for the checkpoint.
 std::pair<bool, bool> RlRun::agree(bool stop, bool ckpt_due) const {

@@ -1,5 +1,5 @@
 // sampling.cpp — inverse-CDF token sampling over the tempered (and nucleus-truncated) softmax.
-#include "sim/sampling.h"
+#include "sim/step/sampling.h"
 
 #include <algorithm>
 #include <cmath>
