@@ -23,6 +23,22 @@ void on_signal(int sig) {
 
 }  // namespace
 
+namespace {
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
+}  // namespace
+
+void preempt_block_signals() {
+  const sigset_t set = stop_signals();
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
 void preempt_install_handlers() {
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
@@ -31,6 +47,8 @@ void preempt_install_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  const sigset_t set = stop_signals();
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);  // a signal held since start-up arrives now, at the handler
 }
 
 void preempt_uninstall_handlers() {

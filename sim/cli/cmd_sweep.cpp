@@ -133,16 +133,19 @@ void sweep_print_list(const SweepGrid& grid) {
   }
 }
 
-// The final table and the line under it.
-void sweep_print_summary(const SweepSummary& sum, const std::string& out) {
+// The final table and the line under it: every run counted under the state it is in.
+void sweep_print_summary(const SweepSummary& sum, const std::string& out, bool stopped) {
   std::fputs(sweep_index_table(sweep_index_read(out)).c_str(), stdout);
-  std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s) → %s/index.csv\n"
-              "  %s %s\n",
-              sum.runs, sum.complete, sum.collapsed, sum.failed,
-              sum.preempted ? (", " + std::to_string(sum.preempted) + " preempted").c_str() : "",
-              sum.skipped ? (", " + std::to_string(sum.skipped) + " finished before").c_str() : "",
-              out.c_str(), sum.preempted ? "preempted by a signal; continue with: moerl sweep GRID --resume --out" : "report: moerl report",
-              out.c_str());
+  const auto count = [](int n, const char* what) { return n ? ", " + std::to_string(n) + " " + what : std::string(); };
+  std::string next = "report: moerl report " + out;
+  if (stopped)
+    next = std::string("stopped by ") + (preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal") +
+           (sum.complete + sum.collapsed + sum.failed + sum.preempted - sum.skipped > 0 ? "" : " before any run started") +
+           " (exit status " + std::to_string(kExitPreempted) + "); continue with: moerl sweep GRID --resume --out " + out;
+  std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s%s%s) → %s/index.csv\n  %s\n", sum.runs,
+              sum.complete, sum.collapsed, sum.failed, count(sum.preempted, "preempted").c_str(),
+              count(sum.running, "running").c_str(), count(sum.pending, "not started").c_str(),
+              count(sum.skipped, "finished before").c_str(), out.c_str(), next.c_str());
 }
 
 }  // namespace
@@ -156,10 +159,13 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
     return 0;
   }
   const SweepSummary sum = sweep_execute(comms, grid, a.opt);
+  // A stop signal on any rank, whatever phase it reached (base policies, between runs): exit 75,
+  // so a job script requeues the sweep rather than take it for done (sim/preempt.h).
+  const bool stopped = sum.preempted > 0 || comms_agree_exit(comms, preempt_requested() ? 1 : 0) != 0;
   // --index-only did its job whatever the runs' states (the table says them).
-  const int status = a.opt.index_only ? 0 : sum.preempted > 0 ? kExitPreempted : sum.failed > 0 ? 1 : 0;
+  const int status = stopped ? kExitPreempted : a.opt.index_only ? 0 : sum.failed > 0 ? 1 : 0;
   if (a.opt.task >= 0) return status;  // the task printed its line; it writes no index to show
-  if (comms.is_root) sweep_print_summary(sum, a.opt.out);
+  if (comms.is_root) sweep_print_summary(sum, a.opt.out, stopped);
   return status;
 }
 

@@ -106,15 +106,18 @@ double sum_finite(const H5File& f, const std::string& name) {
 }
 
 // An index's runs counted by status, as one vector that a broadcast carries: runs, complete,
-// collapsed, failed, skipped, preempted (summary_of reads it back).
+// collapsed, failed, skipped, preempted, pending, running (summary_of reads it back).
+constexpr size_t kTallySize = 8;
 std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skipped) {
-  std::vector<int> t(6, 0);
+  std::vector<int> t(kTallySize, 0);
   t[0] = static_cast<int>(rows.size());
   for (const SweepIndexRow& r : rows) {
     t[1] += r.status == "complete";
     t[2] += r.status == "collapsed";
     t[3] += r.status == "failed";
     t[5] += r.status == "preempted";
+    t[6] += r.status == "pending";
+    t[7] += r.status == "running";
   }
   t[4] = skipped;
   return t;
@@ -128,6 +131,8 @@ SweepSummary summary_of(const std::vector<int>& t) {
   sum.failed = t[3];
   sum.skipped = t[4];
   sum.preempted = t[5];
+  sum.pending = t[6];
+  sum.running = t[7];
   return sum;
 }
 
@@ -145,7 +150,7 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     }
     const std::string status = f.attr_string("/", "status");
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
-    row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+    row->collapse_step = sweep_collapse_step_of(f);
     row->final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
     row->final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
@@ -306,6 +311,11 @@ void Sweep::prepare_bases(const std::vector<int>& todo) {
     const Scenario& s = g_.runs[static_cast<size_t>(firsts[j])].scenario;
     try {
       run_base_checkpoint(s, cache_, c_.is_root && n_groups_ == 1 && o_.progress);
+    } catch (const Preempted& e) {
+      // a stop signal: no further base; rank 0 then hands out no run (or a run finds the flag at
+      // its first boundary), and the sweep exits 75 (cmd_sweep)
+      if (c_.is_root && o_.progress) std::printf("sweep: %s: nothing written\n", e.what());
+      break;
     } catch (const std::exception&) {
       // the runs that need this base fail with the same error, and are recorded as failed
     }
@@ -403,8 +413,10 @@ void Sweep::record(const Report& r) {
     std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s%s\n", done_, index_.rows.size(), row.id.c_str(),
                 r.rank, r.seconds, r.error.c_str(), eta);
   } else if (r.status == "preempted") {
-    std::printf("[%d/%zu] %s (rank %d): preempted after %lld steps, checkpointed (--resume continues it)\n", done_,
-                index_.rows.size(), row.id.c_str(), r.rank, static_cast<long long>(r.steps));
+    std::printf("[%d/%zu] %s (rank %d): preempted %s (--resume continues it)\n", done_, index_.rows.size(),
+                row.id.c_str(), r.rank,
+                r.steps > 0 ? ("after " + std::to_string(r.steps) + " steps, checkpointed").c_str()
+                            : "before its first step, nothing written");
   } else {
     std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s%s\n", done_,
                 index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
@@ -508,7 +520,7 @@ SweepSummary Sweep::execute() {
   }
 
   wait_world();  // ranks done early sleep here until the last run ends
-  std::vector<int> tally(6, 0);
+  std::vector<int> tally(kTallySize, 0);
   if (c_.is_root) {
     tally = status_tally(index_.rows, skipped_);
     sweep_index_write(o_.out, index_);
@@ -519,7 +531,7 @@ SweepSummary Sweep::execute() {
 
 // --index-only: the plan (checked against this grid) and the files make the index; nothing runs.
 SweepSummary Sweep::execute_index_only() {
-  std::vector<int> tally(6, 0);
+  std::vector<int> tally(kTallySize, 0);
   comms_checked(c_, [&] {
     if (!c_.is_root) return;
     if (!fs::is_directory(o_.out)) throw usage_error("sweep: --index-only: " + o_.out + " is not a sweep directory");

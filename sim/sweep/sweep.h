@@ -45,6 +45,8 @@ struct SweepSummary {
   int runs = 0, complete = 0, collapsed = 0, failed = 0;
   int preempted = 0;  // stopped by a signal (sim/preempt.h), resumable
   int skipped = 0;    // already finished before this invocation (resume)
+  int pending = 0;    // not started (a sweep stopped by a signal before their turn; an array's runs to come)
+  int running = 0;    // an array's runs whose files say running (a task in progress, or killed)
 };
 
 // Collective over comms.world; every rank returns the same summary.
