@@ -47,6 +47,8 @@ void sweep_add_options(po::options_description* desc, SweepArgs* a) {
       ("task", po::value(&a->task), "run only run K of the grid (0-based, as --list numbers them), resuming it if its file exists; writes no index")
       ("task-from-env", po::bool_switch(&a->task_from_env), "--task from SLURM_ARRAY_TASK_ID (a SLURM job array task)")
       ("index-only", po::bool_switch(&opt.index_only), "run nothing: write --out's index from its run files (array tasks write none)")
+      ("extend", po::bool_switch(&opt.extend),
+       "add this grid's new runs (more seeds or variants) to the sweep in --out, keeping every run it has unchanged; recorded in --out/extensions.log (docs/sweeps.md)")
       ("checkpoint-interval", po::value(&opt.checkpoint_seconds)->default_value(300.0),
        "checkpoint every run at least every this many seconds, bounding the work a kill or lost node costs (0: only as rl.checkpoint_every says)")
       ("quiet", po::bool_switch(&a->quiet), "print only the final table");
@@ -76,6 +78,8 @@ void sweep_check_options(const po::variables_map& vm, SweepArgs* a) {
   if (a->task_from_env) a->task = sweep_task_from_env();
   if ((a->task >= 0) + opt.index_only + a->list + a->dry_run > 1)
     throw usage_error("sweep: --task, --index-only, --list and --dry-run exclude each other");
+  if (opt.extend && (a->task >= 0 || a->list || a->dry_run))
+    throw usage_error("sweep: --extend with --task, --list or --dry-run: extend with the whole sweep (or --index-only), then run tasks");
   if ((a->task >= 0 || opt.index_only) && opt.resume)
     throw usage_error(std::string("sweep: --resume with ") +
                       (opt.index_only ? "--index-only: it runs nothing" : "--task: a task always resumes its run"));
@@ -154,6 +158,7 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   SweepArgs a;
   SweepGrid grid;
   if (!sweep_parse(comms, args, &a, &grid)) return 0;
+  a.opt.command = "moerl sweep " + cli_join(args, " ");
   if (a.dry_run || a.list) {
     if (comms.is_root) a.dry_run ? sweep_print_dry_run(grid, a.opt.out) : sweep_print_list(grid);
     return 0;

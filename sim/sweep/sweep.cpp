@@ -23,6 +23,7 @@
 #include "sim/run.h"
 #include "sim/threads.h"
 #include "sim/sweep/sweep_assemble.h"
+#include "sim/sweep/sweep_experiment.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace fs = std::filesystem;
@@ -204,6 +205,7 @@ class Sweep {
   SweepSummary execute_task();
   SweepSummary execute_index_only();
   std::vector<int> prepare_index();  // rank 0: the runs to do
+  void extend_experiment();          // rank 0: --extend
   void prepare_bases(const std::vector<int>& todo);
   Report run_one(int index, bool serve);
   void record(const Report& r);
@@ -263,7 +265,10 @@ std::vector<int> Sweep::prepare_index() {
   index_.grid = g_.path;
   index_.base = g_.base;
   index_.swept_keys = g_.swept_keys;
+  if (o_.extend) extend_experiment();
   sweep_plan_publish(o_.out, plan_of(g_));
+  // one experiment per directory: every run of this grid is the directory's (or it is recorded now)
+  sweep_experiment_publish(o_.out, g_);
   std::map<std::string, SweepIndexRow> before;  // the previous invocation's rows, for their timings
   if (o_.resume && has_index) {
     try {
@@ -291,9 +296,18 @@ std::vector<int> Sweep::prepare_index() {
     }
     index_.rows.push_back(row);
   }
-  text_write_atomic((fs::path(o_.out) / "grid.ini").string(), g_.text);
   sweep_index_write(o_.out, index_);
   return todo;
+}
+
+void Sweep::extend_experiment() {
+  const int added = sweep_experiment_extend(o_.out, g_, sweep_plan_text(plan_of(g_)), o_.command);
+  if (o_.progress)
+    std::printf("sweep: %s: %s\n", o_.out.c_str(),
+                added ? ("extended by " + std::to_string(added) + " run" + (added == 1 ? "" : "s") + " (recorded in " +
+                         sweep_experiment_log_path(o_.out) + ")").c_str()
+                      : "--extend: this grid adds no run to the directory's; nothing changed");
+  std::fflush(stdout);
 }
 
 void Sweep::prepare_bases(const std::vector<int>& todo) {
@@ -464,6 +478,7 @@ void Sweep::serve(bool block) {
 SweepSummary Sweep::execute() {
   mpi_ = c_.world != MPI_COMM_NULL;
   if (o_.index_only) return execute_index_only();
+  if (o_.extend) o_.resume = true;  // the runs it had are continued, the new ones run
   if (o_.task >= 0) return execute_task();
   grid_ = std::make_unique<RankGrid>(c_, o_.ranks_per_run);  // throws on every rank if it does not divide
   n_groups_ = grid_->groups();
@@ -535,8 +550,14 @@ SweepSummary Sweep::execute_index_only() {
   comms_checked(c_, [&] {
     if (!c_.is_root) return;
     if (!fs::is_directory(o_.out)) throw usage_error("sweep: --index-only: " + o_.out + " is not a sweep directory");
+    // An empty or unrelated directory gets no plan: an index of runs that never were is not one.
+    if (!fs::exists(sweep_plan_path(o_.out)))
+      throw usage_error("sweep: --index-only: " + o_.out +
+                        " holds no sweep (no plan.csv: no sweep or array task of a grid has started there)");
     lock_ = OutputLock::take((fs::path(o_.out) / "index.csv").string(), "--out");
+    if (o_.extend) extend_experiment();
     sweep_plan_publish(o_.out, plan_of(g_));
+    sweep_experiment_check(o_.out, g_);
     SweepIndex idx = sweep_index_assemble(o_.out);
     idx.grid = g_.path;
     sweep_index_write(o_.out, idx);
@@ -562,14 +583,8 @@ SweepSummary Sweep::execute_task() {
     if (!c_.is_root) return;
     fs::create_directories(o_.out);
     sweep_plan_publish(o_.out, plan_of(g_));
-    const std::string grid_ini = (fs::path(o_.out) / "grid.ini").string();
-    if (!fs::exists(grid_ini)) {
-      try {
-        text_write_atomic(grid_ini, g_.text);
-      } catch (const std::runtime_error&) {
-        if (!fs::exists(grid_ini)) throw;  // another task published it meanwhile
-      }
-    }
+    // this run must be the directory's (the first task records the experiment for the others)
+    sweep_experiment_publish(o_.out, g_, {o_.task});
   });
   grid_ = std::make_unique<RankGrid>(c_, 0);
   n_groups_ = 1;

@@ -441,6 +441,41 @@ void grid_validate(SweepGrid* g, const std::map<std::string, std::string>& merge
   throw std::invalid_argument(msg);
 }
 
+// The grid resolved (SweepGrid::resolved): flat "section.key = value" lines (a valid scenario text
+// outside any section) for the merged scenario keys and the --set overrides, then [sweep], then
+// the variants' sections. Overrides never touch a swept or variant key (grid_check_overrides), so
+// folding them into the scenario part changes no run.
+std::string grid_resolved_text(const std::map<std::string, std::string>& merged, const GridParts& p,
+                               const std::vector<std::string>& overrides, const std::string& source) {
+  std::map<std::string, std::string> keys = merged;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq != std::string::npos) keys[trim(o.substr(0, eq))] = trim(o.substr(eq + 1));
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  std::string t = "# moerl sweep: the grid of this directory, resolved (docs/sweeps.md, \"One experiment per directory\"):\n"
+                  "# " + source + " with its base and --set folded in; every --task, --resume and --index-only is\n"
+                  "# checked against it, and only --extend changes it\n";
+  for (const auto& [k, v] : keys) t += k + " = " + v + "\n";
+  t += "[sweep]\n";
+  if (!p.seeds.empty()) t += "seeds = " + join(p.seeds) + "\n";
+  for (const auto& [k, vals] : p.lists)
+    if (k != "variant") t += k + " = " + join(vals) + "\n";
+  if (!p.zip.empty()) t += "zip = " + p.zip + "\n";
+  if (!p.variants.empty()) t += "variants = " + join(p.variants) + "\n";
+  for (const std::string& name : p.variants) {
+    const Entries& kv = variant_overrides(p, name);
+    if (kv.empty()) continue;
+    t += "[variant." + name + "]\n";
+    for (const auto& [k, v] : kv) t += k + " = " + v + "\n";
+  }
+  return t;
+}
+
 }  // namespace
 
 SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, const std::string& dir,
@@ -460,6 +495,7 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
   grid_expand(&g, axes, p.seeds);                                      // 4.
   grid_validate(&g, merged, p, source, overrides);                     // 5.
   if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");
+  g.resolved = grid_resolved_text(merged, p, overrides, source);
   return g;
 }
 
