@@ -148,7 +148,8 @@ void sweep_print_summary(const SweepSummary& sum, const std::string& out, bool s
            " (exit status " + std::to_string(kExitPreempted) + "); continue with: moerl sweep GRID --resume --out " + out;
   std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s%s%s) → %s/index.csv\n  %s\n", sum.runs,
               sum.complete, sum.collapsed, sum.failed, count(sum.preempted, "preempted").c_str(),
-              count(sum.running, "running").c_str(), count(sum.pending, "not started").c_str(),
+              (count(sum.running, "running") + count(sum.unreadable, "unreadable")).c_str(),
+              count(sum.pending, "not started").c_str(),
               count(sum.skipped, "finished before").c_str(), out.c_str(), next.c_str());
 }
 

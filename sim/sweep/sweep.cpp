@@ -107,8 +107,8 @@ double sum_finite(const H5File& f, const std::string& name) {
 }
 
 // An index's runs counted by status, as one vector that a broadcast carries: runs, complete,
-// collapsed, failed, skipped, preempted, pending, running (summary_of reads it back).
-constexpr size_t kTallySize = 8;
+// collapsed, failed, skipped, preempted, pending, running, unreadable (summary_of reads it back).
+constexpr size_t kTallySize = 9;
 std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skipped) {
   std::vector<int> t(kTallySize, 0);
   t[0] = static_cast<int>(rows.size());
@@ -119,6 +119,7 @@ std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skippe
     t[5] += r.status == "preempted";
     t[6] += r.status == "pending";
     t[7] += r.status == "running";
+    t[8] += r.status == "unreadable";
   }
   t[4] = skipped;
   return t;
@@ -134,6 +135,7 @@ SweepSummary summary_of(const std::vector<int>& t) {
   sum.preempted = t[5];
   sum.pending = t[6];
   sum.running = t[7];
+  sum.unreadable = t[8];
   return sum;
 }
 

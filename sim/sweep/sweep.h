@@ -51,6 +51,7 @@ struct SweepSummary {
   int skipped = 0;    // already finished before this invocation (resume)
   int pending = 0;    // not started (a sweep stopped by a signal before their turn; an array's runs to come)
   int running = 0;    // an array's runs whose files say running (a task in progress, or killed)
+  int unreadable = 0; // an array's runs whose results file is damaged (--index-only)
 };
 
 // Collective over comms.world; every rank returns the same summary.

@@ -50,7 +50,7 @@ bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
       if (std::isfinite(x)) t += x;
     row->seconds = t;
   } catch (const H5Error& e) {
-    row->status = "failed";
+    row->status = "unreadable";  // damaged, truncated or foreign: not a run's state, a file's
     row->error = std::string("unreadable results file: ") + e.what();
   }
   return true;

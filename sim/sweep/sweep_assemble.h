@@ -27,7 +27,7 @@ int64_t sweep_collapse_step_of(const H5File& f);
 
 // Fills row's status, steps, collapse step, final reward and eval, and seconds (the sum of the
 // run's step times) from a results file; false (row untouched) when the file does not exist.
-// An unreadable file makes the row "failed" with the reason.
+// An unreadable file makes the row "unreadable" with the reason.
 bool sweep_row_from_file(const std::string& path, SweepIndexRow* row);
 
 // "<dir>/<id>.failed.txt": why an array task's run failed (removed when it succeeds).

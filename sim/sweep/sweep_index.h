@@ -20,7 +20,7 @@ struct SweepIndexRow {
   std::string file;    // results file, relative to the sweep directory
   // pending | running | complete | collapsed | failed | preempted (stopped by a signal, resumable;
   // sim/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
-  // was killed: resumable as well.
+  // was killed: resumable as well; "unreadable", a run whose results file is damaged.
   std::string status;
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value
   int64_t steps = 0;          // steps recorded in the results file
