@@ -426,6 +426,11 @@ std::string RlRun::load_resumed_state() {
   results_.load(opt_.out, start_);
   const H5File prev = H5File::open(opt_.out);
   results_.int_attrs["collapse_step"] = prev.attr_int("/", "collapse_step");
+  // set by every step (sim/rl/trainer.cpp): a run resumed after its last step takes none, and its
+  // final write must still carry it (the fault suite's kill between the last checkpoint and the
+  // final status found the finished file without it)
+  if (prev.has_attr("/", "position_bucket_width"))
+    results_.int_attrs["position_bucket_width"] = prev.attr_int("/", "position_bucket_width");
   return prev.attr_string("/", "status");
 }
 
