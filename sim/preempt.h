@@ -18,10 +18,15 @@ namespace moerl {
 // sysexits' EX_TEMPFAIL: "try again later"). Not a failure: job scripts requeue on it.
 inline constexpr int kExitPreempted = 75;
 
-// main()'s first instruction: SIGTERM, SIGINT and SIGUSR1 are held pending (the mask survives the
-// re-exec and is inherited by MPI's threads) until preempt_install_handlers takes them, so a stop
-// signal at any moment of a command, start-up included, is a stop request, never a kill (143).
+// main()'s first instruction: the handlers are installed (process-wide: a thread that libraries
+// started before main, OpenBLAS's pool, may be the one a signal reaches) and SIGTERM, SIGINT and
+// SIGUSR1 held pending in the main thread (the mask survives the re-exec, and MPI's threads inherit
+// it) until preempt_install_handlers takes them again after MPI_Init: a stop signal at any moment
+// of a command, start-up included, is a stop request, never a kill (143). A request that came
+// before a re-exec is passed on to the new image (preempt_before_exec).
 void preempt_block_signals();
+// Just before main() re-executes itself: a stop request already received survives the exec.
+void preempt_before_exec();
 // Installs the handlers and delivers what was held (main(), once, after MPI_Init, so they are ours).
 void preempt_install_handlers();
 // Gives the signals their default action back (a command that ends with an error: MPI_Abort's

@@ -36,6 +36,7 @@ void reexec_with_openblas_coretype(char** argv) {
   if (!__builtin_cpu_supports("avx512f") || blas_has_avx512_kernels()) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   setenv("MOERL_REEXEC", "1", 1);
+  moerl::preempt_before_exec();  // a stop signal already received is not lost in the exec
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on with the kernels OpenBLAS picked.
   unsetenv("OPENBLAS_CORETYPE");
