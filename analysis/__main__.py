@@ -11,6 +11,7 @@ import os
 import sys
 
 from .report import build
+from .runs import AnalysisError
 
 # `moerl report` runs this module and sets MOERL_ERROR_PREFIX to "moerl: error: report: ", so a
 # refusal reads like every other moerl error: one line with that prefix, exit status 1 (2 for a
@@ -47,6 +48,9 @@ def main(argv=None):
     try:
         build(path, group_by=args.group_by, out=args.out, title=args.title, smooth=args.smooth, verbose=not args.quiet,
               static=args.static, points=args.points)
+    except AnalysisError as e:  # a refusal with its reason (a missing or empty directory, ...): one line
+        print(f"{PREFIX}{e}", file=sys.stderr)
+        sys.exit(1)
     except SystemExit as e:
         if isinstance(e.code, str):  # a refusal with its reason (a missing or empty directory, ...)
             print(f"{PREFIX}{e.code}", file=sys.stderr)

@@ -36,7 +36,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .runs import load_sweep
+from .runs import AnalysisError, load_sweep
 from .stats import fmt, mean_ci
 from . import summary
 
@@ -303,7 +303,10 @@ def main(argv=None):
                     help="what 'vs reference' pairs: the final held-out accuracy (eval, default) or the "
                          "final 10-step reward (reward)")
     args = ap.parse_args(argv)
-    runs = load_runs(args.dirs)
+    try:
+        runs = load_runs(args.dirs)
+    except AnalysisError as e:
+        raise SystemExit(str(e))
     if not runs:
         raise SystemExit(f"{', '.join(args.dirs)}: no runs with metrics")
     rs = rows(group(runs, args.dial), args.reference, args.outcome)

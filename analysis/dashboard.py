@@ -213,7 +213,9 @@ def write(out, runs, info, keys, tables, title, smooth, points=POINTS, summary=N
             "seed": r.value("run.seed"), "keys": {k: r.value(k) for k in key_names},
             "has_metrics": bool(r.metrics), "load": load_file.get(i),
             "final_reward": vals.get("final_reward"), "final_eval": vals.get("final_eval"),
-            "collapse_step": int(r.attrs.get("collapse_step", -1)) if r.metrics else -1,
+            # counted from 1 as steps are (the file's attribute is the 0-based index)
+            "collapse_step": int(r.attrs.get("collapse_step", -1)) + 1 if r.metrics and
+            int(r.attrs.get("collapse_step", -1)) >= 0 else -1,
             "diff": scenario_diff(r, bases.get(r.source, {})) if r.scenario else [],
             "swept": [[k, r.keys[k]] for k in r.keys],
         })

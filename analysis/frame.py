@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .runs import load_sources
+from .runs import load_sources, warn
 from .summary import COLUMNS, per_run_values
 
 SUMMARY_DOC = OrderedDict([  # column → its one definition (docs/sweeps.md, "Notebooks")
@@ -31,7 +31,7 @@ SUMMARY_DOC = OrderedDict([  # column → its one definition (docs/sweeps.md, "N
     ("run", "the run id"),
     ("status", "complete, collapsed, failed, preempted, running, pending or unreadable"),
     ("steps", "RL steps recorded in the run file"),
-    ("collapse_step", "the first step (0-based) at which the collapse rule fired; -1: never"),
+    ("collapse_step", "the step (counted from 1, as `step` is) at which the collapse rule fired; -1: never"),
     ("final_reward", "mean of reward_mean over the last 10 steps that set it: moerl's one 'final reward'"),
     ("peak_reward", "the largest 10-step trailing mean of reward_mean (of the raw series when shorter)"),
     ("final_eval", "the last finite eval_accuracy (greedy held-out accuracy)"),
@@ -60,9 +60,17 @@ def load_runs(path):
     import pandas as pd
     runs, info = load_sources(path)
     keys = _key_columns(runs, info)
-    frames = []
+    frames, without = [], []
     for r in runs:
         if not r.metrics:
+            # a run without numbers (pending, failed, unreadable) is a status row, step NaN: never
+            # dropped in silence, and left out of groupby over step by pandas' default
+            row = OrderedDict([("source", [r.source]), ("run", [r.name]), ("status", [r.status])])
+            for k in keys:
+                row[k] = [r.value(k)]
+            row["step"] = [np.nan]
+            frames.append(pd.DataFrame(row))
+            without.append(f"{r.name} ({r.status})")
             continue
         n = r.steps
         cols = OrderedDict([("source", [r.source] * n), ("run", [r.name] * n), ("status", [r.status] * n)])
@@ -73,6 +81,9 @@ def load_runs(path):
             if v.ndim == 1 and len(v) == n:
                 cols[name] = v
         frames.append(pd.DataFrame(cols))
+    if without:
+        warn(f"{len(without)} run{'s' if len(without) > 1 else ''} without metrics, kept as status rows (step NaN): "
+             + ", ".join(without[:8]) + (", ..." if len(without) > 8 else ""))
     if not frames:
         return pd.DataFrame(columns=["source", "run", "status"] + keys + ["step"])
     return pd.concat(frames, ignore_index=True, sort=False)
@@ -91,7 +102,8 @@ def run_summary(path):
         for k in keys:
             row[k] = r.value(k)
         row["steps"] = r.steps
-        row["collapse_step"] = int(r.attrs.get("collapse_step", -1)) if r.metrics else -1
+        c = int(r.attrs.get("collapse_step", -1)) if r.metrics else -1
+        row["collapse_step"] = c + 1 if c >= 0 else -1  # counted from 1, as steps are
         vals = per_run_values(r) if r.metrics else {c: float("nan") for c, *_ in COLUMNS}
         row.update(vals)
         row["error"] = r.error

@@ -12,7 +12,7 @@ import re
 from . import collapse
 from . import dashboard
 from . import precursors
-from .runs import default_group_keys, group_runs, load_sources, resolve_keys
+from .runs import AnalysisError, default_group_keys, group_runs, load_sources, resolve_keys
 from .summary import NOTE, cells, group_rows, markdown, to_csv
 
 
@@ -43,7 +43,13 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, 
     keys = resolve_keys(group_by, runs) if group_by else default_group_keys(info)
     groups = group_runs(runs, keys, info)
     out = out or default_out(path, info)
-    os.makedirs(out, exist_ok=True)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise AnalysisError(f"--out {out}: is a file, not a directory (the report is a directory of files); "
+                            "choose another --out")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise AnalysisError(f"--out {out}: cannot make the report directory: {e.strerror or e}")
     w = smooth if smooth is not None else _smooth_window(groups)
     if title is None:
         if info["kind"] == "sources":
@@ -61,6 +67,10 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, 
     skipped = info.get("skipped", [])
     if skipped:  # left out, with the reason: the report says what it did not read
         md += "\n## Skipped files\n\n" + "".join(f"- `{p}`: {why}\n" for p, why in skipped)
+    duplicates = info.get("duplicates", [])
+    if duplicates:  # counted once: the same file twice, or one run's copies in two directories
+        md += "\n## Duplicate runs (counted once)\n\n" + "".join(f"- `{b}`: the same run as `{a}`\n"
+                                                                 for a, b in duplicates)
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "summary.csv"), "w") as f:

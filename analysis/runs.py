@@ -14,6 +14,17 @@ import h5py
 import numpy as np
 
 
+class AnalysisError(ValueError):
+    """Input the analysis cannot use: a missing or empty directory, no readable run, an unknown
+    --group-by key, an --out that is a file. An ordinary exception, so a notebook can catch it;
+    `python3 -m analysis` and `moerl report` turn it into their one-line error."""
+
+
+# The states a run can be in, in the order reports count them (docs/sweeps.md): the index's six,
+# and `unreadable` for a run whose file exists but cannot be read (damaged, truncated, foreign).
+STATES = ["complete", "collapsed", "preempted", "running", "pending", "failed", "unreadable"]
+
+
 class BadFile(Exception):
     """A file that cannot be used as a run: unreadable, corrupted, truncated or not a run's results."""
 
@@ -182,6 +193,17 @@ def load_sweep(path):
                 bad = False
                 if os.path.exists(r.path) and row.get("status") != "failed":
                     bad = try_load(r) is None
+                elif os.path.exists(r.path):
+                    # a failed run's file is not read for numbers, but a damaged one is named as
+                    # such (the index assembled by moerl says "unreadable results file")
+                    try:
+                        check_integrity(r.path)
+                        if str(row.get("error", "")).startswith("unreadable results file"):
+                            raise BadFile(r.path, row["error"])
+                    except BadFile as e:
+                        warn(f"skipping {e}")
+                        skipped.append((e.path, e.reason))
+                        bad = True
                 r.status = "unreadable" if bad else row.get("status", r.status)
                 r.error = skipped[-1][1] if bad else row.get("error", "")
                 runs.append(r)
@@ -190,14 +212,16 @@ def load_sweep(path):
         files = sorted(p for p in glob.glob(os.path.join(d, "*.h5")) if not p.endswith(".ckpt.h5"))
         runs = [r for r in (try_load(Run(p)) for p in files) if r is not None]
         if not runs:
-            raise SystemExit(f"{d}: no sweep index and no readable run files (*.h5)")
+            if not os.listdir(d):
+                raise AnalysisError(f"{d}: is an empty directory (no sweep index, no run files)")
+            raise AnalysisError(f"{d}: no sweep index and no readable run files (*.h5)")
         return runs, {"kind": "directory", "swept_keys": differing_keys(runs), "dir": d, "skipped": skipped}
     for p in paths:
         if not os.path.isfile(p):
-            raise SystemExit(f"{p}: no such run file or sweep directory")
+            raise AnalysisError(f"{p}: no such run file or sweep directory")
     runs = [r for r in (try_load(Run(p)) for p in paths) if r is not None]
     if not runs:
-        raise SystemExit("no readable run files: " + "; ".join(f"{p}: {why}" for p, why in skipped))
+        raise AnalysisError("no readable run files: " + "; ".join(f"{p}: {why}" for p, why in skipped))
     return runs, {"kind": "files", "swept_keys": differing_keys(runs) if len(runs) > 1 else [],
                   "dir": os.path.dirname(os.path.abspath(paths[0])), "skipped": skipped}
 
@@ -227,6 +251,7 @@ def load_sources(paths):
             r.source = label
         info["sources"] = [{"label": label, "dir": info["dir"], "kind": info["kind"],
                             "swept_keys": info["swept_keys"], "base": info.get("base", "")}]
+        runs, info["duplicates"] = drop_duplicates(runs)
         return runs, info
     runs, skipped, sources, keys = [], [], [], OrderedDict()
     for p, label in zip(paths, source_labels(paths)):
@@ -239,9 +264,49 @@ def load_sources(paths):
                         "base": inf.get("base", "")})
         for k in inf["swept_keys"]:
             keys[k] = True
-    swept = ["source"] + [k for k in keys if k != "run.seed"] + (["run.seed"] if "run.seed" in keys else [])
+    runs, duplicates = drop_duplicates(runs)
+    if len({r.source for r in runs}) == 1:  # the same directory twice (DIR DIR/): one source
+        sources = [s for s in sources if s["label"] == runs[0].source] if runs else sources[:1]
+        keys = OrderedDict((k, True) for k in sources[0]["swept_keys"])
+    swept = ([] if len(sources) == 1 else ["source"]) + [k for k in keys if k != "run.seed" and k != "source"] + \
+        (["run.seed"] if "run.seed" in keys else [])
     common = os.path.commonpath([os.path.abspath(s["dir"]) for s in sources])
-    return runs, {"kind": "sources", "swept_keys": swept, "dir": common, "skipped": skipped, "sources": sources}
+    return runs, {"kind": "sources", "swept_keys": swept, "dir": common, "skipped": skipped, "sources": sources,
+                  "duplicates": duplicates}
+
+
+def run_identity(run):
+    """What makes two run files one run: the resolved scenario (the root attribute `scenario`
+    without its comment lines, which is what the attribute scenario_hash hashes; run.seed is one
+    of its keys) and the seed; None for a run without a readable file."""
+    if not run.attrs or not run.attrs.get("scenario"):
+        return None
+    body = "\n".join(l for l in str(run.attrs["scenario"]).splitlines() if l and not l.startswith("#"))
+    return body, str(run.attrs.get("seed", run.scenario.get("run.seed", "")))
+
+
+def drop_duplicates(runs):
+    """(runs, duplicates): each run counted once. A run is a duplicate of an earlier one when it is
+    the same file (a directory given twice, DIR and DIR/) or the same run (run_identity: copies of
+    a run in two sweep directories): pooling it would count one seed twice and shrink the interval.
+    duplicates: [(kept path, dropped path)], each with a warning naming both files."""
+    kept, seen_file, seen_run, dups = [], {}, {}, []
+    for r in runs:
+        real = os.path.realpath(r.path)
+        ident = run_identity(r)
+        first = seen_file.get(real) or (seen_run.get(ident) if ident else None)
+        if first is not None:
+            dups.append((first.path, r.path))
+            same_file = real == os.path.realpath(first.path)
+            warn(f"{r.path}: the same run as {first.path}" +
+                 ("" if same_file else f" (scenario hash {r.attrs.get('scenario_hash', '?')}, seed {ident[1]})") +
+                 "; counted once")
+            continue
+        seen_file[real] = r
+        if ident:
+            seen_run[ident] = r
+        kept.append(r)
+    return kept, dups
 
 
 def differing_keys(runs):
@@ -280,7 +345,7 @@ def resolve_keys(wanted, runs):
             continue
         hits = [k for k in known if k.split(".")[-1] == w or k.endswith("." + w)]
         if len(hits) != 1:
-            raise SystemExit(f"--group-by {w}: " + ("ambiguous: " + ", ".join(hits) if hits else
+            raise AnalysisError(f"--group-by {w}: " + ("ambiguous: " + ", ".join(hits) if hits else
                                                     "no such scenario key (e.g. rl.algorithm, engines.rollout)"))
         out.append(hits[0])
     return out

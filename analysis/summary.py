@@ -9,7 +9,10 @@ analysis.frame.run_summary() a table of them:
                  summary.csv and the dashboard)
   peak reward    max over steps of reward_mean's trailing 10-step mean (of the raw series if shorter)
   final / peak eval   last / largest finite eval_accuracy
-  collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step)
+  collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step + 1,
+                 counted from 1 as steps are)
+Runs are counted by state (runs.STATES: complete, collapsed, preempted, running, pending, failed,
+unreadable), each by its name; the numbers are over the runs with metrics ("ok").
   KL             mean over steps of kl_rollout_train (k3 of KL(μ‖π_old))
   flip %         mean over steps of 100·flip_rate_mean
   extreme        mean over steps of extreme_token_frac
@@ -23,6 +26,7 @@ import io
 
 import numpy as np
 
+from .runs import STATES
 from .stats import fmt, mean_ci, smooth
 
 FINAL_REWARD_STEPS = 10  # sim/io/results.h kFinalRewardSteps
@@ -92,22 +96,25 @@ def shown_columns(rows):
 
 
 def group_rows(groups):
-    """One dict per group: label, runs, ok (runs with metrics), failed, collapsed, collapse_step,
-    steps, and (mean, ci) for every column of COLUMNS."""
+    """One dict per group: label, runs, ok (runs with metrics), one count per state of
+    runs.STATES (a run in no known state counts as failed), collapse_step (counted from 1), steps,
+    and (mean, ci) for every column of COLUMNS."""
     rows = []
     for label, runs in groups.items():
         ok = [r for r in runs if r.metrics]
         collapsed = [r for r in ok if r.status == "collapsed"]
-        steps = [int(r.attrs.get("collapse_step", -1)) for r in collapsed]
+        steps = [int(r.attrs.get("collapse_step", -1)) + 1 for r in collapsed]
         row = {
             "group": label,
             "runs": len(runs),
             "ok": len(ok),
-            "failed": sum(1 for r in runs if r.status == "failed" or not r.metrics),
-            "collapsed": len(collapsed),
-            "collapse_step": mean_ci([s for s in steps if s >= 0]),
+            "collapse_step": mean_ci([s for s in steps if s >= 1]),
             "steps": int(np.median([r.steps for r in ok])) if ok else 0,
         }
+        for state in STATES:
+            row[state] = 0
+        for r in runs:
+            row[r.status if r.status in STATES else "failed"] += 1
         for col, _, fn, _ in COLUMNS:
             row[col] = mean_ci([fn(r) for r in ok])
         rows.append(row)
@@ -125,6 +132,16 @@ NOTE = ("Mean ± 95% Student-t half-width over the runs (seeds) of each group. f
         "Columns that no run has a value of are left out.")
 
 
+def runs_cell(row):
+    """"3" when every run of the group finished; else the runs with numbers and every other state
+    by name: "1 (1 running; +2 pending, +1 unreadable)"."""
+    unfinished = [f"{row[s]} {s}" for s in ("preempted", "running") if row[s]]
+    without = [f"+{row[s]} {s}" for s in ("pending", "failed", "unreadable") if row[s]]
+    # runs with numbers but a state the loop counts elsewhere (a failed run's partial file) stay in ok
+    inner = "; ".join(x for x in (", ".join(unfinished), ", ".join(without)) if x)
+    return f"{row['ok']}" + (f" ({inner})" if inner else "")
+
+
 def cells(rows, group_title="group"):
     """(head, body) of the table as strings, without the columns empty in every row; shared by the
     Markdown, the static HTML and the dashboard."""
@@ -132,8 +149,7 @@ def cells(rows, group_title="group"):
     head = [group_title, "runs", "steps"] + [t for _, t, _, _ in cols] + ["collapsed (step)"]
     body = []
     for row in rows:
-        c = [row["group"], f"{row['ok']}" + (f" (+{row['failed']} failed)" if row["failed"] else ""),
-             str(row["steps"])]
+        c = [row["group"], runs_cell(row), str(row["steps"])]
         c += [_cell(row, col, d) for col, _, _, d in cols]
         last = f"{row['collapsed']}/{row['ok']}"
         if row["collapsed"]:
@@ -156,6 +172,7 @@ def to_csv(rows, group_keys=()):
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     head = ["group", "runs", "ok", "failed", "steps", "collapsed", "collapse_rate", "collapse_step"]
+    head += [s for s in STATES if s not in ("failed", "collapsed")]  # every state counted by name
     for col, _, _, _ in COLUMNS:
         head += [col, col + "_ci95"]
     w.writerow(head)
@@ -167,6 +184,7 @@ def to_csv(rows, group_keys=()):
         rate = row["collapsed"] / row["ok"] if row["ok"] else float("nan")
         cells = [row["group"], row["runs"], row["ok"], row["failed"], row["steps"], row["collapsed"], num(rate),
                  num(row["collapse_step"][0])]
+        cells += [row[s] for s in STATES if s not in ("failed", "collapsed")]
         for col, _, _, _ in COLUMNS:
             cells += [num(row[col][0]), num(row[col][1])]
         w.writerow(cells)

@@ -48,3 +48,23 @@ def failing_sweep_dir(tmp_path_factory):
     p = run_sweep(str(grid), out)
     assert p.returncode == 1, p.stdout + p.stderr  # some runs failed
     return str(out)
+
+
+def another_experiment(d):
+    """A copy of a sweep's runs made into another experiment's (one more key in their scenario, as
+    another grid or --set would make them): rewritten by h5py, without moerl's integrity header.
+    Unchanged, a copy holds the same runs as the original, which a report counts once."""
+    import h5py
+    for p in glob.glob(os.path.join(str(d), "*.h5")):
+        if p.endswith(".ckpt.h5"):
+            continue
+        with h5py.File(p, "r") as src, h5py.File(p + ".tmp", "w") as dst:
+            for k in src:
+                src.copy(k, dst)
+            for k, v in src.attrs.items():
+                dst.attrs[k] = v
+            text = src.attrs["scenario"]
+            text = text.decode() if isinstance(text, bytes) else str(text)
+            dst.attrs["scenario"] = text.replace("audit.prompts = 256", "audit.prompts = 255")
+            dst.attrs["scenario_hash"] = "another-" + str(src.attrs["scenario_hash"])
+        os.replace(p + ".tmp", p)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analysis import report
-from analysis.runs import expert_shares, group_runs, load_sweep, parse_scenario, resolve_keys
+from analysis.runs import AnalysisError, expert_shares, group_runs, load_sweep, parse_scenario, resolve_keys
 from analysis.stats import band, mean_ci, smooth, t95
 
 from .conftest import ROOT
@@ -126,7 +126,7 @@ def test_group_by_any_scenario_key(sweep_dir):
     assert resolve_keys(["algorithm"], runs) == ["rl.algorithm"]
     assert list(group_runs(runs, resolve_keys(["algorithm", "seed"], runs))) == [
         "algorithm=grpo, seed=0", "algorithm=r3, seed=0", "algorithm=grpo, seed=1", "algorithm=r3, seed=1"]
-    with pytest.raises(SystemExit):
+    with pytest.raises(AnalysisError):
         resolve_keys(["no_such_key"], runs)
     res = report.build(sweep_dir, group_by=["engines.rollout"], out=os.path.join(sweep_dir, "by-engine"),
                        verbose=False)

@@ -66,3 +66,50 @@ def test_moerl_report_runs_from_any_directory(sweep_dir, tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert os.path.exists(tmp_path / "r" / "index.html")
+
+
+def test_a_sweep_is_counted_as_it_is(sweep_dir, tmp_path, capsys):
+    """Every run under its own state (docs/sweeps.md): a damaged file is listed as skipped and is a
+    status row of load_runs, a run not started yet is pending (not failed), the same directory
+    given twice counts each run once, and an --out that is a file is a one-line error."""
+    from analysis import load_runs
+    from analysis.runs import AnalysisError
+    from analysis.summary import group_rows
+    b = moerl_binary()
+    d = _copy(sweep_dir, tmp_path)
+    victim = d / "grpo-seed0.h5"
+    with open(victim, "r+b") as f:
+        f.truncate(os.path.getsize(victim) // 3)
+    for f in ("r3-seed1.h5", "r3-seed1.ckpt.h5"):  # a run of an array still to come
+        os.remove(d / f)
+    os.remove(d / "index.json")
+    os.remove(d / "index.csv")
+    # the index as moerl assembles it from the plan and the files (the truncated one: "failed")
+    p = subprocess.run([b, "inspect", str(d)], capture_output=True, text=True, timeout=120)
+    assert os.path.exists(d / "index.json") and "unreadable" in p.stdout, p.stdout + p.stderr
+    res = build([str(d), str(d) + "/"], out=str(tmp_path / "rep"), verbose=False)
+    md = open(os.path.join(res["out"], "summary.md")).read()
+    assert "Skipped files" in md and str(victim) in md
+    assert "Duplicate runs" not in md or "counted once" in md
+    states = {k: sum(row[k] for row in res["rows"]) for k in ("complete", "pending", "unreadable", "failed")}
+    assert states == {"complete": 2, "pending": 1, "unreadable": 1, "failed": 0}, states
+    assert "+1 pending" in md and "+1 unreadable" in md and "failed" not in md.split("## Skipped")[0]
+    df = load_runs(str(d))
+    status = df.groupby("run").status.first().to_dict()
+    assert status == {"grpo-seed0": "unreadable", "grpo-seed1": "complete", "r3-seed0": "complete",
+                      "r3-seed1": "pending"}, status
+    assert "status rows" in capsys.readouterr().err
+    # errors a notebook can catch, and a report that never ends in a traceback
+    for bad in (tmp_path / "missing", tmp_path / "empty"):
+        if bad.name == "empty":
+            bad.mkdir()
+        try:
+            load_runs(str(bad))
+        except AnalysisError as e:
+            assert bad.name in str(e)
+        else:
+            raise AssertionError(f"load_runs({bad}) raised nothing")
+    p = subprocess.run([b, "report", str(d), "--out", str(d / "r3-seed0.h5")], capture_output=True, text=True,
+                       timeout=300)
+    lines = [l for l in p.stderr.splitlines() if l.startswith("moerl: error:")]
+    assert p.returncode == 1 and len(lines) == 1 and "is a file" in lines[0] and "Traceback" not in p.stderr, p.stderr

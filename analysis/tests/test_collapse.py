@@ -22,7 +22,9 @@ def write_sweep(d, runs, dial="profile.x.router_noise"):
         steps = 20
         with h5py.File(os.path.join(d, name + ".h5"), "w") as f:
             f.attrs["status"] = r["status"]
-            f.attrs["scenario"] = f"run.seed = {r['seed']}\n{dial} = {r['dial']}\nrl.algorithm = grpo\n"
+            # the variant's own key, as a variant section sets one (runs of one scenario are one run)
+            f.attrs["scenario"] = (f"run.seed = {r['seed']}\n{dial} = {r['dial']}\nrl.algorithm = grpo\n"
+                                   f"engines.rollout = {r['variant']}-rollout\n")
             m = f.create_group("metrics")
             ev = np.full(steps, np.nan)
             ev[9], ev[19] = (r["base"] + r["final"]) / 2, r["final"]

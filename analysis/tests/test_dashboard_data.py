@@ -10,6 +10,8 @@ import numpy as np
 from analysis import dashboard, report
 from analysis.runs import load_sources
 
+from .conftest import another_experiment
+
 
 def _data(out):
     text = open(os.path.join(out, "data", "index.js")).read()
@@ -28,10 +30,24 @@ def test_binning_keeps_bursts_and_shares_bins():
     assert dashboard._how("response_length_min") == "min" and dashboard._how("entropy") == "mean"
 
 
+def test_the_same_runs_twice_are_counted_once(sweep_dir, tmp_path, capsys):
+    a, b = tmp_path / "grid", tmp_path / "copy"
+    for d in (a, b):
+        shutil.copytree(sweep_dir, d, ignore=shutil.ignore_patterns("report", "cache"))
+    for paths in ([str(a), str(a) + "/"], [str(a), str(b)]):
+        runs, info = load_sources(paths)
+        assert len(runs) == 4 and len(info["duplicates"]) == 4
+        assert "counted once" in capsys.readouterr().err
+    res = report.build([str(a), str(b)], out=str(tmp_path / "rep"), verbose=False)
+    md = open(os.path.join(res["out"], "summary.md")).read()
+    assert "## Duplicate runs (counted once)" in md and str(b / "grpo-seed0.h5") in md
+
+
 def test_metrics_diff_and_sources(sweep_dir, tmp_path):
     a, b = tmp_path / "grid", tmp_path / "more"
     for d in (a, b):
         shutil.copytree(sweep_dir, d, ignore=shutil.ignore_patterns("report", "cache"))
+    another_experiment(b)
     res = report.build([str(a), str(b)], out=str(tmp_path / "rep"), verbose=False, static=True)
     d = _data(res["out"])
     assert [s["label"] for s in d["sources"]] == ["grid", "more"]

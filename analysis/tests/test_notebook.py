@@ -15,7 +15,7 @@ from analysis import SUMMARY_DOC, load_runs, run_summary
 from analysis.runs import load_sweep
 from analysis.summary import COLUMNS
 
-from .conftest import ROOT, moerl_binary
+from .conftest import ROOT, another_experiment, moerl_binary
 
 
 def test_load_runs_is_tidy_with_the_grid_keys(sweep_dir):
@@ -51,6 +51,7 @@ def test_several_sources_in_one_frame(sweep_dir, tmp_path):
     a, b = tmp_path / "grid", tmp_path / "more-seeds"
     shutil.copytree(sweep_dir, a, ignore=shutil.ignore_patterns("report", "cache"))
     shutil.copytree(sweep_dir, b, ignore=shutil.ignore_patterns("report", "cache"))
+    another_experiment(b)  # (unchanged copies are the same runs, counted once)
     df = load_runs([str(a), str(b)])
     assert set(df.source) == {"grid", "more-seeds"} and len(df) == 2 * len(load_runs(str(a)))
 

@@ -10,6 +10,7 @@
 
 #include "sim/io/results.h"
 #include "sim/rl/registry.h"
+#include "sim/sweep/sweep_assemble.h"
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
@@ -98,7 +99,7 @@ Headline read(const std::string& path, std::string* scenario) {
   if (scenario) *scenario = text;
   h.correction = f.has_attr("/", "correction") ? f.attr_string("/", "correction") : correction_of_old_file(h.algorithm, text);
   h.steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
-  h.collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+  h.collapse_step = sweep_collapse_step_of(f);  // counted from 1, as steps are
   const auto reward = series(f, "reward_mean");
   h.reward_first = tail_mean(std::vector<double>(reward.begin(), reward.begin() + std::min<size_t>(reward.size(), 10)), 0);
   h.reward_last = final_reward_of(reward);  // the one "final reward" (sim/io/results.h)

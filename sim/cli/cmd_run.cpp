@@ -85,7 +85,10 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
   opt.grid = &grid;
   opt.local_rank = comms.local_rank;
   const RunSummary sum = run_rl(s, opt);
-  if (grid.is_root())
+  if (grid.is_root() && sum.status == "preempted")  // the run said what it wrote
+    std::printf("moerl run: preempted after %lld steps (exit status %d; --resume continues) → %s\n",
+                static_cast<long long>(sum.steps), kExitPreempted, opt.out.c_str());
+  else if (grid.is_root())
     std::printf("moerl run: %s after %lld steps%s: final reward %.3f (last 10 steps), eval accuracy %.3f → %s\n",
                 sum.status.c_str(), static_cast<long long>(sum.steps),
                 sum.collapse_step >= 0 ? (" (collapse at step " + std::to_string(sum.collapse_step) + ")").c_str() : "",

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "sim/cli/cli.h"
+#include "sim/preempt.h"
 #include "store/h5io.h"
 #include "store/output_lock.h"
 #include "store/path_checks.h"
@@ -43,7 +44,19 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
   });
   if (!go) return 0;
   SftReport rep;
-  const auto model = run_train_base(s, steps, comms.is_root, &rep);
+  std::unique_ptr<Model> model;
+  std::string stopped;  // a stop signal: nothing written, exit status 75 on every rank
+  try {
+    model = run_train_base(s, steps, comms.is_root, &rep);
+  } catch (const Preempted& e) {
+    stopped = e.what();
+  }
+  // Every rank trains the same base alone; they agree on a signal that reached any of them.
+  if (comms_agree_exit(comms, stopped.empty() ? 0 : 1) != 0) {
+    if (comms.is_root)
+      std::printf("moerl sft: %s: nothing written\n", stopped.empty() ? "stopped by another rank's signal" : stopped.c_str());
+    return kExitPreempted;
+  }
   if (comms.is_root) {
     run_save_base(out, s, *model, rep);
     std::printf("moerl sft: wrote %s: %lld parameters (%s, %d layers, %s), seed %llu, %d steps\n",

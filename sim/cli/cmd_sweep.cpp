@@ -47,6 +47,8 @@ void sweep_add_options(po::options_description* desc, SweepArgs* a) {
       ("task", po::value(&a->task), "run only run K of the grid (0-based, as --list numbers them), resuming it if its file exists; writes no index")
       ("task-from-env", po::bool_switch(&a->task_from_env), "--task from SLURM_ARRAY_TASK_ID (a SLURM job array task)")
       ("index-only", po::bool_switch(&opt.index_only), "run nothing: write --out's index from its run files (array tasks write none)")
+      ("extend", po::bool_switch(&opt.extend),
+       "add this grid's new runs (more seeds or variants) to the sweep in --out, keeping every run it has unchanged; recorded in --out/extensions.log (docs/sweeps.md)")
       ("checkpoint-interval", po::value(&opt.checkpoint_seconds)->default_value(300.0),
        "checkpoint every run at least every this many seconds, bounding the work a kill or lost node costs (0: only as rl.checkpoint_every says)")
       ("quiet", po::bool_switch(&a->quiet), "print only the final table");
@@ -76,6 +78,8 @@ void sweep_check_options(const po::variables_map& vm, SweepArgs* a) {
   if (a->task_from_env) a->task = sweep_task_from_env();
   if ((a->task >= 0) + opt.index_only + a->list + a->dry_run > 1)
     throw usage_error("sweep: --task, --index-only, --list and --dry-run exclude each other");
+  if (opt.extend && (a->task >= 0 || a->list || a->dry_run))
+    throw usage_error("sweep: --extend with --task, --list or --dry-run: extend with the whole sweep (or --index-only), then run tasks");
   if ((a->task >= 0 || opt.index_only) && opt.resume)
     throw usage_error(std::string("sweep: --resume with ") +
                       (opt.index_only ? "--index-only: it runs nothing" : "--task: a task always resumes its run"));
@@ -133,16 +137,20 @@ void sweep_print_list(const SweepGrid& grid) {
   }
 }
 
-// The final table and the line under it.
-void sweep_print_summary(const SweepSummary& sum, const std::string& out) {
+// The final table and the line under it: every run counted under the state it is in.
+void sweep_print_summary(const SweepSummary& sum, const std::string& out, bool stopped) {
   std::fputs(sweep_index_table(sweep_index_read(out)).c_str(), stdout);
-  std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s) → %s/index.csv\n"
-              "  %s %s\n",
-              sum.runs, sum.complete, sum.collapsed, sum.failed,
-              sum.preempted ? (", " + std::to_string(sum.preempted) + " preempted").c_str() : "",
-              sum.skipped ? (", " + std::to_string(sum.skipped) + " finished before").c_str() : "",
-              out.c_str(), sum.preempted ? "preempted by a signal; continue with: moerl sweep GRID --resume --out" : "report: moerl report",
-              out.c_str());
+  const auto count = [](int n, const char* what) { return n ? ", " + std::to_string(n) + " " + what : std::string(); };
+  std::string next = "report: moerl report " + out;
+  if (stopped)
+    next = std::string("stopped by ") + (preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal") +
+           (sum.complete + sum.collapsed + sum.failed + sum.preempted - sum.skipped > 0 ? "" : " before any run started") +
+           " (exit status " + std::to_string(kExitPreempted) + "); continue with: moerl sweep GRID --resume --out " + out;
+  std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s%s%s) → %s/index.csv\n  %s\n", sum.runs,
+              sum.complete, sum.collapsed, sum.failed, count(sum.preempted, "preempted").c_str(),
+              (count(sum.running, "running") + count(sum.unreadable, "unreadable")).c_str(),
+              count(sum.pending, "not started").c_str(),
+              count(sum.skipped, "finished before").c_str(), out.c_str(), next.c_str());
 }
 
 }  // namespace
@@ -151,15 +159,19 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   SweepArgs a;
   SweepGrid grid;
   if (!sweep_parse(comms, args, &a, &grid)) return 0;
+  a.opt.command = "moerl sweep " + cli_join(args, " ");
   if (a.dry_run || a.list) {
     if (comms.is_root) a.dry_run ? sweep_print_dry_run(grid, a.opt.out) : sweep_print_list(grid);
     return 0;
   }
   const SweepSummary sum = sweep_execute(comms, grid, a.opt);
+  // A stop signal on any rank, whatever phase it reached (base policies, between runs): exit 75,
+  // so a job script requeues the sweep rather than take it for done (sim/preempt.h).
+  const bool stopped = sum.preempted > 0 || comms_agree_exit(comms, preempt_requested() ? 1 : 0) != 0;
   // --index-only did its job whatever the runs' states (the table says them).
-  const int status = a.opt.index_only ? 0 : sum.preempted > 0 ? kExitPreempted : sum.failed > 0 ? 1 : 0;
+  const int status = stopped ? kExitPreempted : a.opt.index_only ? 0 : sum.failed > 0 ? 1 : 0;
   if (a.opt.task >= 0) return status;  // the task printed its line; it writes no index to show
-  if (comms.is_root) sweep_print_summary(sum, a.opt.out);
+  if (comms.is_root) sweep_print_summary(sum, a.opt.out, stopped);
   return status;
 }
 

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -35,6 +36,7 @@ void reexec_with_openblas_coretype(char** argv) {
   if (!__builtin_cpu_supports("avx512f") || blas_has_avx512_kernels()) return;
   setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
   setenv("MOERL_REEXEC", "1", 1);
+  moerl::preempt_before_exec();  // a stop signal already received is not lost in the exec
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on with the kernels OpenBLAS picked.
   unsetenv("OPENBLAS_CORETYPE");
@@ -65,6 +67,9 @@ void singleton_pmix_without_files() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Stop signals are held from here until the handlers take them (sim/preempt.h): through the
+  // re-exec, which keeps the mask and the pending signals, and MPI_Init.
+  moerl::preempt_block_signals();
   // A file-size limit (ulimit -f) then fails the write with EFBIG, reported like a full disk,
   // instead of killing the process with SIGXFSZ.
   signal(SIGXFSZ, SIG_IGN);
@@ -77,6 +82,14 @@ int main(int argc, char** argv) {
     moerl::simd_select_from_env();  // MOERL_SIMD: every command, before any kernel runs
     return moerl::cli_main(comms, argc, argv);
   });
+  // A stop signal means exit status 75 whatever phase it reached (sim/preempt.h): a command that
+  // finished its work all the same says so, and a job script requeues it (it then has nothing to do).
+  if (code == 0 && moerl::preempt_requested()) {
+    if (comms.is_root)
+      std::fprintf(stderr, "moerl: %s received after the command's work was done; exit status %d (stopped by a signal)\n",
+                   moerl::preempt_signal_name()[0] ? moerl::preempt_signal_name() : "a stop signal", moerl::kExitPreempted);
+    code = moerl::kExitPreempted;
+  }
   code = moerl::comms_agree_exit(comms, code);  // idle ranks too exit with the job's status
   moerl::comms_finalize(&comms);
   return code;

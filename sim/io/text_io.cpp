@@ -128,4 +128,11 @@ std::string text_strip_bom(const std::string& s) {
   return s.rfind("\xEF\xBB\xBF", 0) == 0 ? s.substr(3) : s;
 }
 
+std::string text_shown(const std::string& s, size_t max) {
+  if (s.size() <= max) return text_visible(s);
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a UTF-8 character
+  return text_visible(s.substr(0, n)) + "... (" + std::to_string(s.size()) + " bytes)";
+}
+
 }  // namespace moerl

@@ -27,6 +27,9 @@ std::string text_read_input(const std::string& path, const std::string& what, si
 // other odd spaces, soft hyphen) as <U+XXXX>. Printable text, UTF-8 included, is unchanged, and
 // the result of text_visible is its own text_visible (idempotent).
 std::string text_visible(const std::string& s);
+// A value as an error message quotes it: text_visible, and cut after `max` bytes (at a character
+// boundary) with its length said, so a 100 kB value is not echoed whole.
+std::string text_shown(const std::string& s, size_t max = 60);
 
 // A leading UTF-8 byte-order mark removed (editors on Windows write one; it is not part of the text).
 std::string text_strip_bom(const std::string& s);

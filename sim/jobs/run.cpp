@@ -102,6 +102,7 @@ class RlRun {
   RunStatus status_ = RunStatus::running;
   Clock::time_point t0_, last_ckpt_time_, last_results_time_;
   bool results_written_ = false;  // by this invocation's loop
+  bool stopped_before_start_ = false;  // preempted while the base policy trained: nothing built
 };
 }  // namespace
 
@@ -109,9 +110,11 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
   RlRun run(s, opt);
   run.check();                   // 1. setup: the scenario on these ranks, the backend,
   run.claim_outputs();           //    the output files
-  run.base_policy();             // 2. the cached SFT base
-  run.build();                   // 3. the model, the trainer, the results
-  run.resume();                  // 4. --resume: the checkpoint's state
+  run.base_policy();             // 2. the cached SFT base (a stop signal ends the run here)
+  if (!run.ended()) {
+    run.build();                   // 3. the model, the trainer, the results
+    run.resume();                  // 4. --resume: the checkpoint's state
+  }
   if (!run.ended()) run.loop();  // 5. the steps
   return run.finish();           // 6. the summary
 }
@@ -234,15 +237,32 @@ bool RlRun::can_resume() const {
 
 // ---- 2. base policy ----------------------------------------------------------------------------
 
-// Trained and cached by the root alone; the others wait, sleeping.
+// Trained and cached by the root alone; the others wait, sleeping. A stop signal on the root
+// during the training ends the run here, "preempted" with nothing written (the base is not
+// written half-trained; the run's files are not touched); a signal that reached only another rank
+// is agreed on at the first step boundary.
 void RlRun::base_policy() {
   base_ = opt_.base;
   if (!base_.empty()) return;
-  if (writer_) base_ = run_base_checkpoint(s_, opt_.cache_dir, verbose_);
+  std::string stopped;
+  if (writer_) {
+    try {
+      base_ = run_base_checkpoint(s_, opt_.cache_dir, verbose_);
+    } catch (const Preempted& e) {
+      stopped = e.what();
+    }
+  }
   if (grid_) {
     grid_->wait();
-    base_ = grid_->broadcast(base_);
+    base_ = grid_->broadcast(stopped.empty() ? base_ : "");
+    if (base_.empty() && stopped.empty()) stopped = "stopped by another rank's signal while the base policy trained";
   }
+  if (stopped.empty()) return;
+  status_ = RunStatus::preempted;
+  stopped_before_start_ = true;
+  if (verbose_)
+    std::printf("%s: nothing written%s; run it again (--resume) to start it\n", stopped.c_str(),
+                resuming_ ? " (the results and checkpoint hold what they held)" : "");
 }
 
 std::string run_base_checkpoint(const Scenario& s, const std::string& cache_dir, bool verbose) {
@@ -302,6 +322,12 @@ std::unique_ptr<Model> run_train_base(const Scenario& s, int sft_steps, bool ver
   const int every = std::max(1, sft.steps / 10);
   const auto t0 = Clock::now();
   *rep = sft_train(model.get(), sft, *task, s.run.seed, s.rl.eval_prompts, [&](int step, double loss) {
+    if (preempt_requested() && step + 1 < sft.steps) {
+      if (tty) std::printf("\n");
+      throw Preempted(std::string("preempted by ") + (preempt_signal_name()[0] ? preempt_signal_name() : "a stop request") +
+                      " while training the base policy (step " + std::to_string(step + 1) + " of " +
+                      std::to_string(sft.steps) + ")");
+    }
     if (!verbose) return;
     const bool line = !tty && ((step + 1) % every == 0) && step + 1 < sft.steps;
     if (!tty && !line) return;
@@ -404,6 +430,11 @@ std::string RlRun::load_resumed_state() {
   results_.load(opt_.out, start_);
   const H5File prev = H5File::open(opt_.out);
   results_.int_attrs["collapse_step"] = prev.attr_int("/", "collapse_step");
+  // set by every step (sim/rl/trainer.cpp): a run resumed after its last step takes none, and its
+  // final write must still carry it (the fault suite's kill between the last checkpoint and the
+  // final status found the finished file without it)
+  if (prev.has_attr("/", "position_bucket_width"))
+    results_.int_attrs["position_bucket_width"] = prev.attr_int("/", "position_bucket_width");
   return prev.attr_string("/", "status");
 }
 
@@ -446,10 +477,14 @@ void RlRun::stop_preempted() {
     results_.attrs["status"] = run_status_name(status_);
     write_results();
   }
+  // The message names only what this invocation wrote.
+  const std::string what = step_ > start_ ? "checkpoint and results written"
+                            : resuming_   ? "nothing new written (the files hold step " + std::to_string(start_) + ")"
+                                          : "nothing written";
   if (verbose_)
-    std::printf("%spreempted by %s after step %lld: checkpoint and results written; --resume continues\n",
-                tty_ ? "\n" : "", preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal",
-                static_cast<long long>(step_));
+    std::printf("%spreempted by %s after step %lld: %s; --resume continues\n", tty_ ? "\n" : "",
+                preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal", static_cast<long long>(step_),
+                what.c_str());
 }
 
 // The results file's rows are older than results_seconds, or this invocation has written none yet
@@ -526,7 +561,9 @@ RunSummary RlRun::finish() const {
   RunSummary sum;
   sum.status = run_status_name(status_);
   sum.steps = step_;
-  sum.collapse_step = results_.int_attrs.at("collapse_step");
+  if (stopped_before_start_) return sum;  // nothing built, nothing written
+  const int64_t c = results_.int_attrs.at("collapse_step");  // the file's 0-based index
+  sum.collapse_step = c >= 0 ? c + 1 : -1;
   sum.final_reward = results_.final_reward();
   sum.final_eval = results_.last("eval_accuracy");
   return sum;

@@ -53,7 +53,7 @@ struct RunOptions {
 struct RunSummary {
   std::string status;          // complete | collapsed | running (stopped by max_steps) | preempted (sim/process/preempt.h)
   int64_t steps = 0;
-  int64_t collapse_step = -1;
+  int64_t collapse_step = -1;  // the step that collapsed, counted from 1 as steps are (-1: none)
   double final_reward = 0.0, final_eval = 0.0;
 };
 

@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace moerl {
 
 namespace {
@@ -21,9 +24,19 @@ void on_signal(int sig) {
   if (!g_signal) g_signal = sig;
 }
 
-}  // namespace
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
 
-void preempt_install_handlers() {
+// The environment variable that carries a stop request across main()'s re-exec.
+constexpr char kStopEnv[] = "MOERL_STOP_SIGNAL";
+
+void install() {
   struct sigaction sa = {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
@@ -31,6 +44,31 @@ void preempt_install_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+}
+}  // namespace
+
+void preempt_block_signals() {
+  install();
+  const sigset_t set = stop_signals();
+  sigprocmask(SIG_BLOCK, &set, nullptr);
+  if (const char* s = getenv(kStopEnv)) {  // a request received before the re-exec
+    const int sig = atoi(s);
+    if (sig != 0 && !g_signal) g_signal = sig;
+    unsetenv(kStopEnv);
+  }
+}
+
+void preempt_before_exec() {
+  if (!g_signal) return;
+  char buf[16];
+  snprintf(buf, sizeof buf, "%d", static_cast<int>(g_signal));
+  setenv(kStopEnv, buf, 1);
+}
+
+void preempt_install_handlers() {
+  install();  // again: MPI_Init may have set its own
+  const sigset_t set = stop_signals();
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);  // a signal held since start-up arrives now, at the handler
 }
 
 void preempt_uninstall_handlers() {

@@ -10,13 +10,24 @@
 // the process at once, as a user pressing Ctrl-C twice expects.
 #pragma once
 
+#include <stdexcept>
+
 namespace moerl {
 
 // The exit status of a command stopped by a signal with everything written and resumable (75 is
 // sysexits' EX_TEMPFAIL: "try again later"). Not a failure: job scripts requeue on it.
 inline constexpr int kExitPreempted = 75;
 
-// Installs the handlers (main(), once, after MPI_Init).
+// main()'s first instruction: the handlers are installed (process-wide: a thread that libraries
+// started before main, OpenBLAS's pool, may be the one a signal reaches) and SIGTERM, SIGINT and
+// SIGUSR1 held pending in the main thread (the mask survives the re-exec, and MPI's threads inherit
+// it) until preempt_install_handlers takes them again after MPI_Init: a stop signal at any moment
+// of a command, start-up included, is a stop request, never a kill (143). A request that came
+// before a re-exec is passed on to the new image (preempt_before_exec).
+void preempt_block_signals();
+// Just before main() re-executes itself: a stop request already received survives the exec.
+void preempt_before_exec();
+// Installs the handlers and delivers what was held (main(), once, after MPI_Init, so they are ours).
 void preempt_install_handlers();
 // Gives the signals their default action back (a command that ends with an error: MPI_Abort's
 // SIGTERM must end the rank, as it always did).
@@ -25,6 +36,14 @@ void preempt_uninstall_handlers();
 bool preempt_requested();
 // The signal's name ("SIGTERM"), or "" when none arrived.
 const char* preempt_signal_name();
+// What a command stopped by a signal before it wrote anything says (the base policy's training
+// stops at its next step: a base is never written half-trained). Thrown on the ranks that train;
+// the run (sim/run.cpp) turns it into the status "preempted", `moerl sft` into exit kExitPreempted.
+class Preempted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Asks for a stop as a signal would (tests; a sweep's rank 0 told that another group was preempted).
 void preempt_request();
 

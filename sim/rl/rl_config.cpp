@@ -36,6 +36,8 @@ void RlConfig::validate() const {
   if (overlong_buffer < 0) bad("overlong_buffer", std::to_string(overlong_buffer), "must be >= 0 (0 = off)");
   if (!(overlong_penalty >= 0.0f && std::isfinite(overlong_penalty)))
     bad("overlong_penalty", std::to_string(overlong_penalty), "must be finite and >= 0");
+  if (!(adv_eps > 0.0f))
+    bad("adv_eps", std::to_string(adv_eps), "must be > 0 (it keeps the advantages of a group whose rewards are all equal finite)");
   if (!(sampling.temperature >= 0.0f)) bad("temperature", std::to_string(sampling.temperature), "must be >= 0");
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) bad("top_p", std::to_string(sampling.top_p), "must be in (0, 1]");
   if (!(loss.clip_low >= 0.0f && loss.clip_low < 1.0f)) bad("clip_low", std::to_string(loss.clip_low), "must be in [0, 1)");

@@ -456,17 +456,23 @@ RawKeys scenario_tokenise(const std::string& text, const std::string& source, co
   RawKeys raw;
   for (auto& [key, v] : entries) {
     if (raw.count(key))
-      throw std::invalid_argument(source + ": key '" + text_visible(key) + "' is given more than once");
+      throw std::invalid_argument(source + ": key '" + text_shown(key) + "' is given more than once");
     raw[key] = v;
   }
+  std::map<std::string, std::string> set_before;  // key → the --set that gave it
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos)
-      throw std::invalid_argument("--set " + text_visible(o) + ": expected section.key=value");
+      throw std::invalid_argument("--set " + text_shown(o) + ": expected section.key=value");
     const std::string key = trim(o.substr(0, eq));
     if (key.find('.') == std::string::npos)
-      throw std::invalid_argument("--set " + text_visible(o) + ": expected section.key=value (key '" +
-                                  text_visible(key) + "' has no section)");
+      throw std::invalid_argument("--set " + text_shown(o) + ": expected section.key=value (key '" +
+                                  text_shown(key) + "' has no section)");
+    // as in a file, a key is given once: which of two values was meant cannot be told
+    if (set_before.count(key))
+      throw std::invalid_argument("--set " + text_shown(o) + ": key '" + text_shown(key) +
+                                  "' is given more than once (also --set " + text_shown(set_before[key]) + ")");
+    set_before[key] = o;
     raw[key] = RawValue{trim(o.substr(eq + 1)), "--set"};
   }
   return raw;
@@ -490,18 +496,18 @@ std::string did_you_mean_key(const std::string& key, const std::vector<std::stri
 std::string unknown_key_message(const std::string& key, const RawValue& v, const std::vector<std::string>& known) {
   const size_t dot = key.find('.');
   if (dot == std::string::npos)
-    return v.origin + ": key '" + text_visible(key) + "' outside any section" + did_you_mean_key(key, known) +
+    return v.origin + ": key '" + text_shown(key) + "' outside any section" + did_you_mean_key(key, known) +
            "; sections: " + kSections;
   const std::string section = key.substr(0, dot);
   if (section == "sweep")
-    return v.origin + ": [sweep] (key '" + text_visible(key) + "'): this is a grid: use moerl sweep " + v.origin +
+    return v.origin + ": [sweep] (key '" + text_shown(key) + "'): this is a grid: use moerl sweep " + v.origin +
            " (moerl run takes a scenario without a [sweep] section; docs/sweeps.md)";
   bool known_section = false;
   for (const std::string& k : known) known_section = known_section || k.compare(0, dot + 1, key, 0, dot + 1) == 0;
   if (!known_section)
-    return v.origin + ": unknown section [" + text_visible(section) + "] (key '" + text_visible(key) + "')" +
+    return v.origin + ": unknown section [" + text_shown(section) + "] (key '" + text_shown(key) + "')" +
            did_you_mean_key(key, known) + "; sections: " + kSections;
-  return v.origin + ": unknown key '" + text_visible(key) + "'" + did_you_mean_key(key, known);
+  return v.origin + ": unknown key '" + text_shown(key) + "'" + did_you_mean_key(key, known);
 }
 
 // Sets `key` through its field; a bad value names the origin, the key, the value and what is allowed.
@@ -509,7 +515,7 @@ void field_set(const Field& f, const std::string& key, const RawValue& v) {
   try {
     f.set(v.value);
   } catch (const BadValue& b) {
-    throw std::invalid_argument(v.origin + ": " + key + " = " + text_visible(v.value) + ": " + b.allowed);
+    throw std::invalid_argument(v.origin + ": " + key + " = " + text_shown(v.value) + ": " + b.allowed);
   }
 }
 
@@ -524,7 +530,7 @@ ProfileKeys scenario_apply_fixed(const RawKeys& raw, const Fields& fixed) {
       const size_t dot = rest.rfind('.');
       if (dot == std::string::npos || !valid_profile_name(rest.substr(0, dot)))
         throw std::invalid_argument(
-            v.origin + ": key '" + text_visible(key) +
+            v.origin + ": key '" + text_shown(key) +
             "': profile keys are profile.NAME.field with NAME of letters, digits, '-' and '_'");
       profile_raw[rest.substr(0, dot)][rest.substr(dot + 1)] = v;
       continue;
@@ -558,7 +564,7 @@ NumericsProfile scenario_profile(const std::string& name, const std::map<std::st
     const std::string key = prefix + field;
     auto it = std::find_if(pf.list.begin(), pf.list.end(), [&](const Field& f) { return f.key == key; });
     if (it == pf.list.end())
-      throw std::invalid_argument(v.origin + ": unknown key '" + text_visible(key) + "'" + did_you_mean(key, known));
+      throw std::invalid_argument(v.origin + ": unknown key '" + text_shown(key) + "'" + did_you_mean(key, known));
     field_set(*it, key, v);
   }
   try {
@@ -627,15 +633,26 @@ void scenario_validate(Scenario* s, const RawKeys& raw, const std::string& sourc
     s->task.validate();
     s->optim.validate("optim");
     s->sft.validate();
+    // negative clip bounds mean "the algorithm's own" (RlConfig): -1 says so; another negative
+    // number is a typo that would silently become the default
+    for (const auto& [key, v] : {std::pair<const char*, float>{"rl.clip_low", s->rl.loss.clip_low},
+                                 {"rl.clip_high", s->rl.loss.clip_high}})
+      if (v < 0.0f && v != -1.0f)
+        throw std::invalid_argument(std::string(key) + " = " + format_float(v) + ": must be >= 0, or -1 (the algorithm's default)");
     s->rl.resolve();
     s->rl.validate();
     scenario_check_task_fits(*s);
     scenario_check_profiles(*s);
   } catch (const std::invalid_argument& e) {
-    const std::string what = e.what();
+    std::string what = e.what();
     std::string origin = source;
     for (const auto& [key, v] : raw)
-      if (what.rfind(key + " = ", 0) == 0) origin = v.origin;
+      if (what.rfind(key + " = ", 0) == 0) {
+        origin = v.origin;
+        // the value as it was given (1e30, not the 31 digits of a formatted float), shortened
+        const size_t end = what.find(": ", key.size() + 3);
+        if (end != std::string::npos) what = key + " = " + text_shown(v.value) + what.substr(end);
+      }
     throw std::invalid_argument(origin + ": " + text_visible(what));
   }
 }

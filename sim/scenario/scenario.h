@@ -66,7 +66,8 @@ struct BenchConfig {
 class Scenario {
  public:
   // Parses INI text; `source` names it in messages (a path, or e.g. "<defaults>").
-  // overrides: "section.key=value" strings, applied after the text (later ones win).
+  // overrides: "section.key=value" strings, applied after the text; a key given twice is an error,
+  // as in the text.
   // Throws std::invalid_argument on any problem.
   static Scenario parse(const std::string& text, const std::string& source,
                         const std::vector<std::string>& overrides = {});

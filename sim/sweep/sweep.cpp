@@ -23,6 +23,7 @@
 #include "sim/jobs/run.h"
 #include "sim/process/threads.h"
 #include "sim/sweep/sweep_assemble.h"
+#include "sim/sweep/sweep_experiment.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace fs = std::filesystem;
@@ -106,15 +107,19 @@ double sum_finite(const H5File& f, const std::string& name) {
 }
 
 // An index's runs counted by status, as one vector that a broadcast carries: runs, complete,
-// collapsed, failed, skipped, preempted (summary_of reads it back).
+// collapsed, failed, skipped, preempted, pending, running, unreadable (summary_of reads it back).
+constexpr size_t kTallySize = 9;
 std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skipped) {
-  std::vector<int> t(6, 0);
+  std::vector<int> t(kTallySize, 0);
   t[0] = static_cast<int>(rows.size());
   for (const SweepIndexRow& r : rows) {
     t[1] += r.status == "complete";
     t[2] += r.status == "collapsed";
     t[3] += r.status == "failed";
     t[5] += r.status == "preempted";
+    t[6] += r.status == "pending";
+    t[7] += r.status == "running";
+    t[8] += r.status == "unreadable";
   }
   t[4] = skipped;
   return t;
@@ -128,6 +133,9 @@ SweepSummary summary_of(const std::vector<int>& t) {
   sum.failed = t[3];
   sum.skipped = t[4];
   sum.preempted = t[5];
+  sum.pending = t[6];
+  sum.running = t[7];
+  sum.unreadable = t[8];
   return sum;
 }
 
@@ -145,7 +153,7 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
     }
     const std::string status = f.attr_string("/", "status");
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
-    row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+    row->collapse_step = sweep_collapse_step_of(f);
     row->final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
     row->final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     if (status == "complete" || status == "collapsed") {
@@ -199,6 +207,7 @@ class Sweep {
   SweepSummary execute_task();
   SweepSummary execute_index_only();
   std::vector<int> prepare_index();  // rank 0: the runs to do
+  void extend_experiment();          // rank 0: --extend
   void prepare_bases(const std::vector<int>& todo);
   Report run_one(int index, bool serve);
   void record(const Report& r);
@@ -258,7 +267,10 @@ std::vector<int> Sweep::prepare_index() {
   index_.grid = g_.path;
   index_.base = g_.base;
   index_.swept_keys = g_.swept_keys;
+  if (o_.extend) extend_experiment();
   sweep_plan_publish(o_.out, plan_of(g_));
+  // one experiment per directory: every run of this grid is the directory's (or it is recorded now)
+  sweep_experiment_publish(o_.out, g_);
   std::map<std::string, SweepIndexRow> before;  // the previous invocation's rows, for their timings
   if (o_.resume && has_index) {
     try {
@@ -286,9 +298,18 @@ std::vector<int> Sweep::prepare_index() {
     }
     index_.rows.push_back(row);
   }
-  text_write_atomic((fs::path(o_.out) / "grid.ini").string(), g_.text);
   sweep_index_write(o_.out, index_);
   return todo;
+}
+
+void Sweep::extend_experiment() {
+  const int added = sweep_experiment_extend(o_.out, g_, sweep_plan_text(plan_of(g_)), o_.command);
+  if (o_.progress)
+    std::printf("sweep: %s: %s\n", o_.out.c_str(),
+                added ? ("extended by " + std::to_string(added) + " run" + (added == 1 ? "" : "s") + " (recorded in " +
+                         sweep_experiment_log_path(o_.out) + ")").c_str()
+                      : "--extend: this grid adds no run to the directory's; nothing changed");
+  std::fflush(stdout);
 }
 
 void Sweep::prepare_bases(const std::vector<int>& todo) {
@@ -306,6 +327,11 @@ void Sweep::prepare_bases(const std::vector<int>& todo) {
     const Scenario& s = g_.runs[static_cast<size_t>(firsts[j])].scenario;
     try {
       run_base_checkpoint(s, cache_, c_.is_root && n_groups_ == 1 && o_.progress);
+    } catch (const Preempted& e) {
+      // a stop signal: no further base; rank 0 then hands out no run (or a run finds the flag at
+      // its first boundary), and the sweep exits 75 (cmd_sweep)
+      if (c_.is_root && o_.progress) std::printf("sweep: %s: nothing written\n", e.what());
+      break;
     } catch (const std::exception&) {
       // the runs that need this base fail with the same error, and are recorded as failed
     }
@@ -403,8 +429,10 @@ void Sweep::record(const Report& r) {
     std::printf("[%d/%zu] %s (rank %d): FAILED after %.1f s: %s%s\n", done_, index_.rows.size(), row.id.c_str(),
                 r.rank, r.seconds, r.error.c_str(), eta);
   } else if (r.status == "preempted") {
-    std::printf("[%d/%zu] %s (rank %d): preempted after %lld steps, checkpointed (--resume continues it)\n", done_,
-                index_.rows.size(), row.id.c_str(), r.rank, static_cast<long long>(r.steps));
+    std::printf("[%d/%zu] %s (rank %d): preempted %s (--resume continues it)\n", done_, index_.rows.size(),
+                row.id.c_str(), r.rank,
+                r.steps > 0 ? ("after " + std::to_string(r.steps) + " steps, checkpointed").c_str()
+                            : "before its first step, nothing written");
   } else {
     std::printf("[%d/%zu] %s (rank %d): %s%s, %lld steps, reward %.3f, eval %.3f, %.1f s%s\n", done_,
                 index_.rows.size(), row.id.c_str(), r.rank, r.status.c_str(),
@@ -452,6 +480,7 @@ void Sweep::serve(bool block) {
 SweepSummary Sweep::execute() {
   mpi_ = c_.world != MPI_COMM_NULL;
   if (o_.index_only) return execute_index_only();
+  if (o_.extend) o_.resume = true;  // the runs it had are continued, the new ones run
   if (o_.task >= 0) return execute_task();
   grid_ = std::make_unique<RankGrid>(c_, o_.ranks_per_run);  // throws on every rank if it does not divide
   n_groups_ = grid_->groups();
@@ -508,7 +537,7 @@ SweepSummary Sweep::execute() {
   }
 
   wait_world();  // ranks done early sleep here until the last run ends
-  std::vector<int> tally(6, 0);
+  std::vector<int> tally(kTallySize, 0);
   if (c_.is_root) {
     tally = status_tally(index_.rows, skipped_);
     sweep_index_write(o_.out, index_);
@@ -519,12 +548,18 @@ SweepSummary Sweep::execute() {
 
 // --index-only: the plan (checked against this grid) and the files make the index; nothing runs.
 SweepSummary Sweep::execute_index_only() {
-  std::vector<int> tally(6, 0);
+  std::vector<int> tally(kTallySize, 0);
   comms_checked(c_, [&] {
     if (!c_.is_root) return;
     if (!fs::is_directory(o_.out)) throw usage_error("sweep: --index-only: " + o_.out + " is not a sweep directory");
+    // An empty or unrelated directory gets no plan: an index of runs that never were is not one.
+    if (!fs::exists(sweep_plan_path(o_.out)))
+      throw usage_error("sweep: --index-only: " + o_.out +
+                        " holds no sweep (no plan.csv: no sweep or array task of a grid has started there)");
     lock_ = OutputLock::take((fs::path(o_.out) / "index.csv").string(), "--out");
+    if (o_.extend) extend_experiment();
     sweep_plan_publish(o_.out, plan_of(g_));
+    sweep_experiment_check(o_.out, g_);
     SweepIndex idx = sweep_index_assemble(o_.out);
     idx.grid = g_.path;
     sweep_index_write(o_.out, idx);
@@ -550,14 +585,8 @@ SweepSummary Sweep::execute_task() {
     if (!c_.is_root) return;
     fs::create_directories(o_.out);
     sweep_plan_publish(o_.out, plan_of(g_));
-    const std::string grid_ini = (fs::path(o_.out) / "grid.ini").string();
-    if (!fs::exists(grid_ini)) {
-      try {
-        text_write_atomic(grid_ini, g_.text);
-      } catch (const std::runtime_error&) {
-        if (!fs::exists(grid_ini)) throw;  // another task published it meanwhile
-      }
-    }
+    // this run must be the directory's (the first task records the experiment for the others)
+    sweep_experiment_publish(o_.out, g_, {o_.task});
   });
   grid_ = std::make_unique<RankGrid>(c_, 0);
   n_groups_ = 1;

@@ -36,6 +36,10 @@ struct SweepOptions {
   // writes the plan (when missing) and the run's own files, never the index. -1: the whole grid.
   int task = -1;
   bool index_only = false;   // run nothing: publish the plan, assemble the index from the files
+  // Add this grid's new runs to the directory's experiment (sweep_experiment.h), then go on as
+  // resume (or, with index_only, only record the extension). `command` is logged with it.
+  bool extend = false;
+  std::string command;
   // Every run checkpoints at least this often (RunOptions::checkpoint_seconds), so a SIGKILL or a
   // lost node costs at most this much work of each run in flight; 0: as the scenario says.
   double checkpoint_seconds = 300.0;
@@ -45,6 +49,9 @@ struct SweepSummary {
   int runs = 0, complete = 0, collapsed = 0, failed = 0;
   int preempted = 0;  // stopped by a signal (sim/process/preempt.h), resumable
   int skipped = 0;    // already finished before this invocation (resume)
+  int pending = 0;    // not started (a sweep stopped by a signal before their turn; an array's runs to come)
+  int running = 0;    // an array's runs whose files say running (a task in progress, or killed)
+  int unreadable = 0; // an array's runs whose results file is damaged (--index-only)
 };
 
 // Collective over comms.world; every rank returns the same summary.

@@ -30,6 +30,11 @@ double sweep_last_finite(const H5File& f, const std::string& name) {
   return kSweepNaN;
 }
 
+int64_t sweep_collapse_step_of(const H5File& f) {
+  const int64_t c = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+  return c >= 0 ? c + 1 : -1;
+}
+
 bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
@@ -37,7 +42,7 @@ bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
     const H5File f = H5File::open(path);
     row->status = f.has_attr("/", "status") ? f.attr_string("/", "status") : "running";
     row->steps = f.has_attr("/", "steps") ? f.attr_int("/", "steps") : 0;
-    row->collapse_step = f.has_attr("/", "collapse_step") ? f.attr_int("/", "collapse_step") : -1;
+    row->collapse_step = sweep_collapse_step_of(f);
     row->final_reward = final_reward_of(sweep_read_series(f, "metrics/reward_mean"));
     row->final_eval = sweep_last_finite(f, "metrics/eval_accuracy");
     double t = 0.0;
@@ -45,7 +50,7 @@ bool sweep_row_from_file(const std::string& path, SweepIndexRow* row) {
       if (std::isfinite(x)) t += x;
     row->seconds = t;
   } catch (const H5Error& e) {
-    row->status = "failed";
+    row->status = "unreadable";  // damaged, truncated or foreign: not a run's state, a file's
     row->error = std::string("unreadable results file: ") + e.what();
   }
   return true;

@@ -6,6 +6,7 @@
 // written by two processes at once.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,13 @@ std::vector<double> sweep_read_series(const H5File& f, const std::string& name);
 // Its last finite value, or kSweepNaN.
 double sweep_last_finite(const H5File& f, const std::string& name);
 
+// The step that collapsed, counted from 1 as steps are (the file's root attribute collapse_step is
+// the 0-based index into its step datasets); -1: none.
+int64_t sweep_collapse_step_of(const H5File& f);
+
 // Fills row's status, steps, collapse step, final reward and eval, and seconds (the sum of the
 // run's step times) from a results file; false (row untouched) when the file does not exist.
-// An unreadable file makes the row "failed" with the reason.
+// An unreadable file makes the row "unreadable" with the reason.
 bool sweep_row_from_file(const std::string& path, SweepIndexRow* row);
 
 // "<dir>/<id>.failed.txt": why an array task's run failed (removed when it succeeds).

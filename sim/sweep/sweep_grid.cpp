@@ -62,7 +62,7 @@ std::vector<std::string> value_list(const std::string& source, const std::string
   const std::vector<std::string> items = split(v, ',');
   for (const std::string& x : items)
     if (x.empty())
-      throw std::invalid_argument(source + ": [sweep] " + key + " = " + v +
+      throw std::invalid_argument(source + ": [sweep] " + key + " = " + text_shown(v) +
                                   ": expected a comma-separated list of values (an item is empty)");
   if (items.empty()) throw std::invalid_argument(source + ": [sweep] " + key + ": has no values");
   return items;
@@ -101,7 +101,7 @@ std::vector<std::string> sweep_name_list(const std::string& key, const std::stri
   std::vector<std::string> out = split(text, ',');
   for (const std::string& x : out)
     if (x.empty())
-      throw std::invalid_argument(key + " = " + text + ": expected a comma-separated list of names (an item is empty)");
+      throw std::invalid_argument(key + " = " + text_shown(text) + ": expected a comma-separated list of names (an item is empty)");
   if (out.empty()) throw std::invalid_argument(key + ": no names given");
   return out;
 }
@@ -109,12 +109,12 @@ std::vector<std::string> sweep_name_list(const std::string& key, const std::stri
 std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text) {
   std::vector<std::string> out;
   const auto bad = [&](const std::string& why) {
-    return std::invalid_argument(key + " = " + text + ": " + why +
+    return std::invalid_argument(key + " = " + text_shown(text) + ": " + why +
                                  " (allowed: seeds >= 0 as a list and/or ranges, e.g. 0,1,2 or 100-109)");
   };
   const auto number = [&](const std::string& x) {
     if (x.empty() || x.find_first_not_of("0123456789") != std::string::npos || x.size() > 18)
-      throw bad("'" + x + "' is not a seed");
+      throw bad("'" + text_shown(x) + "' is not a seed");
     return std::stoull(x);
   };
   for (const std::string& item : split(text, ',')) {
@@ -209,8 +209,13 @@ void grid_check_variants(const GridParts& p, const std::string& source) {
 
 // A --set may not change what the grid sweeps or what a variant sets.
 void grid_check_overrides(const GridParts& p, const std::vector<std::string>& overrides, const std::string& source) {
+  std::map<std::string, std::string> before;
   for (const std::string& o : overrides) {
     const std::string key = trim(o.substr(0, o.find('=')));
+    if (before.count(key))  // as in a file (and in Scenario::parse): a key is given once
+      throw std::invalid_argument("--set " + text_shown(o) + ": key '" + text_shown(key) +
+                                  "' is given more than once (also --set " + text_shown(before[key]) + ")");
+    before[key] = o;
     for (const auto& [k, vals] : p.lists)
       if (k == key)
         throw std::invalid_argument("--set " + o + ": the grid " + source + " sweeps " + key +
@@ -256,6 +261,17 @@ std::map<std::string, std::string> grid_scenario_keys(std::string* base, const E
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(source + ": [sweep] base = " + *base + ": " + e.what());
     }
+    // A base is a scenario: a grid as base (the grid itself, or a chain or cycle of grids) is
+    // refused here, by this grid's name, not with the "use moerl sweep" of `moerl run`.
+    for (const auto& [k, v] : ini_entries(base_text, *base))
+      if (k.rfind("sweep.", 0) == 0 || k.rfind("variant.", 0) == 0) {
+        std::error_code ec;
+        const bool itself = std::filesystem::equivalent(*base, source, ec);
+        throw std::invalid_argument(source + ": [sweep] base = " + *base + ": " +
+                                    (itself ? "is this grid itself"
+                                            : "is a grid (it has a [" + k.substr(0, k.find('.')) + "] section)") +
+                                    "; a base must be a scenario without [sweep] (grids do not chain)");
+      }
     Scenario::parse(base_text, *base);  // its own errors name its own file
     for (const auto& [k, v] : ini_entries(base_text, *base)) merged[k] = v;
   }
@@ -410,18 +426,54 @@ void grid_validate(SweepGrid* g, const std::map<std::string, std::string>& merge
     }
   }
   if (errors.empty()) return;
+  // One line (an error is one line: a newline would be shown as \n), the problems separated by "; ".
   std::string msg = source + ": " + std::to_string(n_bad) + " of " + std::to_string(g->runs.size()) +
                     " combinations do not validate; nothing was run:";
   for (size_t i = 0; i < errors.size() && i < 4; ++i) {
     const auto& [what, labels] = errors[i];
-    msg += "\n  " + what + "   (" +
+    msg += std::string(i ? ";" : "") + " " + what + " (" +
            (labels.size() == g->runs.size() ? std::string("every combination")
                                             : std::to_string(labels.size()) + " combination" +
                                                   (labels.size() > 1 ? "s, e.g. " : ": ") + labels[0]) +
            ")";
   }
-  if (errors.size() > 4) msg += "\n  ... and " + std::to_string(errors.size() - 4) + " other problems";
+  if (errors.size() > 4) msg += "; ... and " + std::to_string(errors.size() - 4) + " other problems";
   throw std::invalid_argument(msg);
+}
+
+// The grid resolved (SweepGrid::resolved): flat "section.key = value" lines (a valid scenario text
+// outside any section) for the merged scenario keys and the --set overrides, then [sweep], then
+// the variants' sections. Overrides never touch a swept or variant key (grid_check_overrides), so
+// folding them into the scenario part changes no run.
+std::string grid_resolved_text(const std::map<std::string, std::string>& merged, const GridParts& p,
+                               const std::vector<std::string>& overrides, const std::string& source) {
+  std::map<std::string, std::string> keys = merged;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq != std::string::npos) keys[trim(o.substr(0, eq))] = trim(o.substr(eq + 1));
+  }
+  const auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  };
+  std::string t = "# moerl sweep: the grid of this directory, resolved (docs/sweeps.md, \"One experiment per directory\"):\n"
+                  "# " + source + " with its base and --set folded in; every --task, --resume and --index-only is\n"
+                  "# checked against it, and only --extend changes it\n";
+  for (const auto& [k, v] : keys) t += k + " = " + v + "\n";
+  t += "[sweep]\n";
+  if (!p.seeds.empty()) t += "seeds = " + join(p.seeds) + "\n";
+  for (const auto& [k, vals] : p.lists)
+    if (k != "variant") t += k + " = " + join(vals) + "\n";
+  if (!p.zip.empty()) t += "zip = " + p.zip + "\n";
+  if (!p.variants.empty()) t += "variants = " + join(p.variants) + "\n";
+  for (const std::string& name : p.variants) {
+    const Entries& kv = variant_overrides(p, name);
+    if (kv.empty()) continue;
+    t += "[variant." + name + "]\n";
+    for (const auto& [k, v] : kv) t += k + " = " + v + "\n";
+  }
+  return t;
 }
 
 }  // namespace
@@ -443,6 +495,7 @@ SweepGrid sweep_grid_parse(const std::string& text, const std::string& source, c
   grid_expand(&g, axes, p.seeds);                                      // 4.
   grid_validate(&g, merged, p, source, overrides);                     // 5.
   if (g.runs.empty()) throw std::invalid_argument(source + ": the grid has no runs");
+  g.resolved = grid_resolved_text(merged, p, overrides, source);
   return g;
 }
 

@@ -46,7 +46,13 @@ struct SweepRun {
 struct SweepGrid {
   std::string path;                     // the grid file ("" when parsed from text)
   std::string base;                     // base scenario path as resolved ("" = none)
-  std::string text;                     // the grid file's text (copied into the sweep directory)
+  std::string text;                     // the grid file's text
+  // The grid resolved: its base's keys, its own and the --set overrides folded into one scenario
+  // part, then the [sweep] lists (the selected seeds and variants) and the selected variants'
+  // sections. Self-contained (no base, no --set), it expands to the same runs with the same
+  // scenarios: a sweep directory keeps it as its grid.ini, the experiment every later invocation
+  // is checked against (sweep_experiment.h).
+  std::string resolved;
   std::vector<std::string> swept_keys;  // grid order; run.seed last when seeds are swept
   std::vector<SweepRun> runs;
 };

@@ -268,8 +268,11 @@ std::string sweep_index_table(const SweepIndex& index) {
   std::snprintf(buf, sizeof buf, "%-*s %-10s %6s %9s %7s %8s  %s\n", static_cast<int>(w), "run", "status", "steps",
                 "reward", "eval", "seconds", "keys / error");
   out += buf;
-  int counts[6] = {0, 0, 0, 0, 0, 0};
-  const char* names[6] = {"complete", "collapsed", "failed", "preempted", "running", "pending"};
+  // every state counted by its name (an unknown one, from a foreign index, as itself is not lost:
+  // the rows say it)
+  constexpr int kStates = 7;
+  int counts[kStates] = {0, 0, 0, 0, 0, 0, 0};
+  const char* names[kStates] = {"complete", "collapsed", "failed", "preempted", "running", "pending", "unreadable"};
   for (const SweepIndexRow& x : index.rows) {
     std::string keys;
     for (const auto& [k, v] : x.keys) keys += (keys.empty() ? "" : " ") + k + "=" + v;
@@ -283,11 +286,11 @@ std::string sweep_index_table(const SweepIndex& index) {
                   x.id.substr(0, w).c_str(), status.c_str(), static_cast<long long>(x.steps), x.final_reward,
                   x.final_eval, x.seconds, keys.c_str());
     out += buf;
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < kStates; ++i)
       if (x.status == names[i]) ++counts[i];
   }
   std::string tally;
-  for (int i = 0; i < 6; ++i)
+  for (int i = 0; i < kStates; ++i)
     if (counts[i]) tally += (tally.empty() ? "" : ", ") + std::to_string(counts[i]) + " " + names[i];
   out += std::to_string(index.rows.size()) + " runs: " + tally + "\n";
   return out;

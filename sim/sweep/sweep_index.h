@@ -20,11 +20,11 @@ struct SweepIndexRow {
   std::string file;    // results file, relative to the sweep directory
   // pending | running | complete | collapsed | failed | preempted (stopped by a signal, resumable;
   // sim/process/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
-  // was killed: resumable as well.
+  // was killed: resumable as well; "unreadable", a run whose results file is damaged.
   std::string status;
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value
   int64_t steps = 0;          // steps recorded in the results file
-  int64_t collapse_step = -1;
+  int64_t collapse_step = -1;  // counted from 1 as steps are (sweep_collapse_step_of); -1: none
   // final_reward_of(reward_mean) (sim/io/results.h: mean of the last 10 steps), last eval_accuracy;
   // for a running run, as far as it got (refreshed while it trains)
   double final_reward = kSweepNaN, final_eval = kSweepNaN;

@@ -254,6 +254,9 @@ def synthetic(d, seeds, steps, variants):
             p = os.path.join(d, f"{v}-seed{s}.h5")
             write_run(p, s, v, NEW, steps=steps)
             with h5py.File(p, "a") as f:
+                # its length in its scenario, as a real run's: runs of two lengths are two experiments
+                # (runs of one scenario and seed are one run, which a report counts once)
+                f.attrs["scenario"] = f.attrs["scenario"] + f"rl.steps = {steps}\n"
                 g = np.random.default_rng(s)
                 f["metrics/expert_load"] = g.random((steps, 2, 4)) * 100
                 f["metrics/rc_ess_seq"] = np.clip(0.9 + g.normal(0, 0.05, steps), 0, 1)

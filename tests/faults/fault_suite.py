@@ -22,7 +22,16 @@ data (docs/reliability.md), tried the way a reliability engineer would.
             lock is taken over, a held one refuses; two runs training one cached base agree
   input     paths of the wrong kind (a directory, /dev/zero, a FIFO), a scenario over the size
             limit, an output that is an input, empty lists, invisible characters, numbers out of
-            range, `ulimit -f` in a user's shell: one clear error naming what is wrong
+            range, `ulimit -f` in a user's shell: one clear error naming what is wrong; values
+            outside a key's range (rl.adv_eps = 0), shown as given and shortened, a --set key
+            twice, a grid whose base is a grid
+  signal    SIGTERM, SIGINT, SIGUSR1 while base policies train (run, sweep, task, sft; 1 and 2
+            ranks) and as main starts: exit 75, a message naming what was written, nothing half
+  experiment  array tasks with an edited grid or another --set, --resume and --index-only with
+            another scenario: refused naming the key, the directory unchanged (1 and 2 ranks);
+            --index-only of an empty or unrelated directory writes nothing; --extend is recorded
+  report    an array in progress (pending is not failed), a damaged file in a sweep directory
+            (skipped and listed), DIR DIR/ (each run once), --out onto a file (one line)
 
 Each case ends as one of: ok (the promised result), clear error (exit 1 or 2 and one line
 "moerl: error: ..." that says what is wrong, in visible characters), crash (a signal, a
@@ -36,6 +45,7 @@ Needs numpy and h5py (exit 77, ctest's "skipped", without them). MPIEXEC: the la
 mpirun); the sweep and 2-rank cases are skipped when it is missing.
 """
 import argparse
+import csv
 import glob
 import json
 import math
@@ -792,6 +802,270 @@ class Suite:
             else:
                 self.t.add("input", name, o, error_line(out2) or "fitted")
 
+    # ---- round 3: signals in every phase, one experiment per sweep directory, reports ---------------
+
+    def stop(self, group, name, args, ranks, sig, ready, expect, check=None, timeout=60):
+        """A stop signal at a phase `ready` says the process has reached (polled): exit status 75
+        with the strings of `expect` in the output, and check() (None, or what is wrong) holds.
+        Exit 0 after a stop signal is a silent wrong result (a job script would take the work for
+        done); a kill by the signal (143) or anything else a crash."""
+        p = subprocess.Popen(self.m.cmd(args, ranks), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             errors="replace", env=dict(os.environ, **MPI_ENV), start_new_session=True)
+        t0 = time.time()
+        while p.poll() is None and not ready(p) and time.time() - t0 < 30:
+            time.sleep(0.005)
+        if p.poll() is None:
+            try:
+                os.kill(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            out = p.communicate(timeout=timeout)[0]
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            self.t.add(group, name, "hang", "did not end after the signal")
+            return
+        rc = p.returncode
+        last = [l for l in out.splitlines() if l.strip()][-3:]
+        if rc == 0:
+            self.t.add(group, name, "silent", "exit 0 after " + signal.Signals(sig).name + ": " + " / ".join(last))
+        elif rc != 75 or NOISE.search(out):
+            self.t.add(group, name, "crash", f"exit {rc}: " + " / ".join(last))
+        elif not all(e in out for e in expect):
+            self.t.add(group, name, "crash", f"exit 75, but the output lacks {expect}: " + " / ".join(last))
+        else:
+            bad = check() if check else None
+            self.t.add(group, name, "silent" if bad else "ok", bad or "")
+
+    def signals(self):
+        """SIGTERM, SIGINT and SIGUSR1 mean exit 75 in every phase: base-policy training (of a run,
+        a sweep, a task, sft), the start of main, on 1 and 2 ranks; the message names only what
+        was written, nothing is written half."""
+        slow = ["--set", "sft.steps=40000"]  # a base policy that trains long enough to be signalled in
+        locked = lambda cache: lambda p: bool(glob.glob(os.path.join(cache, "*.lock")))
+
+        def nothing_half(cache, *files):
+            def check():
+                left = [f for f in files if os.path.exists(f)] + glob.glob(os.path.join(cache, "base-*.h5")) + \
+                    temporaries(os.path.dirname(files[0]) if files else cache) + glob.glob(os.path.join(cache, "*.lock"))
+                return f"written after the signal: {left}" if left else None
+            return check
+
+        def pending(d, n):
+            def check():
+                try:
+                    rows = json.load(open(os.path.join(d, "index.json")))["runs"]
+                except (OSError, ValueError) as e:
+                    return f"no index: {e}"
+                bad = [r["id"] + ":" + r["status"] for r in rows if r["status"] not in ("pending", "preempted")]
+                return f"runs not pending: {bad}" if bad or len(rows) != n else None
+            return check
+
+        def in_main(p):
+            """moerl has started main: its handler for the stop signals is installed (SigCgt in
+            /proc/PID/status; SigBlk alone is not main's: libraries block every signal for a moment
+            while they start threads, before main)."""
+            for pid in [p.pid] + children(p.pid):
+                try:
+                    st = open(f"/proc/{pid}/status").read()
+                except OSError:
+                    continue
+                m = (re.search(r"SigCgt:\s*([0-9a-f]+)", st),)
+                if proc_name(pid) == "moerl" and any(x and int(x.group(1), 16) & (1 << (signal.SIGTERM - 1)) for x in m):
+                    return True
+            return False
+
+        for ranks, sig in ((1, signal.SIGTERM), (2, signal.SIGUSR1)):
+            if ranks > 1 and not shutil.which(self.m.mpiexec):
+                continue
+            tag = f"{ranks} rank{'s' if ranks > 1 else ''}"
+            w = os.path.join(self.work, f"sig-sweep{ranks}")
+            cache, d = os.path.join(w, "cache"), os.path.join(w, "sweep")
+            self.stop("signal", f"sweep, {signal.Signals(sig).name} while it trains the base policies, {tag}",
+                      ["sweep", GRID, "--out", d, "--cache", cache, "--seeds", "5,6", "--quiet", *slow], ranks, sig,
+                      locked(cache), ["stopped by " + signal.Signals(sig).name, "before any run started"],
+                      lambda: nothing_half(cache)() or pending(d, 4)())
+            w = os.path.join(self.work, f"sig-run{ranks}")
+            cache, out = os.path.join(w, "cache"), os.path.join(w, "r.h5")
+            self.stop("signal", f"run, {signal.Signals(sig).name} while it trains its base policy, {tag}",
+                      self.run_args(out, *slow)[:4] + ["--cache", cache, *slow], ranks, sig, locked(cache),
+                      ["while training the base policy", "nothing written"], nothing_half(cache, out, os.path.splitext(out)[0] + ".ckpt.h5"))
+        w = os.path.join(self.work, "sig-task")
+        cache, d = os.path.join(w, "cache"), os.path.join(w, "sweep")
+        self.stop("signal", "sweep --task, SIGINT while it trains the base policy",
+                  ["sweep", GRID, "--out", d, "--cache", cache, "--task", "1", *slow], 1, signal.SIGINT,
+                  locked(cache), ["nothing written"],
+                  nothing_half(cache, os.path.join(d, "r3-seed0.h5"), os.path.join(d, "r3-seed0.ckpt.h5")))
+        w = os.path.join(self.work, "sig-sft")
+        os.makedirs(w)
+        self.stop("signal", "sft, SIGTERM while it trains", ["sft", SCENARIO, "--out", os.path.join(w, "b.h5"), *slow],
+                  1, signal.SIGTERM, lambda p: time.sleep(0.8) or True, ["nothing written"],
+                  lambda: "b.h5 written" if os.path.exists(os.path.join(w, "b.h5")) else None)
+        w = os.path.join(self.work, "sig-start")
+        self.stop("signal", "run, SIGTERM as main starts (before MPI_Init)",
+                  self.run_args(os.path.join(w, "r.h5"))[:4] + ["--cache", os.path.join(w, "cache")], 1, signal.SIGTERM,
+                  in_main, ["preempted by SIGTERM"],
+                  lambda: "r.h5 written" if os.path.exists(os.path.join(w, "r.h5")) else None)
+
+    def experiment(self):
+        """A sweep directory is one experiment: tasks of an array given an edited grid or another
+        --set, --resume and --index-only with another scenario are refused naming the key, the
+        directory unchanged; --index-only of a directory without a sweep writes nothing; --extend
+        adds seeds and records it."""
+        w = os.path.join(self.work, "experiment")
+        os.makedirs(w)
+        grid = os.path.join(w, "grid.ini")
+        base = os.path.join(w, "tiny.ini")
+        shutil.copy(SCENARIO, base)
+        shutil.copy(GRID, grid)
+        d = os.path.join(w, "sweep")
+        sargs = lambda *x: ["sweep", grid, "--out", d, "--cache", self.cache, "--quiet", *x]
+        o, rc, out = self.m.run(sargs("--task", "0"))
+        if o != "ok":
+            self.t.add("experiment", "task 0 of an array", o, error_line(out))
+            return
+        with open(grid, "w") as f:  # the grid edited between two tasks of one array
+            f.write(open(GRID).read().replace("steps = 6", "steps = 4"))
+        for ranks in ((1, 2) if shutil.which(self.m.mpiexec) else (1,)):
+            tag = f", {ranks} ranks" if ranks > 1 else ""
+            self.refused("experiment", "task 2 after the grid file was edited" + tag, d, sargs("--task", "2"),
+                         ["rl.steps: 6 → 4", "not the directory's experiment"], ranks=ranks)
+        shutil.copy(GRID, grid)
+        for ranks in ((1, 2) if shutil.which(self.m.mpiexec) else (1,)):
+            tag = f", {ranks} ranks" if ranks > 1 else ""
+            self.refused("experiment", "task 2 with --set optim.lr=5e-3" + tag, d,
+                         sargs("--task", "2", "--set", "optim.lr=5e-3"), ["optim.lr: 0.001 → 0.005"], ranks=ranks)
+        self.refused("experiment", "--resume with --set optim.lr=5e-3", d, sargs("--resume", "--set", "optim.lr=5e-3"),
+                     ["optim.lr"])
+        self.refused("experiment", "--index-only with --set optim.lr=5e-3", d,
+                     sargs("--index-only", "--set", "optim.lr=5e-3"), ["optim.lr"])
+        for what, files in (("an empty directory", []), ("an unrelated directory", ["notes.txt"])):
+            e = os.path.join(w, what.split()[1])
+            os.makedirs(e)
+            for f in files:
+                open(os.path.join(e, f), "w").write("mine\n")
+            before = sorted(os.listdir(e))
+            o, rc, out = self.m.run(["sweep", grid, "--out", e, "--index-only"])
+            wrote = sorted(os.listdir(e)) != before
+            self.t.add("experiment", f"--index-only of {what}", "silent" if o == "ok" or wrote else
+                       o if o != "clear" or "no plan.csv" in out else "crash", error_line(out))
+        # a deliberate extension: two more seeds, recorded; the runs it had unchanged
+        kept = snapshot(d)
+        o, rc, out = self.m.run(sargs("--extend", "--seeds", "0,1,2"))
+        log = os.path.join(d, "extensions.log")
+        changed = [p for p in kept if p.endswith(".h5") and open(p, "rb").read() != kept[p]]
+        bad = o == "ok" and (not os.path.exists(log) or "2 runs added" not in open(log).read() or changed)
+        self.t.add("experiment", "--extend --seeds 0,1,2", "silent" if bad else o,
+                   f"log {os.path.exists(log)}, changed {changed}" if bad else error_line(out))
+
+    def reports(self):
+        """Reports count what is there: an array in progress (pending runs are not failed), a
+        damaged run file (skipped and listed), one directory given twice (each run once), --out
+        onto an existing file (a one-line error, the file unchanged)."""
+        w = os.path.join(self.work, "reports")
+        d = os.path.join(w, "array")
+        os.makedirs(w)
+        for k in ("0", "1"):
+            o, rc, out = self.m.run(["sweep", GRID, "--out", d, "--cache", self.cache, "--quiet", "--task", k])
+            if o != "ok":
+                self.t.add("report", f"array task {k}", o, error_line(out))
+                return
+
+        def summary(name, *args):
+            out_dir = os.path.join(w, name)
+            o, rc, out = self.m.run(["report", *args, "--quiet", "--out", out_dir], timeout=300)
+            if o != "ok":
+                return o, error_line(out), None
+            rows = list(csv.DictReader(open(os.path.join(out_dir, "summary.csv"))))
+            return o, out, (rows, open(os.path.join(out_dir, "summary.md")).read())
+
+        o, out, got = summary("pending", d)
+        if got:
+            rows, md = got
+            counts = {k: sum(int(r[k]) for r in rows) for k in ("runs", "complete", "pending", "failed")}
+            bad = counts != {"runs": 4, "complete": 2, "pending": 2, "failed": 0}
+            self.t.add("report", "an array with 2 of 4 runs done", "silent" if bad else "ok", str(counts))
+        else:
+            self.t.add("report", "an array with 2 of 4 runs done", o, out)
+        o, out, got = summary("twice", d, d + "/")
+        if got:
+            rows, md = got
+            n = sum(int(r["runs"]) for r in rows)
+            bad = n != 4 or "Duplicate runs" not in md
+            self.t.add("report", "report DIR DIR/", "silent" if bad else "ok", f"{n} runs counted")
+        else:
+            self.t.add("report", "report DIR DIR/", o, out)
+        victim = os.path.join(d, "grpo-seed0.h5")
+        data = open(victim, "rb").read()
+        with open(victim, "wb") as f:
+            f.write(data[: len(data) // 3])
+        o, out, got = summary("damaged", d)
+        if got:
+            rows, md = got
+            bad = "Skipped files" not in md or victim not in md or sum(int(r["unreadable"]) for r in rows) != 1
+            self.t.add("report", "a damaged run file in a sweep directory", "silent" if bad else "ok",
+                       "not listed under Skipped files" if bad else "")
+        else:
+            self.t.add("report", "a damaged run file in a sweep directory", o, out)
+        for what, target in (("an existing file", os.path.join(w, "notes.txt")),
+                             ("a run's results file", os.path.join(d, "r3-seed0.h5"))):
+            if not os.path.exists(target):
+                open(target, "w").write("mine\n")
+            before = open(target, "rb").read()
+            o, rc, out = self.m.run(["report", d, "--quiet", "--out", target], timeout=300)
+            bad = open(target, "rb").read() != before
+            self.t.add("report", f"report --out {what}", "silent" if bad or o == "ok" else
+                       o if o != "clear" or "is a file" in out else "crash", error_line(out))
+
+    def inputs3(self):
+        """Values whose valid range excludes them, shown as given and shortened; a --set key twice;
+        a grid whose base is a grid: one clear line each, nothing written."""
+        d = os.path.join(self.work, "inputs3")
+        os.makedirs(d)
+        out = os.path.join(d, "out", "r.h5")
+        long_value = "x" * 100_000
+        cases = [
+            ("--set rl.adv_eps=0", self.run_args(out, "--set", "rl.adv_eps=0"), ["rl.adv_eps = 0", "> 0"]),
+            ("--set rl.adv_eps=-1e-8", self.run_args(out, "--set", "rl.adv_eps=-1e-8"), ["rl.adv_eps = -1e-8"]),
+            ("--set optim.lr=1e30", self.run_args(out, "--set", "optim.lr=1e30"), ["optim.lr = 1e30", "(0, 1)"]),
+            ("--set rl.clip_high=-1e30", self.run_args(out, "--set", "rl.clip_high=-1e30"), ["rl.clip_high = -1e30"]),
+            ("--set rl.algorithm=<100 kB>", self.run_args(out, "--set", "rl.algorithm=" + long_value),
+             ["rl.algorithm", "100000 bytes"]),
+            ("--set rl.steps=4 --set rl.steps=5", self.run_args(out, "--set", "rl.steps=4", "--set", "rl.steps=5"),
+             ["rl.steps", "more than once"]),
+            ("sweep --set rl.steps=4 --set rl.steps=4", ["sweep", GRID, "--out", os.path.join(d, "sw"), "--dry-run",
+                                                         "--set", "rl.steps=4", "--set", "rl.steps=4"],
+             ["rl.steps", "more than once"]),
+        ]
+        with open(os.path.join(d, "self.ini"), "w") as f:
+            f.write("[sweep]\nbase = self.ini\nseeds = 0, 1\n")
+        with open(os.path.join(d, "a.ini"), "w") as f:
+            f.write("[sweep]\nbase = b.ini\nseeds = 0, 1\n")
+        with open(os.path.join(d, "b.ini"), "w") as f:
+            f.write("[sweep]\nbase = a.ini\nseeds = 0, 1\n")
+        with open(os.path.join(d, "bad.ini"), "w") as f:  # two problems: one line, no literal \n
+            f.write(open(GRID).read().replace("rl.algorithm = grpo, r3", "rl.algorithm = grpo, r4\noptim.lr = 1e-3, 2"))
+        shutil.copy(SCENARIO, os.path.join(d, "tiny.ini"))  # the grid's base, beside it
+        cases += [
+            ("sweep of a grid whose base is itself", ["sweep", os.path.join(d, "self.ini"), "--out",
+                                                      os.path.join(d, "sw"), "--dry-run"], ["is this grid itself"]),
+            ("sweep of a grid in a base cycle", ["sweep", os.path.join(d, "a.ini"), "--out", os.path.join(d, "sw"),
+                                                 "--dry-run"], ["is a grid"]),
+            ("sweep of a grid with two bad values", ["sweep", os.path.join(d, "bad.ini"), "--out", os.path.join(d, "sw"),
+                                                     "--dry-run"], ["r4", "optim.lr = 2"]),
+        ]
+        for name, args, expect in cases:
+            o, rc, out2 = self.m.run(args, timeout=30)
+            line = error_line(out2)
+            if o == "clear" and ("\\n" in line or len(line) > 700 or "use moerl sweep" in line or
+                                 "000000000" in line):
+                self.t.add("input", name, "crash", "unclear: " + line[:200])
+            elif o == "clear" and not all(e in line for e in expect):
+                self.t.add("input", name, "crash", f"unclear (lacks {expect}): " + line[:200])
+            else:
+                self.t.add("input", name, "silent" if o == "ok" or os.path.exists(out) else o, line[:200])
+
     def base_file(self):
         return glob.glob(os.path.join(self.cache, "base-*.h5"))[0]
 
@@ -841,7 +1115,8 @@ def main():
     ap.add_argument("--long", action="store_true", help="many more cases of each kind (ctest label long)")
     ap.add_argument("--seed", type=int, default=None, help="seed of the random fault points (default: time)")
     ap.add_argument("--keep", help="work in this directory and keep it")
-    ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input")
+    ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input,"
+                                           "signal,experiment,report")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
@@ -878,6 +1153,13 @@ def main():
             s.sweep_race()
         if want("input"):
             s.hostile()
+            s.inputs3()
+        if want("signal"):
+            s.signals()
+        if want("experiment"):
+            s.experiment()
+        if want("report"):
+            s.reports()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

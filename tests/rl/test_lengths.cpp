@@ -4,6 +4,7 @@
 // with lengths that differ within a group resume bit-identically.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -21,10 +22,14 @@ namespace {
 
 // The tiny scenario on the bubble task: 4 values in [0, 6), answers of 5..15 tokens, a limit of 12
 // so that the untrained policy both ends (EOS = 7) and is truncated.
+// The bubble task's keys, each unless `sets` gives it (a --set key is given once).
 std::vector<std::string> bubble(std::vector<std::string> sets) {
-  for (const char* s : {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24",
-                        "rl.max_response_len=12"})
-    sets.insert(sets.begin(), s);
+  for (const std::string s : {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24",
+                              "rl.max_response_len=12"}) {
+    const std::string key = s.substr(0, s.find('='));
+    if (std::none_of(sets.begin(), sets.end(), [&](const std::string& x) { return x.rfind(key + "=", 0) == 0; }))
+      sets.insert(sets.begin(), s);
+  }
   return sets;
 }
 

@@ -163,6 +163,8 @@ TEST_F(RunSafety, ResumeAfterTheLastCheckpointFinishesTheRun) {
   EXPECT_EQ(status_of(out), "complete");
   EXPECT_EQ(steps_of(out), 2);
   EXPECT_EQ(test::run_metric(out, "reward_mean"), test::run_metric(ref, "reward_mean"));
+  // the attributes every step sets survive a resume that takes no step
+  EXPECT_EQ(H5File::open(out).attr_int("/", "position_bucket_width"), H5File::open(ref).attr_int("/", "position_bucket_width"));
 }
 
 TEST_F(RunSafety, UnwritableOutputFailsBeforeAnyWork) {

@@ -84,12 +84,18 @@ TEST(Scenario, GoodFileFillsEveryStruct) {
                                            {"unknown profile 'fp9'", "fp32-ref", "fast"});
 }
 
+TEST(Scenario, ADuplicatedSetKeyIsAnErrorAsInAFile) {
+  expect_throw_with<std::invalid_argument>(
+      [] { Scenario::parse(kGood, "good.ini", {"model.d_model=128", "model.d_model = 256"}); },
+      {"--set model.d_model = 256", "given more than once", "also --set model.d_model=128"});
+}
+
 TEST(Scenario, OverridesWinAndCanAddKeys) {
   const Scenario s = Scenario::parse(
       kGood, "good.ini",
-      {"model.d_model=128", "model.d_model = 256", "profile.fast.tie_break=random",
+      {"model.d_model = 256", "profile.fast.tie_break=random",
        "profile.new.base=bf16-train", "engines.train=new", "bench.sequences=8"});
-  EXPECT_EQ(s.model.d_model, 256);  // the last --set wins
+  EXPECT_EQ(s.model.d_model, 256);  // a --set wins over the file
   EXPECT_EQ(s.profile("fast").tie_break, TieBreak::random);
   NumericsProfile bf16;
   ASSERT_TRUE(profile_builtin("bf16-train", &bf16));

@@ -87,7 +87,7 @@ TEST(Bench, ReportsStepsFlopsRoutingAndTargets) {
 
 TEST(Bench, RejectsABenchSectionThatDoesNotFit) {
   std::vector<std::string> bad = kTiny;
-  bad.push_back("bench.decode_steps=7");  // 4 + 7 != 12
+  bad.back() = "bench.decode_steps=7";  // 4 + 7 != 12
   test::expect_throw_with<std::invalid_argument>(
       [&] { bench_run(Scenario::defaults(bad), "tiny", quick(), ModelParallel{}); },
       {"bench.prompt_len + bench.decode_steps = 11", "bench.seq_len = 12"});

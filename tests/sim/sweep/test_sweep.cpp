@@ -24,6 +24,13 @@ namespace {
 using test::expect_throw_with;
 using test::ScratchDir;
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
 // A model and task small enough that SFT (5 steps) and 2 RL steps take well under a second.
 const std::string kTinyScenario = "[model]\nvocab_size = 32\n" + test::kTinyMoeLines + R"([task]
 name = sort
@@ -342,8 +349,15 @@ TEST_F(SweepRunner, ResumeSkipsFinishedRunsAndContinuesPartialOnesToTheSameNumbe
   EXPECT_EQ(series(full, "reward_mean"), reward);
   EXPECT_EQ(series(full, "kl_rollout_train"), kl);
 
-  // a results file from another scenario is never overwritten: that run fails with a reason
+  // another scenario in the same directory is refused before anything is written, naming the key
+  // (the directory's grid.ini records its experiment: sweep_experiment.h)
   const SweepGrid other = grid({"rl.steps=3"});
+  const std::string index_before = read_text(d_.file("sweep/index.csv"));
+  expect_throw_with<ExitError>([&] { sweep_execute(comms_, other, o); }, {"not the directory's experiment", "rl.steps: 2 → 3"});
+  EXPECT_EQ(read_text(d_.file("sweep/index.csv")), index_before);
+  // and in a directory that records none (an older moerl's: grid.ini held the grid's text), a
+  // results file from another scenario is still never overwritten: that run fails with a reason
+  write_text(d_.file("sweep/grid.ini"), "[sweep]\n");
   const SweepSummary s2 = sweep_execute(comms_, other, o);
   EXPECT_EQ(s2.failed, 4);
   EXPECT_NE(sweep_index_read(d_.file("sweep")).rows[0].error.find("different scenario"), std::string::npos);
