@@ -107,12 +107,22 @@ std::vector<double> minus(const std::vector<double>& b, const std::vector<double
   return d;
 }
 
-// The GPU's GEMM rate in GFLOP/s (0 without the CUDA backend, which backend_select then refused).
+// The GPU's GEMM rate in GFLOP/s, timed with CUDA events (0 without the CUDA backend, which
+// backend_select then refused).
 double gpu_gemm_gflops(int n, Format f, double seconds) {
 #if MOERL_HAVE_CUDA
   return 1000.0 * cuda::gemm_measure_tflops(n, f, seconds);
 #else
   (void)n; (void)f; (void)seconds;
+  return 0.0;
+#endif
+}
+
+// The GPU's FP32 FMA peak in GFLOP/s (kernels/cuda/peak.h), 0 without the CUDA backend.
+double gpu_fp32_peak_gflops() {
+#if MOERL_HAVE_CUDA
+  return 1000.0 * cuda::device_fp32_peak_tflops();
+#else
   return 0.0;
 #endif
 }
@@ -268,7 +278,7 @@ class BenchSession {
   SamplingConfig sampling_;  // temperature 1, top-p 1: plain multinomial sampling, as the peer
   std::vector<BenchRun> runs_;
   std::vector<StepItem> items_;
-  std::vector<double> c_blas_, c_own_;
+  std::vector<double> c_blas_, c_own_, c_bf16_;  // c_bf16_: the GPU's only
   std::vector<GemmShape> shapes_rollout_, shapes_train_;
 };
 
@@ -524,12 +534,17 @@ void BenchSession::warm_up(BenchReport* rep) {
 // are the CPU kernel's (none on a GPU).
 void BenchSession::measure_ceilings() {
   barrier(par_);
-  c_blas_.push_back(sum_over_ranks(par_, on_gpu_ ? gpu_gemm_gflops(o_.gemm_n, Format::fp32, o_.gemm_seconds)
-                                                 : gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, true)));
+  if (on_gpu_) {  // SGEMM is the FP32 ceiling; the BF16 tensor-core rate is reported beside it only
+    c_blas_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::fp32, o_.gemm_seconds)));
+    barrier(par_);
+    c_bf16_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::bf16, o_.gemm_seconds)));
+    c_own_.push_back(0.0);
+    return;
+  }
+  c_blas_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, true)));
   barrier(par_);
-  c_own_.push_back(sum_over_ranks(par_, on_gpu_ ? gpu_gemm_gflops(o_.gemm_n, Format::bf16, o_.gemm_seconds)
-                                                : gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, false)));
-  if (on_gpu_ || run_of("short") < 0) return;
+  c_own_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, false)));
+  if (run_of("short") < 0) return;
   barrier(par_);
   gemm_shapes_measure(&shapes_rollout_, o_.gemm_seconds / 10);
   gemm_shapes_measure(&shapes_train_, o_.gemm_seconds / 10);
@@ -546,6 +561,11 @@ void BenchSession::finish(BenchReport* rep) const {
   rep->ceiling_blas = *std::max_element(c_blas_.begin(), c_blas_.end());
   rep->ceiling_own = *std::max_element(c_own_.begin(), c_own_.end());
   rep->ceiling = std::max(rep->ceiling_blas, rep->ceiling_own);
+  if (on_gpu_) {
+    rep->gpu_n = o_.gpu_gemm_n;
+    rep->ceiling_bf16 = *std::max_element(c_bf16_.begin(), c_bf16_.end());
+    rep->fp32_peak = sum_over_ranks(par_, gpu_fp32_peak_gflops());
+  }
   rep->shapes_rollout = shapes_rollout_;
   rep->shapes_train = shapes_train_;
   for (std::vector<GemmShape>* v : {&rep->shapes_rollout, &rep->shapes_train})

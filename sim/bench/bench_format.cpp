@@ -185,8 +185,16 @@ void table_header(std::ostringstream& o, const BenchReport& r) {
   put(o, "machine: %d thread(s) x %d rank(s), %s; load average %.2f %.2f %.2f at start, %.2f %.2f %.2f at end\n",
       r.threads, r.ranks, r.blas.c_str(), r.load_begin[0], r.load_begin[1], r.load_begin[2], r.load_end[0],
       r.load_end[1], r.load_end[2]);
-  put(o, "FP32 GEMM ceiling (best of the rounds): moerl kernel %.1f GFLOP/s, BLAS %.1f -> ceiling %.1f GFLOP/s\n",
-      r.ceiling_own, r.ceiling_blas, r.ceiling);
+  if (r.gpu_n > 0) {
+    put(o, "GPU GEMM ceiling (cuBLAS, n = %d, timed with CUDA events, best of the rounds): SGEMM FP32 %.1f GFLOP/s "
+           "(the FP32 peak: %.1f), BF16 tensor cores %.1f GFLOP/s -> FP32 ceiling %.1f GFLOP/s\n",
+        r.gpu_n, r.ceiling_blas, r.fp32_peak, r.ceiling_bf16, r.ceiling);
+    if (r.fp32_peak > 0 && r.ceiling_blas > 1.05 * r.fp32_peak)
+      o << "WARNING: the SGEMM rate is above the GPU's FP32 peak: the measurement is wrong\n";
+  } else {
+    put(o, "FP32 GEMM ceiling (best of the rounds): moerl kernel %.1f GFLOP/s, BLAS %.1f -> ceiling %.1f GFLOP/s\n",
+        r.ceiling_own, r.ceiling_blas, r.ceiling);
+  }
   if (r.ceiling_model_train > 0)
     put(o, "at the model's own GEMM sizes (moerl's FP32 kernel, each product alone): rollout %.1f GFLOP/s, "
            "train %.1f GFLOP/s\n", r.ceiling_model_rollout, r.ceiling_model_train);
@@ -379,6 +387,9 @@ void json_header(std::ostringstream& o, const BenchReport& r) {
     << "], \"load_end\": [" << num(r.load_end[0]) << ", " << num(r.load_end[1]) << ", " << num(r.load_end[2]) << "],\n";
   o << "  \"ceiling_gflops\": " << num(r.ceiling) << ", \"ceiling_own_gflops\": " << num(r.ceiling_own)
     << ", \"ceiling_blas_gflops\": " << num(r.ceiling_blas) << ",\n";
+  if (r.gpu_n > 0)
+    o << "  \"gpu_gemm_n\": " << r.gpu_n << ", \"ceiling_bf16_gflops\": " << num(r.ceiling_bf16)
+      << ", \"fp32_peak_gflops\": " << num(r.fp32_peak) << ",\n";
   o << "  \"ceiling_model_rollout_gflops\": " << num(r.ceiling_model_rollout) << ", \"ceiling_model_train_gflops\": "
     << num(r.ceiling_model_train) << ",\n";
   o << "  \"flops_rollout\": " << num(r.flops_rollout) << ", \"flops_train\": " << num(r.flops_train) << ",\n";

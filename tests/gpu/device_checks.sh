@@ -122,8 +122,9 @@ try:
     for st in b.get("steps", []):
         print("| %s / %s | %.3f | %.3f | %.3f |" % (st.get("rollout_profile"), st.get("train_profile"),
               st.get("total_s", 0), st.get("rollout_s", 0), st.get("train_s", 0)))
-    print("GEMM ceiling: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s; %s" % (b.get("ceiling_blas_gflops", 0),
-          b.get("ceiling_own_gflops", 0), b.get("blas", "")))
+    print("GEMM ceiling (CUDA events, n %s): SGEMM fp32 %.0f GFLOP/s (FP32 peak %.0f), bf16 %.0f GFLOP/s; %s" % (
+          b.get("gpu_gemm_n", "?"), b.get("ceiling_blas_gflops", 0), b.get("fp32_peak_gflops", 0),
+          b.get("ceiling_bf16_gflops", 0), b.get("blas", "")))
 except Exception as e:
     print("bench: not available (%s), rc=%s" % (e, bench_rc))
 PY
