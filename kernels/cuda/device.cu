@@ -76,3 +76,39 @@ int select_device(int local_rank) {
 }
 
 }  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+std::string device_uuid() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    const unsigned char b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return s;
+}
+
+std::string device_label() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "an unreadable CUDA device";
+  }
+  char bus[32] = {};
+  std::string s = "GPU " + std::to_string(dev) + ", " + prop.name;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) == cudaSuccess) s += std::string(", PCI ") + bus;
+  else cudaGetLastError();
+  return s;
+}
+
+}  // namespace moerl::cuda
