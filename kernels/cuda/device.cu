@@ -112,3 +112,17 @@ std::string device_label() {
 }
 
 }  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+bool is_device_pointer(const void* p) {
+  if (!p) return false;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // an unregistered host pointer on an old driver: not the device's
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+}  // namespace moerl::cuda

@@ -469,8 +469,8 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
 void BenchSession::run_step(StepItem& it, bool record) {
   BenchRun& run = runs_[static_cast<size_t>(it.run)];
   model_.params().data() = params0_;
-  adamw_.m() = m0_;
-  adamw_.v() = v0_;
+  adamw_.set_m(m0_);
+  adamw_.set_v(v0_);
   model_.invalidate_packed_weights();
   barrier(par_);
   const Mark m0 = mark();
