@@ -3,12 +3,13 @@
 // the same model, scenario and RL loop run on the CPU or on a GPU, selected at run time
 // (`run.backend = cpu | cuda`).
 //
-// Contract: every op takes and returns HOST pointers and has the semantics, argument order and
-// '=' / '+=' conventions of its kernels/cpu counterpart. The CPU backend is those kernels; the
-// CUDA backend (kernels/cuda/) uploads the operands, computes on the device with the hardware's
-// own arithmetic (cuBLAS/cuBLASLt BF16/FP16/FP8 GEMMs, device reductions) and downloads the
-// results — so its numbers are what a GPU really computes, and it is checked against the CPU
-// backend per op within each format's tolerance (tests/gpu), not bit for bit.
+// Contract: every op has the semantics, argument order and '=' / '+=' conventions of its
+// kernels/cpu counterpart, on host pointers or the backend's own memory (below). The CPU backend
+// is those kernels; the CUDA backend (kernels/cuda/) uploads the host operands, computes on the
+// device with the hardware's own arithmetic (cuBLAS/cuBLASLt BF16/FP16/FP8 GEMMs, device
+// reductions) and downloads the host results — so its numbers are what a GPU really computes, and
+// it is checked against the CPU backend per op within each format's tolerance (tests/gpu), not
+// bit for bit.
 //
 // The ops, their signatures and their order are the list in kernels/ops.def; the Op enum, the
 // op_name table and the pure virtuals below are generated from it (docs/architecture.md, "Adding

@@ -2,7 +2,8 @@
 # device_checks.sh — the GPU checks of moerl in one go, for a machine with an NVIDIA GPU (one is
 # enough): builds the CUDA backend, runs the GPU tests (tests/gpu: every op CUDA vs CPU, the whole
 # model, an RL run), audits the emulation against the hardware, times the bench workload on the
-# GPU, and prints a short table. Made to finish in under 8 minutes on one H200 with 16 cores.
+# GPU, runs two ranks on one GPU, and prints a short table (with the host<->device transfer
+# counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
 #
 #   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
 #
@@ -79,6 +80,15 @@ t0=$(date +%s)
 rl_rc=$?
 rl_s=$(( $(date +%s) - t0 ))
 
+say "== two ranks on one GPU (quickstart, 2 steps, mpirun -np 2, CUDA_VISIBLE_DEVICES=0)"
+t0=$(date +%s)
+CUDA_VISIBLE_DEVICES=0 timeout 180 mpirun --oversubscribe -np 2 "$M" run scenarios/quickstart.ini \
+  --set run.backend=cuda --set rl.steps=2 --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_shared.h5" --force \
+  > "$OUTDIR/shared_gpu.txt" 2>&1
+shared_rc=$?
+shared_s=$(( $(date +%s) - t0 ))
+grep -E "share GPU|NCCL|MPI_ABORT|rror" "$OUTDIR/shared_gpu.txt" | head -5 | tee -a "$LOG"
+
 say "== bench workload on the GPU (2 rounds)"
 timeout 240 "$M" bench --scenario scenarios/bench.ini --set run.backend=cuda --rounds 2 \
   --json "$OUTDIR/bench_cuda.json" > "$OUTDIR/bench_cuda.txt" 2>&1
@@ -87,9 +97,9 @@ cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
 
 say ""
 say "== summary ($(( $(date +%s) - t_start )) s)"
-python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" <<'PY' | tee -a "$LOG"
+python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" "$shared_rc" "$shared_s" <<'PY' | tee -a "$LOG"
 import json, os, re, sys
-out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc = sys.argv[1:7]
+out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc, shared_rc, shared_s = sys.argv[1:9]
 def tests(name):
     try: t = open(os.path.join(out, name)).read()
     except OSError: return "not run"
@@ -105,6 +115,20 @@ print("|---|---|")
 print("| host tests of device math | %s |" % tests("test_cuda_host.txt"))
 print("| GPU tests | %s |" % tests("test_gpu.txt"))
 print("| RL run, quickstart 10 steps on cuda | %s, %.1f s |" % ("ok" if rl_rc == "0" else "FAILED rc=" + rl_rc, float(rl_s)))
+try: sh = open(os.path.join(out, "shared_gpu.txt")).read()
+except OSError: sh = ""
+line = next((l for l in sh.splitlines() if "share GPU" in l), "no sharing line")
+print("| 2 ranks on one GPU, 2 steps | %s, %s s; %s |" % ("ok" if shared_rc == "0" else "FAILED rc=" + shared_rc,
+      shared_s, line.strip()[:160]))
+print()
+# The transfer counters of ResidentGpu.RlStepTransfers (kernels/transfers.h): what still crosses.
+try:
+    t = open(os.path.join(out, "test_gpu.txt")).read()
+    m = re.search(r"TRANSFERS BEGIN[^\n]*\n(.*?)TRANSFERS END", t, re.S)
+    print("host<->device crossings, 2 RL steps of the tiny scenario on cuda (phase, kind, bytes):")
+    print(m.group(1).rstrip() if m else "  (not printed: ResidentGpu.RlStepTransfers did not run)")
+except OSError:
+    print("transfers: test_gpu output missing")
 print()
 print("| audit (A vs B) | flips % (mean over layers) | tokens with a flip % | KL (k3) | max abs dlogp |")
 print("|---|---|---|---|---|")
