@@ -1,5 +1,6 @@
 // test_resident_gpu.cpp — what the CUDA backend keeps on the device (kernels/backend.h, "Where
-// memory lives"): decode attention over the resident KV cache (keys transposed, kernels/kv_cache.h),
+// memory lives"): decode attention over the resident KV cache (keys transposed, kernels/kv_cache.h;
+// split over positions for long contexts),
 // AdamW over device-resident moments, and the transfer contract of a whole RL step on the GPU
 // (the test of tests/rl/test_step_transfers.cpp, on the hardware, with the CUDA backend's own
 // counters). The last prints the crossings table between "TRANSFERS BEGIN" and "TRANSFERS END" for
@@ -61,6 +62,40 @@ TEST(ResidentGpu, DecodeOverTheResidentCache) {
   const float eps = std::ldexp(1.0f, -23);
   for (size_t i = 0; i < ref.size(); ++i)
     EXPECT_NEAR(resident[i], ref[i], 1e-6f + std::fabs(ref[i]) * Tmax * eps) << i;
+}
+
+// Split-position decode (kernels/cuda/hd/decode_split.h) over long contexts, rows of 1 to 4 chunks:
+// within the host composition's tolerance of the CPU (tests/cuda_host/test_hd_decode_split.cpp:
+// abs (2·Tmax + 8)·5·eps, rel 4·eps), deterministic, and batch-invariant — a row's bits do not
+// depend on the other rows' lengths.
+TEST(ResidentGpu, SplitDecodeOverLongContexts) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  const int B = 5, Tmax = 1024, H = 4, Dh = 16, D = H * Dh;
+  const std::vector<float> k = seeded(static_cast<size_t>(B) * D * Tmax, 11, 1.0f);
+  const std::vector<float> v = seeded(static_cast<size_t>(B) * Tmax * D, 12, 1.0f);
+  const std::vector<float> q = seeded(static_cast<size_t>(B) * D, 13, 1.0f);
+  float* dk = static_cast<float*>(be.mem_alloc(k.size() * 4));
+  float* dv = static_cast<float*>(be.mem_alloc(v.size() * 4));
+  be.mem_copy(dk, k.data(), k.size() * 4, CopyDir::to_device, CrossKind::kv_cache);
+  be.mem_copy(dv, v.data(), v.size() * 4, CopyDir::to_device, CrossKind::kv_cache);
+  auto decode = [&](const std::vector<int32_t>& len) {
+    std::vector<float> out(static_cast<size_t>(B) * D);
+    be.attention_decode(out.data(), q.data(), dk, dv, len.data(), B, Tmax, H, Dh, ReduceCtx{});
+    return out;
+  };
+  const std::vector<int32_t> len{1, 256, 257, 700, 1024}, other{1024, 3, 257, 700, 1};
+  const std::vector<float> a = decode(len), a2 = decode(len), b = decode(other);
+  std::vector<float> ref(static_cast<size_t>(B) * D);
+  cpu_backend().attention_decode(ref.data(), q.data(), k.data(), v.data(), len.data(), B, Tmax, H, Dh, ReduceCtx{});
+  be.mem_free(dk);
+  be.mem_free(dv);
+  const double eps = std::ldexp(1.0, -23);
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_NEAR(a[i], ref[i], (2 * Tmax + 8) * 5 * eps + 4 * eps * std::fabs(ref[i])) << i;
+  EXPECT_EQ(std::memcmp(a.data(), a2.data(), a.size() * 4), 0) << "run to run";
+  for (int row : {2, 3})  // the same length in both batches
+    EXPECT_EQ(std::memcmp(a.data() + row * D, b.data() + row * D, D * 4), 0) << "row " << row;
 }
 
 // AdamW with its moments in device memory: the same bits as with host moments (one kernel).
