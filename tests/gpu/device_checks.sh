@@ -10,7 +10,8 @@
 # Dependencies as for the CPU build (scripts/install-deps.sh). Where nothing can be installed (a
 # bare GPU node), carry Debian packages in .deps/ (`apt-get download` on a Debian 12 machine: the
 # -dev packages of scripts/install-deps.sh and the libraries they pull in beyond the node's base
-# system); they are unpacked under /tmp/moerl-deps and used from there. See docs/gpu.md.
+# system); they are unpacked under /tmp/moerl-deps and used from there. Or run it from a pack of
+# scripts/pack_gpu.sh (`source env.sh` first: MOERL_PREBUILT names its binaries). See docs/gpu.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -36,6 +37,10 @@ if [ -d .deps ] && ls .deps/*.deb > /dev/null 2>&1; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+if [ -n "${MOERL_PREBUILT:-}" ]; then  # a pack of scripts/pack_gpu.sh: its binaries, no build
+  B="$MOERL_PREBUILT"
+  say "== prebuilt binaries in $B (commit $(cat COMMIT 2>/dev/null || echo ?))"
+else
 say "== configure + build (CUDA archs 90, $JOBS jobs)"
 if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_CUDA_ARCHS=90 \
      "${CMAKE_EXTRA[@]}" >> "$LOG" 2>&1; then
@@ -47,6 +52,7 @@ if ! cmake --build build-gpu -j"$JOBS" --target moerl test_gpu test_cuda_host >>
 fi
 B=build-gpu
 say "   built in $(( $(date +%s) - t_start )) s"
+fi
 
 say "== host-side tests of the device math (test_cuda_host)"
 "$B/tests/test_cuda_host" --gtest_brief=1 > "$OUTDIR/test_cuda_host.txt" 2>&1
