@@ -147,6 +147,7 @@ struct StepItem {
   std::vector<double> total, rollout_s, train_s, opt_s, att_rollout_s, att_train_s, prefill_s;
   std::vector<double> decode_step_s, decode_attention_s;  // best so far, step by step
   std::vector<std::vector<double>> ops_rollout, ops_train;  // [round][kOpCount]
+  std::vector<int64_t> transfer_bytes;                      // the warm-up step's (BenchStep)
 };
 
 // The train phase's seconds: forward + backward (and the attention and per-op seconds inside it),
@@ -402,6 +403,7 @@ void BenchSession::check_rollout(BenchRun& run) {
 }
 
 void BenchSession::rollout_phase(StepItem& it, BenchRun& run) {
+  TransferPhaseScope ph(model_.backend(), TransferPhase::rollout);
   watch_.rollout_begin(sh_.P, run.w.eos, run.force ? run.expect.data() + blk_.begin : nullptr, Bl_);
   rollout_generate(&run.rb, model_, it.rp, prompts_.data() + blk_.begin * sh_.P, Bl_, sh_.P, run.w.R_max, sampling_,
                    s_.run.seed, 0, static_cast<uint64_t>(blk_.begin), 1, run.w.eos);
@@ -448,11 +450,17 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
     req.lengths = run.lengths.data() + row0;
     req.profile = &it.tp;
     req.save_for_backward = true;
-    model_.forward(&res, req);
-    model_.backward(run.dlogp.data() + static_cast<size_t>(row0) * (T - 1));
+    {
+      TransferPhaseScope ph(model_.backend(), TransferPhase::train);
+      model_.forward(&res, req);
+      model_.backward(run.dlogp.data() + static_cast<size_t>(row0) * (T - 1));
+    }
     barrier(par_);
     const Mark m1 = mark();
-    adamw_.step(&model_.params(), &model_.grads(), oc_.lr, m);
+    {
+      TransferPhaseScope ph(model_.backend(), TransferPhase::optimizer);
+      adamw_.step(&model_.params(), &model_.grads(), oc_.lr, m);
+    }
     model_.invalidate_packed_weights();
     barrier(par_);
     tt.fwd_bwd_s += seconds_between(m0.t, m1.t);
@@ -524,7 +532,15 @@ void BenchSession::record_memory(BenchReport* rep) {
 }
 
 void BenchSession::warm_up(BenchReport* rep) {
-  for (StepItem& it : items_) run_step(it, false);  // page faults, thread pools
+  for (StepItem& it : items_) {  // page faults, thread pools; what one step moves host↔device
+    TransferLog* log = model_.backend().transfers();
+    if (log) log->reset();
+    run_step(it, false);
+    if (!log) continue;
+    for (int p = 0; p < kTransferPhases; ++p)
+      for (int k = 0; k < kCrossKinds; ++k)
+        it.transfer_bytes.push_back(log->bytes(static_cast<TransferPhase>(p), static_cast<CrossKind>(k)));
+  }
   record_memory(rep);
   record_routing(rep);
   for (const BenchRun& run : runs_) rep->workloads.push_back(run.w);
@@ -591,6 +607,7 @@ void BenchSession::finish(BenchReport* rep) const {
     st.prefill_s = best(it.prefill_s);
     st.ops_rollout_s = it.ops_rollout[argmin(it.rollout_s)];
     st.ops_train_s = it.ops_train[argmin(it.train_s)];
+    st.transfer_bytes = it.transfer_bytes;
     rep->steps.push_back(st);
   }
 }

@@ -83,6 +83,9 @@ struct BenchStep {
   // [kOpCount] seconds in each backend op (kernels/ops.def order), of the round whose rollout /
   // train phase was the best; the phase's time less their sum ran outside any op.
   std::vector<double> ops_rollout_s, ops_train_s;
+  // Host↔device bytes of one step (the warm-up's) on a backend with a device (kernels/transfers.h),
+  // [phase][kind] flattened (kTransferPhases × kCrossKinds, both directions); empty on the CPU.
+  std::vector<int64_t> transfer_bytes;
 };
 
 struct BenchTarget {

@@ -232,6 +232,26 @@ void table_phases(std::ostringstream& o, const BenchReport& r) {
        " train phase's backward products taken at their forward's rate)\n";
 }
 
+// Host↔device crossings of one step per phase and kind (a backend with a device only).
+void table_transfers(std::ostringstream& o, const BenchReport& r) {
+  for (const BenchStep& s : r.steps) {
+    if (s.transfer_bytes.empty()) continue;
+    o << "\nhost<->device crossings of one RL step, MB (" << step_label(s) << "; kernels/transfers.h)\n";
+    put(o, "%-13s", "phase");
+    for (int k = 0; k < kCrossKinds; ++k) put(o, " %11s", cross_kind_name(static_cast<CrossKind>(k)));
+    o << "\n";
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const int64_t* row = s.transfer_bytes.data() + static_cast<size_t>(p) * kCrossKinds;
+      int64_t any = 0;
+      for (int k = 0; k < kCrossKinds; ++k) any += row[k];
+      if (!any) continue;
+      put(o, "%-13s", transfer_phase_name(static_cast<TransferPhase>(p)));
+      for (int k = 0; k < kCrossKinds; ++k) put(o, " %11.3f", static_cast<double>(row[k]) * 1e-6);
+      o << "\n";
+    }
+  }
+}
+
 void table_peer(std::ostringstream& o, const BenchReport& r) {
   const BenchStep* base = r.step("fp32-ref", "fp32-ref");
   if (!base || r.peer_rollout_s <= 0) return;
@@ -455,6 +475,22 @@ void json_step(std::ostringstream& o, const BenchReport& r, const BenchStep& s) 
     for (size_t k = 0; k < v.size(); ++k) o << (k ? ", " : "") << "\"" << op_name(static_cast<Op>(k)) << "\": " << num(v[k]);
     o << "}";
   }
+  if (!s.transfer_bytes.empty()) {  // {"rollout": {"activations": bytes, …}, …}, phases with a crossing
+    o << ",\n     \"transfer_bytes\": {";
+    bool first = true;
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const int64_t* row = s.transfer_bytes.data() + static_cast<size_t>(p) * kCrossKinds;
+      int64_t any = 0;
+      for (int k = 0; k < kCrossKinds; ++k) any += row[k];
+      if (!any) continue;
+      o << (first ? "" : ", ") << "\"" << transfer_phase_name(static_cast<TransferPhase>(p)) << "\": {";
+      first = false;
+      for (int k = 0; k < kCrossKinds; ++k)
+        o << (k ? ", " : "") << "\"" << cross_kind_name(static_cast<CrossKind>(k)) << "\": " << row[k];
+      o << "}";
+    }
+    o << "}";
+  }
   o << "}";
 }
 
@@ -515,6 +551,7 @@ std::string bench_format_table(const BenchReport& r) {
   table_header(o, r);
   table_steps(o, r);
   table_phases(o, r);
+  table_transfers(o, r);
   table_peer(o, r);
   table_workloads(o, r);
   table_token_rates(o, r);

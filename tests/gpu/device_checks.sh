@@ -152,6 +152,11 @@ try:
     for st in b.get("steps", []):
         print("| %s / %s | %.3f | %.3f | %.3f |" % (st.get("rollout_profile"), st.get("train_profile"),
               st.get("total_s", 0), st.get("rollout_s", 0), st.get("train_s", 0)))
+    for st in b.get("steps", []):
+        tb = st.get("transfer_bytes")
+        if tb and st.get("rollout_profile") == st.get("train_profile") == "fp32-ref" and st.get("workload") == "short":
+            print("bench step host<->device MB: " + "; ".join(
+                "%s %s" % (ph, ", ".join("%s %.2f" % (k, v / 1e6) for k, v in kinds.items() if v)) for ph, kinds in tb.items()))
     print("GEMM ceiling (CUDA events, n %s): SGEMM fp32 %.0f GFLOP/s (FP32 peak %.0f), bf16 %.0f GFLOP/s; %s" % (
           b.get("gpu_gemm_n", "?"), b.get("ceiling_blas_gflops", 0), b.get("fp32_peak_gflops", 0),
           b.get("ceiling_bf16_gflops", 0), b.get("blas", "")))
