@@ -19,6 +19,9 @@ namespace moerl::cuda {
 namespace {
 
 class CudaBackend final : public Backend {
+  static constexpr size_t kNarrow = 512;  // bytes: narrower rows are staged (mem_copy_2d)
+  static constexpr int kStageSlot = 15;   // device_scratch slot of the staging (the ops use 0..6)
+
  public:
   BackendKind kind() const override { return BackendKind::cuda; }
   std::string describe() const override { return "cuda: " + device_description() + "; " + gemm_describe(); }
@@ -43,6 +46,16 @@ class CudaBackend final : public Backend {
                                                        : cudaMemcpyDeviceToDevice;
     if (dir == CopyDir::to_device) log_.add(CrossDir::up, kind, static_cast<int64_t>(width * height));
     if (dir == CopyDir::to_host) log_.add(CrossDir::down, kind, static_cast<int64_t>(width * height));
+    if (dir == CopyDir::to_device && width < kNarrow && height > 1) {
+      // Narrow rows (a decode step's key column: 4-byte rows at the cache's pitch) cross as one
+      // contiguous upload, then spread on the device: a host-to-device 2D copy of many tiny rows
+      // is slow, a device-to-device one is a kernel.
+      void* stage = device_scratch(kStageSlot, width * height);
+      if (spitch == width) MOERL_CUDA_CHECK(cudaMemcpy(stage, src, width * height, cudaMemcpyHostToDevice));
+      else MOERL_CUDA_CHECK(cudaMemcpy2D(stage, width, src, spitch, width, height, cudaMemcpyHostToDevice));
+      MOERL_CUDA_CHECK(cudaMemcpy2D(dst, dpitch, stage, width, width, height, cudaMemcpyDeviceToDevice));
+      return;
+    }
     MOERL_CUDA_CHECK(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, k));
   }
   bool is_device_pointer(const void* p) const override { return cuda::is_device_pointer(p); }
