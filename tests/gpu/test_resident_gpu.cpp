@@ -98,6 +98,30 @@ TEST(ResidentGpu, SplitDecodeOverLongContexts) {
     EXPECT_EQ(std::memcmp(a.data() + row * D, b.data() + row * D, D * 4), 0) << "row " << row;
 }
 
+// The backend's copies: a narrow column (staged: one upload, then spread on the device), wide rows,
+// device to device, and back — every byte where the pitches say, counted once.
+TEST(ResidentGpu, CopiesOfEveryShape) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  const int rows = 300, Tc = 64;
+  std::vector<float> col(rows), wide(static_cast<size_t>(rows) * Tc), back(wide.size(), -1.0f);
+  for (int i = 0; i < rows; ++i) col[i] = static_cast<float>(i) + 0.25f;
+  float* d = static_cast<float*>(be.mem_alloc(wide.size() * 4));
+  float* e = static_cast<float*>(be.mem_alloc(wide.size() * 4));
+  be.mem_zero(d, wide.size() * 4);
+  TransferLog& log = *be.transfers();
+  log.reset();
+  be.mem_copy_2d(d + 7, Tc * 4, col.data(), 4, 4, rows, CopyDir::to_device, CrossKind::activations);  // column 7
+  be.mem_copy(e, d, wide.size() * 4, CopyDir::on_device, CrossKind::kv_cache);
+  be.mem_copy(back.data(), e, wide.size() * 4, CopyDir::to_host, CrossKind::kv_cache);
+  for (int i = 0; i < rows; ++i)
+    for (int t = 0; t < Tc; ++t) ASSERT_EQ(back[static_cast<size_t>(i) * Tc + t], t == 7 ? col[i] : 0.0f) << i << " " << t;
+  EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::activations, CrossDir::up), rows * 4);
+  EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::kv_cache, CrossDir::down), static_cast<int64_t>(wide.size()) * 4);
+  be.mem_free(d);
+  be.mem_free(e);
+}
+
 // AdamW with its moments in device memory: the same bits as with host moments (one kernel).
 TEST(ResidentGpu, AdamWOverResidentMoments) {
   MOERL_REQUIRE_GPU();
