@@ -30,10 +30,13 @@ class CudaBackend final : public Backend {
   void* mem_alloc(size_t bytes) const override {
     void* p = nullptr;
     MOERL_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    device_block_register(p, bytes);
     return p;
   }
   void mem_free(void* p) const override {
-    if (p) cudaFree(p);  // errors at teardown are ignored (the runtime may be shutting down)
+    if (!p) return;
+    device_block_unregister(p);
+    cudaFree(p);  // errors at teardown are ignored (the runtime may be shutting down)
   }
   void mem_zero(void* p, size_t bytes) const override {
     if (bytes) MOERL_CUDA_CHECK(cudaMemset(p, 0, bytes));

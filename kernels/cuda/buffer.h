@@ -93,9 +93,12 @@ void download(T* host, const T* dev, size_t n) {
   if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost));
 }
 
-// True when p is device (or managed) memory of the current context: the backend's own memory
-// (Backend::mem_alloc), which ops use where it lies instead of uploading it. Never throws.
+// True when p lies in a block of the backend's own memory (Backend::mem_alloc, registered with
+// device_block_register), which ops use where it lies instead of uploading it; false for host
+// memory and for the ops' own scratch. Never throws.
 bool is_device_pointer(const void* p);
+void device_block_register(const void* p, size_t bytes);
+void device_block_unregister(const void* p);
 
 // An op's array argument on the device: p itself when it is device memory (resident), else its
 // upload into scratch `slot`. The output counterpart: write to dev_out's pointer, then finish_out.

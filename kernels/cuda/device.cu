@@ -1,6 +1,9 @@
 // device.cu — see device.h.
 #include "kernels/cuda/device.h"
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "kernels/cuda/buffer.h"
@@ -115,14 +118,39 @@ std::string device_label() {
 
 namespace moerl::cuda {
 
+namespace {
+// The backend's own blocks (device_block_register): start → end address. An op's array argument
+// is either one of them (or inside one) or host memory, so a lookup here answers without a CUDA
+// call per argument (cudaPointerGetAttributes costs about a microsecond).
+std::mutex& blocks_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<uintptr_t, uintptr_t>& blocks() {
+  static std::map<uintptr_t, uintptr_t> b;
+  return b;
+}
+}  // namespace
+
+void device_block_register(const void* p, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  blocks()[a] = a + (bytes ? bytes : 1);
+}
+
+void device_block_unregister(const void* p) {
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  blocks().erase(reinterpret_cast<uintptr_t>(p));
+}
+
 bool is_device_pointer(const void* p) {
   if (!p) return false;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    cudaGetLastError();  // an unregistered host pointer on an old driver: not the device's
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  auto it = blocks().upper_bound(a);
+  if (it == blocks().begin()) return false;
+  --it;
+  return a < it->second;
 }
 
 }  // namespace moerl::cuda
