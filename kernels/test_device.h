@@ -21,7 +21,7 @@ namespace moerl {
 class TestDeviceBackend final : public Backend {
  public:
   // `reserve` bytes of address space for the device (mapped lazily); `fence`: the PROT_NONE guard.
-  explicit TestDeviceBackend(size_t reserve = size_t{1} << 32, bool fence = true);
+  explicit TestDeviceBackend(size_t reserve = size_t{1} << 30, bool fence = true);
   ~TestDeviceBackend() override;
   TestDeviceBackend(const TestDeviceBackend&) = delete;
   TestDeviceBackend& operator=(const TestDeviceBackend&) = delete;
