@@ -2,7 +2,7 @@
 # device_checks.sh — the GPU checks of moerl in one go, for a machine with an NVIDIA GPU (one is
 # enough): builds the CUDA backend, runs the GPU tests (tests/gpu: every op CUDA vs CPU, the whole
 # model, an RL run), audits the emulation against the hardware, times the bench workload on the
-# GPU, runs two ranks on one GPU, and prints a short table (with the host<->device transfer
+# GPU, runs two ranks on one GPU and N one-rank runs at once (runs per hour, GPU and CPU), and prints a short table (with the host<->device transfer
 # counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
 #
 #   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
@@ -95,6 +95,26 @@ shared_rc=$?
 shared_s=$(( $(date +%s) - t0 ))
 grep -E "share GPU|NCCL|MPI_ABORT|rror" "$OUTDIR/shared_gpu.txt" | head -5 | tee -a "$LOG"
 
+# Runs per hour of N one-rank runs at once (the sweep's way to fill a GPU; no NCCL): N quickstart
+# runs of 3 steps on GPU 0, and the same N on the node's CPUs (the cores split between them).
+N_CONC=${N_CONC:-4}
+conc() {  # backend threads -> seconds for N_CONC runs at once
+  local t0 pids=() i
+  t0=$(date +%s.%N)
+  for i in $(seq 1 "$N_CONC"); do
+    CUDA_VISIBLE_DEVICES=0 timeout 240 "$M" run scenarios/quickstart.ini --set run.backend="$1" --set rl.steps=3 \
+      --threads "$2" --base "$OUTDIR/base.h5" --out "$OUTDIR/conc_$1_$i.h5" --force > /dev/null 2>&1 &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  python3 -c "import sys; print('%.1f %d' % (float(sys.argv[2]) - float(sys.argv[1]), int(sys.argv[3])))" "$t0" "$(date +%s.%N)" "$rc"
+}
+say "== $N_CONC concurrent one-rank runs (quickstart, 3 steps): GPU, then CPU"
+read -r conc_gpu_s conc_gpu_rc < <(conc cuda 1)
+read -r conc_cpu_s conc_cpu_rc < <(conc cpu $(( JOBS / N_CONC > 0 ? JOBS / N_CONC : 1 )))
+say "   gpu: ${conc_gpu_s} s (rc ${conc_gpu_rc}), cpu: ${conc_cpu_s} s (rc ${conc_cpu_rc})"
+
 say "== bench workload on the GPU (2 rounds)"
 timeout 240 "$M" bench --scenario scenarios/bench.ini --set run.backend=cuda --rounds 2 \
   --json "$OUTDIR/bench_cuda.json" > "$OUTDIR/bench_cuda.txt" 2>&1
@@ -103,9 +123,11 @@ cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
 
 say ""
 say "== summary ($(( $(date +%s) - t_start )) s)"
-python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" "$shared_rc" "$shared_s" <<'PY' | tee -a "$LOG"
+python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" "$shared_rc" "$shared_s" \
+  "$N_CONC" "$conc_gpu_s" "$conc_gpu_rc" "$conc_cpu_s" "$conc_cpu_rc" <<'PY' | tee -a "$LOG"
 import json, os, re, sys
 out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc, shared_rc, shared_s = sys.argv[1:9]
+n_conc, cg_s, cg_rc, cc_s, cc_rc = sys.argv[9:14]
 def tests(name):
     try: t = open(os.path.join(out, name)).read()
     except OSError: return "not run"
@@ -126,6 +148,10 @@ except OSError: sh = ""
 line = next((l for l in sh.splitlines() if "share GPU" in l), "no sharing line")
 print("| 2 ranks on one GPU, 2 steps | %s, %s s; %s |" % ("ok" if shared_rc == "0" else "FAILED rc=" + shared_rc,
       shared_s, line.strip()[:160]))
+def per_hour(sec, rc):
+    return ("%.0f runs/h" % (int(n_conc) * 3600.0 / float(sec))) if rc == "0" and float(sec) > 0 else "FAILED"
+print("| %s concurrent one-rank runs (quickstart, 3 steps) | one GPU: %s (%s s); the node's CPUs: %s (%s s) |" % (
+      n_conc, per_hour(cg_s, cg_rc), cg_s, per_hour(cc_s, cc_rc), cc_s))
 print()
 # The transfer counters of ResidentGpu.RlStepTransfers (kernels/transfers.h): what still crosses.
 try:
