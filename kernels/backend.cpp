@@ -5,6 +5,9 @@
 #include <tbb/info.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/ops.h"
@@ -76,6 +79,29 @@ struct CpuOps {
 #include "kernels/ops.def"
 };
 }  // namespace
+
+void* Backend::mem_alloc(size_t bytes) const {
+  // 64-byte aligned host memory, the size rounded up as aligned_alloc requires
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void Backend::mem_free(void* p) const { std::free(p); }
+
+void Backend::mem_zero(void* p, size_t bytes) const {
+  if (bytes) std::memset(p, 0, bytes);
+}
+
+void Backend::mem_copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                          size_t height, CopyDir /*dir*/, CrossKind /*kind*/) const {
+  if (width == dpitch && width == spitch) {
+    if (width * height != 0) std::memcpy(dst, src, width * height);
+    return;
+  }
+  for (size_t i = 0; i < height; ++i)
+    std::memcpy(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
+}
 
 const char* op_name(Op op) {
   const int i = static_cast<int>(op);

@@ -27,8 +27,10 @@ void Model::generation_begin(GenerationState** state, int B, int max_len,
   else profile_builtin("fp32-ref", &st->profile);
   st->cache_len = kv_cache_len(max_len);
   const size_t cache = static_cast<size_t>(B) * st->cache_len * cfg_.d_model;
-  st->kcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
-  st->vcache.assign(cfg_.n_layers, std::vector<float>(cache, 0.0f));
+  for (int l = 0; l < cfg_.n_layers; ++l) {  // zero-filled, in the backend's memory
+    st->kcache.emplace_back(backend(), cache);
+    st->vcache.emplace_back(backend(), cache);
+  }
   st->layers.resize(cfg_.n_layers);
   *state = st;
 }
@@ -48,15 +50,18 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
   }
   // A row's cache is its first pos positions (a column prefix of each of its D key rows, a row
   // prefix of its values); a source at or past n is never a destination.
+  // The moves stay in the backend's memory (on a GPU: device to device).
   const size_t D = static_cast<size_t>(cfg_.d_model), Tc = static_cast<size_t>(st->cache_len);
-  const size_t block = Tc * D, held = static_cast<size_t>(st->pos);
+  const size_t block = Tc * D, held = static_cast<size_t>(st->pos), f4 = sizeof(float);
+  const Backend& be = backend();
   for (int i = 0; i < n; ++i) {
     if (from[i] == i) continue;
     for (int l = 0; l < cfg_.n_layers; ++l) {
       float* k = st->kcache[l].data();
-      for (size_t d = 0; d < D; ++d)
-        std::memcpy(k + i * block + d * Tc, k + from[i] * block + d * Tc, sizeof(float) * held);
-      std::memcpy(st->vcache[l].data() + i * block, st->vcache[l].data() + from[i] * block, sizeof(float) * held * D);
+      be.mem_copy_2d(k + i * block, Tc * f4, k + from[i] * block, Tc * f4, held * f4, D, CopyDir::on_device,
+                     CrossKind::kv_cache);
+      float* v = st->vcache[l].data();
+      be.mem_copy(v + i * block, v + from[i] * block, held * D * f4, CopyDir::on_device, CrossKind::kv_cache);
     }
   }
   st->B = n;
@@ -93,14 +98,19 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     if (cfg.is_moe() && topk_ids)
       std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
     if (!decode) {  // prefill: the prompt's k, v go into the cache's positions 0..T-1
-      const size_t Tc = static_cast<size_t>(st->cache_len);
-      for (int b = 0; b < B; ++b) {
-        const size_t src = static_cast<size_t>(b) * T * D, dst = static_cast<size_t>(b) * Tc * D;
-        float* kb = st->kcache[l].data() + dst;  // [D][Tc]
+      // Keys transposed on the host ([B][D][T]), then B·D rows of T into the cache's [B][D][Tc];
+      // values B blocks of T·D into [B][Tc][D]. Host k, v rows up: activations.
+      const size_t Tc = static_cast<size_t>(st->cache_len), f4 = sizeof(float);
+      std::vector<float> kT(static_cast<size_t>(B) * D * T);
+      for (int b = 0; b < B; ++b)
         for (int t = 0; t < T; ++t)
-          for (int d = 0; d < D; ++d) kb[static_cast<size_t>(d) * Tc + t] = a.k[src + static_cast<size_t>(t) * D + d];
-        std::memcpy(st->vcache[l].data() + dst, a.v.data() + src, sizeof(float) * T * D);
-      }
+          for (int d = 0; d < D; ++d)
+            kT[(static_cast<size_t>(b) * D + d) * T + t] = a.k[(static_cast<size_t>(b) * T + t) * D + d];
+      const Backend& be = m.backend();
+      be.mem_copy_2d(st->kcache[l].data(), Tc * f4, kT.data(), T * f4, T * f4, static_cast<size_t>(B) * D,
+                     CopyDir::to_device, CrossKind::activations);
+      be.mem_copy_2d(st->vcache[l].data(), Tc * D * f4, a.v.data(), T * D * f4, T * D * f4, B,
+                     CopyDir::to_device, CrossKind::activations);
     }
     st->x.swap(x_out);
   }

@@ -64,17 +64,26 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   // Attention rows draw their order noise by (sequence, position, head): call 0 in both modes.
   const ReduceCtx attn_ctx = site_reduce(p, p.attn_order, site_key(p, l, Site::attention, 0));
   if (c.decode) {
+    // The new position into the cache (which lives in the backend's memory, generation.cpp): a
+    // column of the keys, a row of the values, per sequence; one strided copy of each when every
+    // sequence is at the same position (generation_step), else one per sequence.
     GenerationState* st = c.decode;
     float* kc = st->kcache[l].data();
     float* vc = st->vcache[l].data();
-    const size_t Tc = static_cast<size_t>(st->cache_len);
+    const size_t Tc = static_cast<size_t>(st->cache_len), f4 = sizeof(float), Du = static_cast<size_t>(D);
     std::vector<int32_t> len(N);
-    for (int b = 0; b < N; ++b) {  // the new position: a row of v, a column of the keys
-      const size_t t = static_cast<size_t>(c.positions[b]);
-      const float* kb = a->k.data() + static_cast<size_t>(b) * D;
-      for (int d = 0; d < D; ++d) kc[(static_cast<size_t>(b) * D + d) * Tc + t] = kb[d];
-      std::memcpy(vc + (static_cast<size_t>(b) * Tc + t) * D, a->v.data() + static_cast<size_t>(b) * D, sizeof(float) * D);
+    bool same = true;
+    for (int b = 0; b < N; ++b) {
       len[b] = c.positions[b] + 1;
+      same = same && c.positions[b] == c.positions[0];
+    }
+    for (int b0 = 0; b0 < N; b0 += same ? N : 1) {
+      const int nb = same ? N : 1;
+      const size_t t = static_cast<size_t>(c.positions[b0]), b = static_cast<size_t>(b0);
+      be.mem_copy_2d(kc + b * Du * Tc + t, Tc * f4, a->k.data() + b * Du, f4, f4, nb * Du, CopyDir::to_device,
+                     CrossKind::activations);
+      be.mem_copy_2d(vc + (b * Tc + t) * Du, Tc * Du * f4, a->v.data() + b * Du, Du * f4, Du * f4, nb,
+                     CopyDir::to_device, CrossKind::activations);
     }
     be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->cache_len, H, Dh,
                         attn_ctx);

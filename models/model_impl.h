@@ -11,6 +11,7 @@
 #include "models/model.h"
 #include "models/moe_layer.h"
 #include "models/sites.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
@@ -60,8 +61,10 @@ struct GenerationState {
   int cache_len = 0;  // positions allocated per sequence: kv_cache_len(max_len)
   NumericsProfile profile;
   // per layer: kcache [B, D, cache_len] (keys transposed), vcache [B, cache_len, D] —
-  // kernels/kv_cache.h
-  std::vector<std::vector<float>> kcache, vcache;
+  // kernels/kv_cache.h — in the backend's memory (workspace.h): on a GPU the cache stays there
+  // for the whole rollout; the host writes each new position into it (mem_copy_2d) and never
+  // reads it back.
+  std::vector<DeviceArray<float>> kcache, vcache;
   std::vector<LayerActs> layers;                   // workspace for the current rows
   std::vector<float> x, h_final, rstd_final;
 };

@@ -1,4 +1,7 @@
-// workspace.h — the activations' buffers: a std::vector whose resize leaves new elements
+// workspace.h — the activations' buffers (Workspace, host memory), and arrays in the backend's own
+// memory (DeviceArray: the KV cache).
+//
+// Workspace: a std::vector whose resize leaves new elements
 // uninitialised instead of zeroing them. Every element of an activation buffer is written ('=')
 // by its op before anything reads it, so the zero-fill of std::vector::resize was pure cost: 7.6 %
 // of an RL step of the collapse grid's model (memset), and page faults on the long answers' large
@@ -14,6 +17,8 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "kernels/backend.h"
 
 namespace moerl {
 
@@ -46,5 +51,40 @@ struct UninitAllocator : std::allocator<T> {
 
 template <class T>
 using Workspace = std::vector<T, UninitAllocator<T>>;
+
+// An array in a backend's own memory (kernels/backend.h, mem_*): host memory on the CPU backend,
+// the device's on a GPU. The host reaches its elements only through the backend (its ops, which
+// take the pointer where it lies, and mem_copy_2d); data() is for passing it to them. Move-only;
+// freed by the backend that allocated it, which must outlive it.
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  // n elements, zero-filled.
+  DeviceArray(const Backend& be, size_t n) : be_(&be), n_(n) {
+    p_ = static_cast<T*>(be.mem_alloc(n * sizeof(T)));
+    be.mem_zero(p_, n * sizeof(T));
+  }
+  ~DeviceArray() { if (be_) be_->mem_free(p_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray(DeviceArray&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      if (be_) be_->mem_free(p_);
+      be_ = o.be_; p_ = o.p_; n_ = o.n_;
+      o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0;
+    }
+    return *this;
+  }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  const Backend* backend() const { return be_; }
+
+ private:
+  const Backend* be_ = nullptr;
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
 
 }  // namespace moerl

@@ -2,8 +2,8 @@
 // error check every CUDA call goes through (a failed call throws std::runtime_error naming the
 // call, file and line; nothing in moerl calls exit() on a CUDA error).
 //
-// The backend takes and returns host pointers (kernels/backend.h): every op uploads its inputs,
-// runs on the device and downloads its outputs. Buffers are cached per thread and grow only
+// An op's array argument may be a host pointer (uploaded, or downloaded after the op) or the
+// backend's own device memory (used where it lies: dev_in / finish_out; kernels/backend.h). Buffers are cached per thread and grow only
 // (DeviceScratch), so a decode loop does not call cudaMalloc per op.
 #pragma once
 
@@ -91,6 +91,30 @@ T* scratch_zeroed(int slot, size_t n) {
 template <class T>
 void download(T* host, const T* dev, size_t n) {
   if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+}
+
+// True when p lies in a block of the backend's own memory (Backend::mem_alloc, registered with
+// device_block_register), which ops use where it lies instead of uploading it; false for host
+// memory and for the ops' own scratch. Never throws.
+bool is_device_pointer(const void* p);
+void device_block_register(const void* p, size_t bytes);
+void device_block_unregister(const void* p);
+
+// An op's array argument on the device: p itself when it is device memory (resident), else its
+// upload into scratch `slot`. The output counterpart: write to dev_out's pointer, then finish_out.
+template <class T>
+T* dev_in(int slot, T* p, size_t n) {
+  if (!p || is_device_pointer(p)) return p;
+  return scratch_upload(slot, static_cast<const T*>(p), n);
+}
+template <class T>
+const T* dev_in(int slot, const T* p, size_t n) {
+  if (!p || is_device_pointer(p)) return p;
+  return scratch_upload(slot, p, n);
+}
+template <class T>
+void finish_out(T* host_or_dev, const T* dev, size_t n) {
+  if (host_or_dev != dev) download(host_or_dev, dev, n);
 }
 
 // Blocks of `threads` covering n elements.

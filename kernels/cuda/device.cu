@@ -1,6 +1,9 @@
 // device.cu — see device.h.
 #include "kernels/cuda/device.h"
 
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 
 #include "kernels/cuda/buffer.h"
@@ -73,6 +76,81 @@ int select_device(int local_rank) {
   const int dev = (local_rank < 0 ? 0 : local_rank) % n;
   MOERL_CUDA_CHECK(cudaSetDevice(dev));
   return dev;
+}
+
+}  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+std::string device_uuid() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    const unsigned char b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+    if (i == 3 || i == 5 || i == 7 || i == 9) s += '-';
+  }
+  return s;
+}
+
+std::string device_label() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return "an unreadable CUDA device";
+  }
+  char bus[32] = {};
+  std::string s = "GPU " + std::to_string(dev) + ", " + prop.name;
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) == cudaSuccess) s += std::string(", PCI ") + bus;
+  else cudaGetLastError();
+  return s;
+}
+
+}  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+namespace {
+// The backend's own blocks (device_block_register): start → end address. An op's array argument
+// is either one of them (or inside one) or host memory, so a lookup here answers without a CUDA
+// call per argument (cudaPointerGetAttributes costs about a microsecond).
+std::mutex& blocks_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<uintptr_t, uintptr_t>& blocks() {
+  static std::map<uintptr_t, uintptr_t> b;
+  return b;
+}
+}  // namespace
+
+void device_block_register(const void* p, size_t bytes) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  blocks()[a] = a + (bytes ? bytes : 1);
+}
+
+void device_block_unregister(const void* p) {
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  blocks().erase(reinterpret_cast<uintptr_t>(p));
+}
+
+bool is_device_pointer(const void* p) {
+  if (!p) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  std::lock_guard<std::mutex> lock(blocks_mutex());
+  auto it = blocks().upper_bound(a);
+  if (it == blocks().begin()) return false;
+  --it;
+  return a < it->second;
 }
 
 }  // namespace moerl::cuda

@@ -26,3 +26,13 @@ namespace moerl::cuda {
 int select_device(int local_rank);
 
 }  // namespace moerl::cuda
+
+namespace moerl::cuda {
+
+// The current device, for telling ranks' GPUs apart (sim/comm/device_sharing.h): its UUID
+// ("GPU-3b1f…", unique across nodes; "" when unreadable) and a label for people
+// ("GPU 0, NVIDIA H200, PCI 0000:19:00.0"). Never throw.
+std::string device_uuid();
+std::string device_label();
+
+}  // namespace moerl::cuda

@@ -48,9 +48,14 @@ namespace moerl::cuda {
 // Which GEMM paths this device runs ("cuBLAS 13.0; FP8 via cuBLASLt (sm_90)" or the fallback).
 std::string gemm_describe();
 // Achieved TFLOP/s of an n×n×n GEMM in `format` on device-resident operands (no transfers, no
-// quantisation, unscaled), fastest of repeated calls over min_seconds: the GPU ceiling for
-// `moerl bench`. The GEMM is the one linear_forward runs for the format (the FP32 fallback where
-// the format has none); 0 without a device.
+// quantisation, unscaled): the GPU ceiling for `moerl bench`. Timed with CUDA events recorded on
+// the stream the GEMM runs on, around a batch of back-to-back calls long enough (≥ 2 ms) that the
+// events' resolution and the launch gaps do not count; the fastest batch per call over
+// min_seconds. The GEMM is the one linear_forward runs for the format (fp32: SGEMM, pedantic, no
+// TF32; bf16: tensor cores; the FP32 fallback where the format has none); 0 without a device.
 double gemm_measure_tflops(int n, Format format, double min_seconds);
+// The current device's FP32 FMA peak, TFLOP/s (peak.h: SMs × lanes × 2 × boost clock); 0
+// without a device. An SGEMM rate above it is a wrong measurement.
+double device_fp32_peak_tflops();
 
 }  // namespace moerl::cuda

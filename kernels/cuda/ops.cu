@@ -24,6 +24,7 @@
 #include "kernels/cuda/buffer.h"
 #include "kernels/cuda/hd/adamw.h"
 #include "kernels/cuda/hd/attention.h"
+#include "kernels/cuda/hd/decode_split.h"
 #include "kernels/cuda/hd/index.h"
 #include "kernels/kv_cache.h"
 #include "kernels/cuda/hd/reduce.h"
@@ -180,6 +181,78 @@ __global__ void attention_decode_kernel(float* out, float* p, const float* q, co
   const int64_t key0 = idx_bthd(b, 0, h, 0, Tmax, H, Dh);
   attention_row(out + at, p + static_cast<int64_t>(blockIdx.x) * Tmax, q + at, kcache + key0,
                 vcache + key0, ld, len[b], Dh, scale, sh);
+}
+
+// The same over the resident cache of kernels/kv_cache.h: keys transposed, kT[B, H·Dh, Tmax] (key j's
+// component d at (b·H·Dh + h·Dh + d)·Tmax + j), values vcache[B, Tmax, H·Dh]. Each score is the same
+// fma chain over d as attention_row's (hd_attn_dot), the softmax and P·V the same: bit-identical
+// to the row-layout kernel on the same keys.
+__global__ void attention_decode_resident_kernel(float* out, float* p, const float* q, const float* kT,
+                                                 const float* vcache, const int32_t* len, int Tmax, int H,
+                                                 int Dh, float scale) {
+  __shared__ float sh[kRowThreads];
+  const int b = blockIdx.x / H, h = blockIdx.x % H, t = threadIdx.x;
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t at = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
+  const float* kb = kT + at * Tmax;  // component 0 of head h, position 0
+  const float* vb = vcache + idx_bthd(b, 0, h, 0, Tmax, H, Dh);
+  float* pr = p + static_cast<int64_t>(blockIdx.x) * Tmax;
+  const int L = len[b];
+  if (hd_decode_splits(L) > 0) return;  // a long row: the split kernels' (uniform per block)
+  for (int j = t; j < L; j += kRowThreads) {
+    float acc = 0.0f;
+    for (int d = 0; d < Dh; ++d) acc = hd_fma(q[at + d], kb[static_cast<int64_t>(d) * Tmax + j], acc);
+    pr[j] = hd_mul(acc, scale);
+  }
+  const float m = block_max(hd_chain_max(pr, L, t, kRowThreads), sh);
+  for (int j = t; j < L; j += kRowThreads) pr[j] = hd_softmax_exp(pr[j], m);
+  const float sum = block_sum(hd_chain_sum(pr, L, t, kRowThreads), sh);
+  for (int j = t; j < L; j += kRowThreads) pr[j] = hd_softmax_prob(pr[j], sum);
+  __syncthreads();
+  for (int d = t; d < Dh; d += kRowThreads) out[at + d] = hd_attn_pv(pr, vb + d, ld, L, 0.0f);
+}
+
+// Split-position decode over the resident cache (hd/decode_split.h), pass 1: one block per
+// (b, h, chunk s) of a row longer than kDecodeChunk; part[B·H, S_max, 2 + Dh] ← (m_s, l_s, o_s).
+__global__ void attention_decode_split_kernel(float* part, const float* q, const float* kT, const float* vcache,
+                                              const int32_t* len, int Tmax, int H, int Dh, float scale, int S_max) {
+  __shared__ float sh[kRowThreads];
+  __shared__ float pr[kDecodeChunk];
+  const int bh = blockIdx.x, s = blockIdx.y, b = bh / H, h = bh % H, t = threadIdx.x;
+  const int L = len[b];
+  if (s >= hd_decode_splits(L)) return;  // uniform per block
+  const int64_t ld = static_cast<int64_t>(H) * Dh;
+  const int64_t at = static_cast<int64_t>(b) * ld + static_cast<int64_t>(h) * Dh;
+  const int j0 = s * kDecodeChunk, n = min(kDecodeChunk, L - j0);
+  const float* kb = kT + at * Tmax + j0;
+  const float* vb = vcache + idx_bthd(b, j0, h, 0, Tmax, H, Dh);
+  for (int j = t; j < n; j += kRowThreads) {
+    float acc = 0.0f;
+    for (int d = 0; d < Dh; ++d) acc = hd_fma(q[at + d], kb[static_cast<int64_t>(d) * Tmax + j], acc);
+    pr[j] = hd_mul(acc, scale);
+  }
+  const float m = block_max(hd_chain_max(pr, n, t, kRowThreads), sh);
+  for (int j = t; j < n; j += kRowThreads) pr[j] = hd_softmax_exp(pr[j], m);
+  const float l = block_sum(hd_chain_sum(pr, n, t, kRowThreads), sh);
+  __syncthreads();  // P·V reads every thread's exponentials
+  float* o = part + (static_cast<int64_t>(bh) * S_max + s) * (2 + Dh);
+  if (t == 0) {
+    o[0] = m;
+    o[1] = l;
+  }
+  for (int d = t; d < Dh; d += kRowThreads) o[2 + d] = hd_attn_pv(pr, vb + d, ld, n, 0.0f);
+}
+
+// Pass 2: one thread per output element (b, h, d) of a long row: the chunks combined in order.
+__global__ void attention_decode_combine_kernel(float* out, const float* part, const int32_t* len, int B, int H,
+                                                int Dh, int S_max) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= static_cast<int64_t>(B) * H * Dh) return;
+  const int64_t bh = e / Dh;
+  const int d = static_cast<int>(e % Dh), b = static_cast<int>(bh / H);
+  const int S = hd_decode_splits(len[b]);
+  if (S == 0) return;
+  out[e] = hd_split_combine(part + bh * S_max * (2 + Dh), S, 2 + Dh, d);
 }
 
 // Backward, pass 1 — per query row (b, h, i): g[B,H,T,T] (row's keys 0..i) and dq +=.
@@ -496,6 +569,28 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
       throw std::invalid_argument("cuda::attention_decode: len[" + std::to_string(b) + "] = " +
                                   std::to_string(len[b]) + " outside 1.." + std::to_string(Tmax));
   const int64_t ld = static_cast<int64_t>(H) * Dh, n_q = static_cast<int64_t>(B) * ld;
+  if (is_device_pointer(kcache) && is_device_pointer(vcache)) {
+    // The generation's cache, resident (models/generation.cpp): nothing of it crosses.
+    const float* d_q = dev_in(2, q, sz(n_q));
+    const int32_t* d_len = dev_in(3, len, sz(B));
+    float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(4, sz(n_q) * sizeof(float)));
+    float* d_p = static_cast<float*>(device_scratch(5, sz(elems(static_cast<int64_t>(B) * H, Tmax)) * sizeof(float)));
+    launch(attention_decode_resident_kernel, static_cast<int64_t>(B) * H, kRowThreads, d_out, d_p, d_q, kcache,
+           vcache, d_len, Tmax, H, Dh, hd_attn_scale(Dh));
+    // Rows longer than kDecodeChunk: split over positions, then combined (hd/decode_split.h).
+    const int S_max = hd_decode_splits(*std::max_element(len, len + B));
+    if (S_max > 0) {
+      float* d_part = static_cast<float*>(
+          device_scratch(6, sz(static_cast<int64_t>(B) * H * S_max * (2 + Dh)) * sizeof(float)));
+      attention_decode_split_kernel<<<dim3(static_cast<unsigned>(B * H), static_cast<unsigned>(S_max)), kRowThreads>>>(
+          d_part, d_q, kcache, vcache, d_len, Tmax, H, Dh, hd_attn_scale(Dh), S_max);
+      MOERL_CUDA_LAUNCHED();
+      launch(attention_decode_combine_kernel, grid_for(n_q, kThreads), kThreads, d_out,
+             static_cast<const float*>(d_part), d_len, B, H, Dh, S_max);
+    }
+    finish_out(out, static_cast<const float*>(d_out), sz(n_q));
+    return;
+  }
   const int64_t n_cache = static_cast<int64_t>(B) * Tmax * ld;
   float* d_k = static_cast<float*>(device_scratch(0, sz(n_cache) * sizeof(float)));
   float* d_v = static_cast<float*>(device_scratch(1, sz(n_cache) * sizeof(float)));
@@ -618,15 +713,16 @@ void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
                   float beta2, double bc1, double bc2, float lr, float decay, float eps) {
   if (n <= 0) return;
-  float* d_w = scratch_upload(0, w, sz(n));
-  float* d_m = scratch_upload(1, m, sz(n));
-  float* d_v = scratch_upload(2, v, sz(n));
-  const float* d_g = scratch_upload(3, g, sz(n));
+  // Each array where it lies: the moments are device-resident in a run (sim/optimizer.cpp).
+  float* d_w = dev_in(0, w, sz(n));
+  float* d_m = dev_in(1, m, sz(n));
+  float* d_v = dev_in(2, v, sz(n));
+  const float* d_g = dev_in(3, g, sz(n));
   launch(adamw_kernel, grid_for(n, kThreads), kThreads, d_w, d_m, d_v, d_g, n, clip, beta1, beta2,
          bc1, bc2, lr, decay, eps);
-  download(w, d_w, sz(n));
-  download(m, d_m, sz(n));
-  download(v, d_v, sz(n));
+  finish_out(w, d_w, sz(n));
+  finish_out(m, d_m, sz(n));
+  finish_out(v, d_v, sz(n));
 }
 
 }  // namespace moerl::cuda

@@ -1,6 +1,7 @@
 // ops.h — the CUDA backend's non-GEMM ops: same semantics, argument order and '=' / '+='
-// conventions as kernels/cpu/ops.h, on HOST pointers (each call uploads its operands to per-thread
-// device scratch, launches, and downloads its outputs; see buffer.h). FP32 arithmetic on the
+// conventions as kernels/cpu/ops.h. Host array arguments are uploaded to per-thread device scratch
+// and host outputs downloaded (see buffer.h); arrays in device memory are used where they lie
+// where an op takes them so (adamw_update; attention_decode over the resident KV cache). FP32 arithmetic on the
 // device; the per-element and per-row math is in kernels/cuda/hd/*.h (MOERL_HD), shared with the
 // host tests.
 //

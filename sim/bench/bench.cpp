@@ -107,12 +107,22 @@ std::vector<double> minus(const std::vector<double>& b, const std::vector<double
   return d;
 }
 
-// The GPU's GEMM rate in GFLOP/s (0 without the CUDA backend, which backend_select then refused).
+// The GPU's GEMM rate in GFLOP/s, timed with CUDA events (0 without the CUDA backend, which
+// backend_select then refused).
 double gpu_gemm_gflops(int n, Format f, double seconds) {
 #if MOERL_HAVE_CUDA
   return 1000.0 * cuda::gemm_measure_tflops(n, f, seconds);
 #else
   (void)n; (void)f; (void)seconds;
+  return 0.0;
+#endif
+}
+
+// The GPU's FP32 FMA peak in GFLOP/s (kernels/cuda/peak.h), 0 without the CUDA backend.
+double gpu_fp32_peak_gflops() {
+#if MOERL_HAVE_CUDA
+  return 1000.0 * cuda::device_fp32_peak_tflops();
+#else
   return 0.0;
 #endif
 }
@@ -137,6 +147,7 @@ struct StepItem {
   std::vector<double> total, rollout_s, train_s, opt_s, att_rollout_s, att_train_s, prefill_s;
   std::vector<double> decode_step_s, decode_attention_s;  // best so far, step by step
   std::vector<std::vector<double>> ops_rollout, ops_train;  // [round][kOpCount]
+  std::vector<int64_t> transfer_bytes;                      // the warm-up step's (BenchStep)
 };
 
 // The train phase's seconds: forward + backward (and the attention and per-op seconds inside it),
@@ -268,7 +279,7 @@ class BenchSession {
   SamplingConfig sampling_;  // temperature 1, top-p 1: plain multinomial sampling, as the peer
   std::vector<BenchRun> runs_;
   std::vector<StepItem> items_;
-  std::vector<double> c_blas_, c_own_;
+  std::vector<double> c_blas_, c_own_, c_bf16_;  // c_bf16_: the GPU's only
   std::vector<GemmShape> shapes_rollout_, shapes_train_;
 };
 
@@ -392,6 +403,7 @@ void BenchSession::check_rollout(BenchRun& run) {
 }
 
 void BenchSession::rollout_phase(StepItem& it, BenchRun& run) {
+  TransferPhaseScope ph(model_.backend(), TransferPhase::rollout);
   watch_.rollout_begin(sh_.P, run.w.eos, run.force ? run.expect.data() + blk_.begin : nullptr, Bl_);
   rollout_generate(&run.rb, model_, it.rp, prompts_.data() + blk_.begin * sh_.P, Bl_, sh_.P, run.w.R_max, sampling_,
                    s_.run.seed, 0, static_cast<uint64_t>(blk_.begin), 1, run.w.eos);
@@ -438,11 +450,17 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
     req.lengths = run.lengths.data() + row0;
     req.profile = &it.tp;
     req.save_for_backward = true;
-    model_.forward(&res, req);
-    model_.backward(run.dlogp.data() + static_cast<size_t>(row0) * (T - 1));
+    {
+      TransferPhaseScope ph(model_.backend(), TransferPhase::train);
+      model_.forward(&res, req);
+      model_.backward(run.dlogp.data() + static_cast<size_t>(row0) * (T - 1));
+    }
     barrier(par_);
     const Mark m1 = mark();
-    adamw_.step(&model_.params(), &model_.grads(), oc_.lr, m);
+    {
+      TransferPhaseScope ph(model_.backend(), TransferPhase::optimizer);
+      adamw_.step(&model_.params(), &model_.grads(), oc_.lr, m);
+    }
     model_.invalidate_packed_weights();
     barrier(par_);
     tt.fwd_bwd_s += seconds_between(m0.t, m1.t);
@@ -459,8 +477,8 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
 void BenchSession::run_step(StepItem& it, bool record) {
   BenchRun& run = runs_[static_cast<size_t>(it.run)];
   model_.params().data() = params0_;
-  adamw_.m() = m0_;
-  adamw_.v() = v0_;
+  adamw_.set_m(m0_);
+  adamw_.set_v(v0_);
   model_.invalidate_packed_weights();
   barrier(par_);
   const Mark m0 = mark();
@@ -514,7 +532,15 @@ void BenchSession::record_memory(BenchReport* rep) {
 }
 
 void BenchSession::warm_up(BenchReport* rep) {
-  for (StepItem& it : items_) run_step(it, false);  // page faults, thread pools
+  for (StepItem& it : items_) {  // page faults, thread pools; what one step moves host↔device
+    TransferLog* log = model_.backend().transfers();
+    if (log) log->reset();
+    run_step(it, false);
+    if (!log) continue;
+    for (int p = 0; p < kTransferPhases; ++p)
+      for (int k = 0; k < kCrossKinds; ++k)
+        it.transfer_bytes.push_back(log->bytes(static_cast<TransferPhase>(p), static_cast<CrossKind>(k)));
+  }
   record_memory(rep);
   record_routing(rep);
   for (const BenchRun& run : runs_) rep->workloads.push_back(run.w);
@@ -524,12 +550,17 @@ void BenchSession::warm_up(BenchReport* rep) {
 // are the CPU kernel's (none on a GPU).
 void BenchSession::measure_ceilings() {
   barrier(par_);
-  c_blas_.push_back(sum_over_ranks(par_, on_gpu_ ? gpu_gemm_gflops(o_.gemm_n, Format::fp32, o_.gemm_seconds)
-                                                 : gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, true)));
+  if (on_gpu_) {  // SGEMM is the FP32 ceiling; the BF16 tensor-core rate is reported beside it only
+    c_blas_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::fp32, o_.gemm_seconds)));
+    barrier(par_);
+    c_bf16_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::bf16, o_.gemm_seconds)));
+    c_own_.push_back(0.0);
+    return;
+  }
+  c_blas_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, true)));
   barrier(par_);
-  c_own_.push_back(sum_over_ranks(par_, on_gpu_ ? gpu_gemm_gflops(o_.gemm_n, Format::bf16, o_.gemm_seconds)
-                                                : gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, false)));
-  if (on_gpu_ || run_of("short") < 0) return;
+  c_own_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, false)));
+  if (run_of("short") < 0) return;
   barrier(par_);
   gemm_shapes_measure(&shapes_rollout_, o_.gemm_seconds / 10);
   gemm_shapes_measure(&shapes_train_, o_.gemm_seconds / 10);
@@ -546,6 +577,11 @@ void BenchSession::finish(BenchReport* rep) const {
   rep->ceiling_blas = *std::max_element(c_blas_.begin(), c_blas_.end());
   rep->ceiling_own = *std::max_element(c_own_.begin(), c_own_.end());
   rep->ceiling = std::max(rep->ceiling_blas, rep->ceiling_own);
+  if (on_gpu_) {
+    rep->gpu_n = o_.gpu_gemm_n;
+    rep->ceiling_bf16 = *std::max_element(c_bf16_.begin(), c_bf16_.end());
+    rep->fp32_peak = sum_over_ranks(par_, gpu_fp32_peak_gflops());
+  }
   rep->shapes_rollout = shapes_rollout_;
   rep->shapes_train = shapes_train_;
   for (std::vector<GemmShape>* v : {&rep->shapes_rollout, &rep->shapes_train})
@@ -571,6 +607,7 @@ void BenchSession::finish(BenchReport* rep) const {
     st.prefill_s = best(it.prefill_s);
     st.ops_rollout_s = it.ops_rollout[argmin(it.rollout_s)];
     st.ops_train_s = it.ops_train[argmin(it.train_s)];
+    st.transfer_bytes = it.transfer_bytes;
     rep->steps.push_back(st);
   }
 }

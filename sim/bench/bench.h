@@ -34,7 +34,8 @@ namespace moerl {
 
 struct BenchOptions {
   int rounds = 5;                 // timed rounds (after one untimed warm-up round)
-  int gemm_n = 1024;              // n of the n×n×n ceiling product
+  int gemm_n = 1024;              // n of the n×n×n ceiling product (the CPU's)
+  int gpu_gemm_n = 8192;          // n of the GPU's (run.backend = cuda): large enough to fill it
   double gemm_seconds = 0.25;     // minimum time of one ceiling measurement (per round); each of
                                   // the model's GEMM shapes gets a tenth of it (gemm_shapes.h)
   // The short workload's batch: the scenario's RL step (bench_shape_derive) instead of its
@@ -82,6 +83,9 @@ struct BenchStep {
   // [kOpCount] seconds in each backend op (kernels/ops.def order), of the round whose rollout /
   // train phase was the best; the phase's time less their sum ran outside any op.
   std::vector<double> ops_rollout_s, ops_train_s;
+  // Host↔device bytes of one step (the warm-up's) on a backend with a device (kernels/transfers.h),
+  // [phase][kind] flattened (kTransferPhases × kCrossKinds, both directions); empty on the CPU.
+  std::vector<int64_t> transfer_bytes;
 };
 
 struct BenchTarget {
@@ -106,6 +110,13 @@ struct BenchReport {
   std::string cpu;   // the CPU model (/proc/cpuinfo)
   double load_begin[3] = {0, 0, 0}, load_end[3] = {0, 0, 0};  // /proc/loadavg
   double ceiling_blas = 0, ceiling_own = 0, ceiling = 0;      // GFLOP/s, whole machine, n×n×n
+  // On run.backend = cuda (gpu_n > 0): ceiling_blas is cuBLAS SGEMM (FP32, pedantic, no TF32),
+  // ceiling_own is 0 (moerl has no GEMM kernel of its own there), ceiling_bf16 the BF16
+  // tensor-core GEMM — all timed with CUDA events (cuda::gemm_measure_tflops) — and fp32_peak the
+  // GPUs' FP32 FMA peak (SMs × lanes × 2 × clock, summed over ranks). `ceiling`, which every FP32
+  // share is taken against, is the SGEMM: never the BF16 rate.
+  int gpu_n = 0;
+  double ceiling_bf16 = 0, fp32_peak = 0;
   // The ceiling at the model's own sizes (gemm_shapes.h): each linear-layer product of the short
   // workload's phases timed alone (exact FP32 kernel, summed over ranks), and each phase's
   // FLOP-weighted harmonic mean; 0 on a GPU.

@@ -38,6 +38,7 @@ class TimingBackend : public Backend {
   explicit TimingBackend(const Backend& inner) : inner_(inner) {}
   BackendKind kind() const override { return inner_.kind(); }
   std::string describe() const override { return inner_.describe(); }
+  MOERL_BACKEND_FORWARD_MEMORY(inner_)
 #define MOERL_OP(name, params, args)           \
   void name params const override {            \
     const Clock::time_point t0 = Clock::now(); \

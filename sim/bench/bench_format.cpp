@@ -185,8 +185,16 @@ void table_header(std::ostringstream& o, const BenchReport& r) {
   put(o, "machine: %d thread(s) x %d rank(s), %s; load average %.2f %.2f %.2f at start, %.2f %.2f %.2f at end\n",
       r.threads, r.ranks, r.blas.c_str(), r.load_begin[0], r.load_begin[1], r.load_begin[2], r.load_end[0],
       r.load_end[1], r.load_end[2]);
-  put(o, "FP32 GEMM ceiling (best of the rounds): moerl kernel %.1f GFLOP/s, BLAS %.1f -> ceiling %.1f GFLOP/s\n",
-      r.ceiling_own, r.ceiling_blas, r.ceiling);
+  if (r.gpu_n > 0) {
+    put(o, "GPU GEMM ceiling (cuBLAS, n = %d, timed with CUDA events, best of the rounds): SGEMM FP32 %.1f GFLOP/s "
+           "(the FP32 peak: %.1f), BF16 tensor cores %.1f GFLOP/s -> FP32 ceiling %.1f GFLOP/s\n",
+        r.gpu_n, r.ceiling_blas, r.fp32_peak, r.ceiling_bf16, r.ceiling);
+    if (r.fp32_peak > 0 && r.ceiling_blas > 1.05 * r.fp32_peak)
+      o << "WARNING: the SGEMM rate is above the GPU's FP32 peak: the measurement is wrong\n";
+  } else {
+    put(o, "FP32 GEMM ceiling (best of the rounds): moerl kernel %.1f GFLOP/s, BLAS %.1f -> ceiling %.1f GFLOP/s\n",
+        r.ceiling_own, r.ceiling_blas, r.ceiling);
+  }
   if (r.ceiling_model_train > 0)
     put(o, "at the model's own GEMM sizes (moerl's FP32 kernel, each product alone): rollout %.1f GFLOP/s, "
            "train %.1f GFLOP/s\n", r.ceiling_model_rollout, r.ceiling_model_train);
@@ -222,6 +230,26 @@ void table_phases(std::ostringstream& o, const BenchReport& r) {
   }
   o << "(% ceil: of the n x n x n FP32 GEMM ceiling; % model: of the ceiling at the model's own GEMM sizes, the\n"
        " train phase's backward products taken at their forward's rate)\n";
+}
+
+// Host↔device crossings of one step per phase and kind (a backend with a device only).
+void table_transfers(std::ostringstream& o, const BenchReport& r) {
+  for (const BenchStep& s : r.steps) {
+    if (s.transfer_bytes.empty()) continue;
+    o << "\nhost<->device crossings of one RL step, MB (" << step_label(s) << "; kernels/transfers.h)\n";
+    put(o, "%-13s", "phase");
+    for (int k = 0; k < kCrossKinds; ++k) put(o, " %11s", cross_kind_name(static_cast<CrossKind>(k)));
+    o << "\n";
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const int64_t* row = s.transfer_bytes.data() + static_cast<size_t>(p) * kCrossKinds;
+      int64_t any = 0;
+      for (int k = 0; k < kCrossKinds; ++k) any += row[k];
+      if (!any) continue;
+      put(o, "%-13s", transfer_phase_name(static_cast<TransferPhase>(p)));
+      for (int k = 0; k < kCrossKinds; ++k) put(o, " %11.3f", static_cast<double>(row[k]) * 1e-6);
+      o << "\n";
+    }
+  }
 }
 
 void table_peer(std::ostringstream& o, const BenchReport& r) {
@@ -379,6 +407,9 @@ void json_header(std::ostringstream& o, const BenchReport& r) {
     << "], \"load_end\": [" << num(r.load_end[0]) << ", " << num(r.load_end[1]) << ", " << num(r.load_end[2]) << "],\n";
   o << "  \"ceiling_gflops\": " << num(r.ceiling) << ", \"ceiling_own_gflops\": " << num(r.ceiling_own)
     << ", \"ceiling_blas_gflops\": " << num(r.ceiling_blas) << ",\n";
+  if (r.gpu_n > 0)
+    o << "  \"gpu_gemm_n\": " << r.gpu_n << ", \"ceiling_bf16_gflops\": " << num(r.ceiling_bf16)
+      << ", \"fp32_peak_gflops\": " << num(r.fp32_peak) << ",\n";
   o << "  \"ceiling_model_rollout_gflops\": " << num(r.ceiling_model_rollout) << ", \"ceiling_model_train_gflops\": "
     << num(r.ceiling_model_train) << ",\n";
   o << "  \"flops_rollout\": " << num(r.flops_rollout) << ", \"flops_train\": " << num(r.flops_train) << ",\n";
@@ -444,6 +475,22 @@ void json_step(std::ostringstream& o, const BenchReport& r, const BenchStep& s) 
     for (size_t k = 0; k < v.size(); ++k) o << (k ? ", " : "") << "\"" << op_name(static_cast<Op>(k)) << "\": " << num(v[k]);
     o << "}";
   }
+  if (!s.transfer_bytes.empty()) {  // {"rollout": {"activations": bytes, …}, …}, phases with a crossing
+    o << ",\n     \"transfer_bytes\": {";
+    bool first = true;
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const int64_t* row = s.transfer_bytes.data() + static_cast<size_t>(p) * kCrossKinds;
+      int64_t any = 0;
+      for (int k = 0; k < kCrossKinds; ++k) any += row[k];
+      if (!any) continue;
+      o << (first ? "" : ", ") << "\"" << transfer_phase_name(static_cast<TransferPhase>(p)) << "\": {";
+      first = false;
+      for (int k = 0; k < kCrossKinds; ++k)
+        o << (k ? ", " : "") << "\"" << cross_kind_name(static_cast<CrossKind>(k)) << "\": " << row[k];
+      o << "}";
+    }
+    o << "}";
+  }
   o << "}";
 }
 
@@ -504,6 +551,7 @@ std::string bench_format_table(const BenchReport& r) {
   table_header(o, r);
   table_steps(o, r);
   table_phases(o, r);
+  table_transfers(o, r);
   table_peer(o, r);
   table_workloads(o, r);
   table_token_rates(o, r);

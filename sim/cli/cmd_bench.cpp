@@ -86,7 +86,7 @@ void bench_add_options(po::options_description* desc, BenchArgs* a) {
       ("long-mean", po::value(&a->long_mean)->default_value(128),
        "long answers: response lengths spread evenly over 1 .. 2*mean-1 tokens (EOS included), mean exactly this")
       ("long-max", po::value(&a->long_max)->default_value(256), "long answers: the response limit (>= 2*mean-1)")
-      ("gemm-n", po::value(&a->gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product")
+      ("gemm-n", po::value(&a->gemm_n)->default_value(1024), "size n of the n×n×n GEMM-ceiling product on the CPU (on run.backend = cuda: 8192)")
       ("gemm-seconds", po::value(&a->gemm_seconds)->default_value(0.25), "minimum time per ceiling measurement and round")
       ("json", po::value(&a->json_out), "also write the numbers to this JSON file")
       ("peer-json", po::value(&a->peer_json), "the peer's JSON (analysis/bench/torch_peer.py): adds the speed-up target")

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "sim/cli/cli.h"
-#include "sim/preempt.h"
+#include "sim/process/preempt.h"
 #include "store/h5io.h"
 #include "store/output_lock.h"
 #include "store/path_checks.h"

@@ -5,7 +5,8 @@
 // (cuda::select_device, which backend_select runs: the rank's index among all ranks of its node,
 // modulo the node's device count — construct this after it, on the same thread), rank 0 creates the
 // NCCL id and broadcasts it with MPI, and every rank joins with ncclCommInitRank. Two ranks of the
-// group on one GPU make ncclCommInitRank fail ("duplicate GPU").
+// group on one GPU would make ncclCommInitRank fail ("duplicate GPU"): backend_ep_collectives
+// (sim/backend_select.h) checks that first and does not build one then.
 //
 // alltoallv / alltoall take and return HOST pointers like every collective of this interface: the
 // send buffer is staged to the device, one grouped ncclSend/ncclRecv per peer moves it

@@ -1,6 +1,7 @@
 // backend_select.cpp — see backend_select.h.
 #include "sim/process/backend_select.h"
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,11 @@
 #include "kernels/cuda/device.h"
 #endif
 #if MOERL_HAVE_NCCL
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "sim/comm/device_sharing.h"
 #include "sim/comm/nccl_collectives.h"
 #endif
 
@@ -61,6 +67,18 @@ std::unique_ptr<Collectives> backend_ep_collectives(BackendKind kind, const Rank
                                                     Collectives* host) {
   if (kind != BackendKind::cuda || !grid || !host || host->size() < 2) return nullptr;
 #if MOERL_HAVE_NCCL
+  // Ranks sharing a GPU keep the MPI all-to-all (device_sharing.h): decided from one table that
+  // every rank gathers, so all take the same path and none waits in a NCCL bootstrap.
+  char node[256] = {};
+  if (gethostname(node, sizeof(node) - 1) != 0) std::strcpy(node, "?");
+  RankDevice mine{cuda::device_uuid(), cuda::device_label(), node};
+  if (mine.key.empty()) mine.key = std::string(node) + "/" + mine.label;
+  const std::vector<RankDevice> all = device_sharing_gather(grid->ep_comm(), mine);
+  const std::vector<std::vector<int>> shared = device_sharing_groups(all);
+  if (!shared.empty()) {
+    if (host->rank() == 0) std::fprintf(stderr, "moerl: %s\n", device_sharing_line(shared, all).c_str());
+    return nullptr;
+  }
   return make_nccl_collectives(grid->ep_comm(), host);
 #else
   return nullptr;

@@ -30,8 +30,11 @@ const Backend& backend_select(BackendKind kind, int local_rank,
 void backend_check_profiles(BackendKind kind, const std::vector<const NumericsProfile*>& profiles);
 
 // The collectives of the EP group for the model's dispatcher: NCCL over the group's GPUs when the
-// backend is cuda, the build has NCCL and the group has more than one rank; else null (keep the
-// MPI ones). `host` (the MPI collectives of the same group) serves the non-all-to-all collectives.
+// backend is cuda, the build has NCCL, the group has more than one rank and no two of its ranks
+// share a GPU; else null (keep the MPI ones). Ranks sharing a GPU are found before NCCL is touched
+// (sim/comm/device_sharing.h, collective over the group) and the group's root prints one line
+// naming them and the device. `host` (the MPI collectives of the same group) serves the
+// non-all-to-all collectives.
 std::unique_ptr<Collectives> backend_ep_collectives(BackendKind kind, const RankGrid* grid,
                                                     Collectives* host);
 

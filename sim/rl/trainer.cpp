@@ -103,8 +103,8 @@ void RlTrainer::load_state(const CheckpointExtras& ex) {
   }
   if (n_snap > 0) snapshots_.assign(static_cast<size_t>(n_snap), Snapshot{});
   for (const auto& [name, v] : ex.arrays) {
-    if (name == "optim/m") adamw_->m() = v;
-    else if (name == "optim/v") adamw_->v() = v;
+    if (name == "optim/m") adamw_->set_m(v);
+    else if (name == "optim/v") adamw_->set_v(v);
     else if (name == "router/expert_bias") model_->expert_bias() = v;
     else if (name == "router/temperature") {
       model_->router_control().temperature = v;
@@ -117,6 +117,7 @@ void RlTrainer::load_state(const CheckpointExtras& ex) {
 }
 
 EvalResult RlTrainer::evaluate() const {
+  TransferPhaseScope ph(model_->backend(), TransferPhase::eval);
   return rollout_eval(*model_, *task_, s_.seed, s_.rl.eval_prompts, s_.eval);
 }
 
@@ -140,14 +141,23 @@ void RlTrainer::step(int64_t step, RunResults* res) {
   // The base policy's held-out accuracy, before the first update: what "RL improved (or ended
   // below) the base" is read against, in every run. Greedy and from its own split, so it draws
   // from no stream the run uses.
-  if (step == 0) record_eval(res, evaluate(), "_base");
+  // Each phase's host↔device crossings are counted under its name where the backend has a device
+  // (kernels/transfers.h); the mismatch measure is counted with π_old, the metrics under "other".
+  const Backend& be = model_->backend();
+  if (step == 0) record_eval(res, evaluate(), "_base");  // the eval phase
   StepState st = step_begin(step);
   sample_prompts(&st);                // §1
-  rollout(&st);                       // §2
+  {
+    TransferPhaseScope ph(be, TransferPhase::rollout);
+    rollout(&st);                     // §2
+  }
   compute_advantages(&st);            // §3
-  recompute_old_logprobs(&st, res);   // §4
-  measure_mismatch(&st, res);
-  train_minibatches(&st, res);        // §5, §6
+  {
+    TransferPhaseScope ph(be, TransferPhase::old_logprobs);
+    recompute_old_logprobs(&st, res);  // §4
+    measure_mismatch(&st, res);
+  }
+  train_minibatches(&st, res);        // §5, §6 (train and optimizer phases inside)
   record_metrics(&st, res);
   res->set("time_step", seconds_since(t_step));
 }
@@ -438,11 +448,17 @@ void RlTrainer::train_minibatches(StepState* st, RunResults* res) {
   HookContext c = hook_context(st);
   for (int m = 0; m < s_.rl.minibatches; ++m) {
     Minibatch mb = minibatch_rows(*st, order, m);
-    for (const auto& h : hooks_.active) h->before_forward(c, mb);
-    minibatch_forward(*st, &mb);
-    minibatch_loss(*st, &mb);
-    minibatch_backward(st, &mb);
-    optimizer_step(&mb);
+    {
+      TransferPhaseScope ph(model_->backend(), TransferPhase::train);
+      for (const auto& h : hooks_.active) h->before_forward(c, mb);
+      minibatch_forward(*st, &mb);
+      minibatch_loss(*st, &mb);
+      minibatch_backward(st, &mb);
+    }
+    {
+      TransferPhaseScope ph(model_->backend(), TransferPhase::optimizer);
+      optimizer_step(&mb);
+    }
     for (const auto& h : hooks_.active) h->after_optimizer_step(c, mb);
     minibatch_totals(st, mb);
     if (m == 0 && s_.dump_tensors) minibatch_dump(*st, mb, res);

@@ -37,6 +37,39 @@ AdamW::AdamW(const OptimConfig& cfg, const ParamStore& layout) : cfg_(cfg) {
   v_.assign(static_cast<size_t>(layout.size()), 0.0f);
 }
 
+void AdamW::set_backend(const Backend& backend) {
+  std::vector<float> m = this->m(), v = this->v();
+  backend_ = &backend;
+  dm_ = DeviceArray<float>();
+  dv_ = DeviceArray<float>();
+  if (backend.memory_space() == MemorySpace::device) {
+    dm_ = DeviceArray<float>(backend, m.size());
+    dv_ = DeviceArray<float>(backend, v.size());
+    m_.clear();
+    v_.clear();
+  }
+  set_m(m);
+  set_v(v);
+}
+
+std::vector<float> AdamW::moment(const std::vector<float>& host, const DeviceArray<float>& dev) const {
+  if (!dev.data()) return host;
+  std::vector<float> x(dev.size());
+  dev.backend()->mem_copy(x.data(), dev.data(), x.size() * sizeof(float), CopyDir::to_host, CrossKind::optimizer);
+  return x;
+}
+
+void AdamW::set_moment(std::vector<float>* host, DeviceArray<float>* dev, const std::vector<float>& x) {
+  if (!dev->data()) {
+    *host = x;
+    return;
+  }
+  if (x.size() != dev->size())
+    throw std::invalid_argument("AdamW: moments of " + std::to_string(x.size()) + " values for " +
+                                std::to_string(dev->size()) + " parameters");
+  dev->backend()->mem_copy(dev->data(), x.data(), x.size() * sizeof(float), CopyDir::to_device, CrossKind::optimizer);
+}
+
 void AdamW::freeze(const std::string& pattern) {
   for (Tensor& t : tensors_)
     if (t.name.find(pattern) != std::string::npos) t.frozen = true;
@@ -104,7 +137,9 @@ double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step
     const float decay = t.decay ? lr * cfg_.weight_decay : 0.0f;
     // element-wise (kernels/ref/adamw.cpp is the scalar form): vectorised, threads over blocks
     const int64_t j = t.offset + t.own_begin;
-    backend_or_cpu(backend_).adamw_update(w + j, m_.data() + j, v_.data() + j, g + j,
+    float* m = dm_.data() ? dm_.data() : m_.data();
+    float* v = dv_.data() ? dv_.data() : v_.data();
+    backend_or_cpu(backend_).adamw_update(w + j, m + j, v + j, g + j,
                                           t.own_end - t.own_begin, clip, cfg_.beta1, cfg_.beta2,
                                           bc1, bc2, lr, decay, cfg_.eps);
   }

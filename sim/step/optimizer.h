@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "models/parallel.h"
 #include "models/params.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
@@ -43,15 +44,22 @@ class AdamW {
   // one partial per dense tensor and per (expert tensor, expert) — the same bits on any rank count.
   void set_parallel(int n_experts, ExpertRange owned, Collectives* ep, bool canonical);
 
-  // Where the element-wise update runs (the model's backend; the CPU backend until set).
-  void set_backend(const Backend& backend) { backend_ = &backend; }
+  // Where the element-wise update runs (the model's backend; the CPU backend until set). On a
+  // backend with a device (Backend::memory_space) the moments move into its memory and stay there
+  // (the run's optimizer state is device-resident); m() / v() then download them, set_m / set_v
+  // upload.
+  void set_backend(const Backend& backend);
 
   // Clips grads in place to cfg.grad_clip (global norm), then one AdamW step at lr.
   // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
   double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
 
-  std::vector<float>& m() { return m_; }
-  std::vector<float>& v() { return v_; }
+  // The moments, [params().size()] each, in the parameters' layout (copies: a checkpoint's, a
+  // bench round's restore).
+  std::vector<float> m() const { return moment(m_, dm_); }
+  std::vector<float> v() const { return moment(v_, dv_); }
+  void set_m(const std::vector<float>& m) { set_moment(&m_, &dm_, m); }
+  void set_v(const std::vector<float>& v) { set_moment(&v_, &dv_, v); }
 
  private:
   OptimConfig cfg_;
@@ -68,7 +76,11 @@ class AdamW {
   bool pieces_ = false;  // norm from partial sums (set_parallel)
   int ep_rank_ = 0;
   double grad_norm_sq(const float* g) const;
+  std::vector<float> moment(const std::vector<float>& host, const DeviceArray<float>& dev) const;
+  void set_moment(std::vector<float>* host, DeviceArray<float>* dev, const std::vector<float>& x);
+  // The moments: in host memory (m_, v_), or in the backend's device memory (dm_, dv_; m_, v_ empty).
   std::vector<float> m_, v_;
+  DeviceArray<float> dm_, dv_;
 };
 
 }  // namespace moerl

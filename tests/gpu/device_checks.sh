@@ -2,14 +2,16 @@
 # device_checks.sh — the GPU checks of moerl in one go, for a machine with an NVIDIA GPU (one is
 # enough): builds the CUDA backend, runs the GPU tests (tests/gpu: every op CUDA vs CPU, the whole
 # model, an RL run), audits the emulation against the hardware, times the bench workload on the
-# GPU, and prints a short table. Made to finish in under 8 minutes on one H200 with 16 cores.
+# GPU, runs two ranks on one GPU and N one-rank runs at once (runs per hour, GPU and CPU), and prints a short table (with the host<->device transfer
+# counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
 #
 #   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
 #
 # Dependencies as for the CPU build (scripts/install-deps.sh). Where nothing can be installed (a
 # bare GPU node), carry Debian packages in .deps/ (`apt-get download` on a Debian 12 machine: the
 # -dev packages of scripts/install-deps.sh and the libraries they pull in beyond the node's base
-# system); they are unpacked under /tmp/moerl-deps and used from there. See docs/gpu.md.
+# system); they are unpacked under /tmp/moerl-deps and used from there. Or run it from a pack of
+# scripts/pack_gpu.sh (`source env.sh` first: MOERL_PREBUILT names its binaries). See docs/gpu.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -35,6 +37,10 @@ if [ -d .deps ] && ls .deps/*.deb > /dev/null 2>&1; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+if [ -n "${MOERL_PREBUILT:-}" ]; then  # a pack of scripts/pack_gpu.sh: its binaries, no build
+  B="$MOERL_PREBUILT"
+  say "== prebuilt binaries in $B (commit $(cat COMMIT 2>/dev/null || echo ?))"
+else
 say "== configure + build (CUDA archs 90, $JOBS jobs)"
 if ! cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_CUDA_ARCHS=90 \
      "${CMAKE_EXTRA[@]}" >> "$LOG" 2>&1; then
@@ -46,6 +52,7 @@ if ! cmake --build build-gpu -j"$JOBS" --target moerl test_gpu test_cuda_host >>
 fi
 B=build-gpu
 say "   built in $(( $(date +%s) - t_start )) s"
+fi
 
 say "== host-side tests of the device math (test_cuda_host)"
 "$B/tests/test_cuda_host" --gtest_brief=1 > "$OUTDIR/test_cuda_host.txt" 2>&1
@@ -79,6 +86,35 @@ t0=$(date +%s)
 rl_rc=$?
 rl_s=$(( $(date +%s) - t0 ))
 
+say "== two ranks on one GPU (quickstart, 2 steps, mpirun -np 2, CUDA_VISIBLE_DEVICES=0)"
+t0=$(date +%s)
+CUDA_VISIBLE_DEVICES=0 timeout 180 mpirun --oversubscribe -np 2 "$M" run scenarios/quickstart.ini \
+  --set run.backend=cuda --set rl.steps=2 --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_shared.h5" --force \
+  > "$OUTDIR/shared_gpu.txt" 2>&1
+shared_rc=$?
+shared_s=$(( $(date +%s) - t0 ))
+grep -E "share GPU|NCCL|MPI_ABORT|rror" "$OUTDIR/shared_gpu.txt" | head -5 | tee -a "$LOG"
+
+# Runs per hour of N one-rank runs at once (the sweep's way to fill a GPU; no NCCL): N quickstart
+# runs of 3 steps on GPU 0, and the same N on the node's CPUs (the cores split between them).
+N_CONC=${N_CONC:-4}
+conc() {  # backend threads -> seconds for N_CONC runs at once
+  local t0 pids=() i
+  t0=$(date +%s.%N)
+  for i in $(seq 1 "$N_CONC"); do
+    CUDA_VISIBLE_DEVICES=0 timeout 240 "$M" run scenarios/quickstart.ini --set run.backend="$1" --set rl.steps=3 \
+      --threads "$2" --base "$OUTDIR/base.h5" --out "$OUTDIR/conc_$1_$i.h5" --force > /dev/null 2>&1 &
+    pids+=($!)
+  done
+  local rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  python3 -c "import sys; print('%.1f %d' % (float(sys.argv[2]) - float(sys.argv[1]), int(sys.argv[3])))" "$t0" "$(date +%s.%N)" "$rc"
+}
+say "== $N_CONC concurrent one-rank runs (quickstart, 3 steps): GPU, then CPU"
+read -r conc_gpu_s conc_gpu_rc < <(conc cuda 1)
+read -r conc_cpu_s conc_cpu_rc < <(conc cpu $(( JOBS / N_CONC > 0 ? JOBS / N_CONC : 1 )))
+say "   gpu: ${conc_gpu_s} s (rc ${conc_gpu_rc}), cpu: ${conc_cpu_s} s (rc ${conc_cpu_rc})"
+
 say "== bench workload on the GPU (2 rounds)"
 timeout 240 "$M" bench --scenario scenarios/bench.ini --set run.backend=cuda --rounds 2 \
   --json "$OUTDIR/bench_cuda.json" > "$OUTDIR/bench_cuda.txt" 2>&1
@@ -87,9 +123,11 @@ cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
 
 say ""
 say "== summary ($(( $(date +%s) - t_start )) s)"
-python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" <<'PY' | tee -a "$LOG"
+python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" "$shared_rc" "$shared_s" \
+  "$N_CONC" "$conc_gpu_s" "$conc_gpu_rc" "$conc_cpu_s" "$conc_cpu_rc" <<'PY' | tee -a "$LOG"
 import json, os, re, sys
-out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc = sys.argv[1:7]
+out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc, shared_rc, shared_s = sys.argv[1:9]
+n_conc, cg_s, cg_rc, cc_s, cc_rc = sys.argv[9:14]
 def tests(name):
     try: t = open(os.path.join(out, name)).read()
     except OSError: return "not run"
@@ -105,6 +143,24 @@ print("|---|---|")
 print("| host tests of device math | %s |" % tests("test_cuda_host.txt"))
 print("| GPU tests | %s |" % tests("test_gpu.txt"))
 print("| RL run, quickstart 10 steps on cuda | %s, %.1f s |" % ("ok" if rl_rc == "0" else "FAILED rc=" + rl_rc, float(rl_s)))
+try: sh = open(os.path.join(out, "shared_gpu.txt")).read()
+except OSError: sh = ""
+line = next((l for l in sh.splitlines() if "share GPU" in l), "no sharing line")
+print("| 2 ranks on one GPU, 2 steps | %s, %s s; %s |" % ("ok" if shared_rc == "0" else "FAILED rc=" + shared_rc,
+      shared_s, line.strip()[:160]))
+def per_hour(sec, rc):
+    return ("%.0f runs/h" % (int(n_conc) * 3600.0 / float(sec))) if rc == "0" and float(sec) > 0 else "FAILED"
+print("| %s concurrent one-rank runs (quickstart, 3 steps) | one GPU: %s (%s s); the node's CPUs: %s (%s s) |" % (
+      n_conc, per_hour(cg_s, cg_rc), cg_s, per_hour(cc_s, cc_rc), cc_s))
+print()
+# The transfer counters of ResidentGpu.RlStepTransfers (kernels/transfers.h): what still crosses.
+try:
+    t = open(os.path.join(out, "test_gpu.txt")).read()
+    m = re.search(r"TRANSFERS BEGIN[^\n]*\n(.*?)TRANSFERS END", t, re.S)
+    print("host<->device crossings, 2 RL steps of the tiny scenario on cuda (phase, kind, bytes):")
+    print(m.group(1).rstrip() if m else "  (not printed: ResidentGpu.RlStepTransfers did not run)")
+except OSError:
+    print("transfers: test_gpu output missing")
 print()
 print("| audit (A vs B) | flips % (mean over layers) | tokens with a flip % | KL (k3) | max abs dlogp |")
 print("|---|---|---|---|---|")
@@ -122,8 +178,14 @@ try:
     for st in b.get("steps", []):
         print("| %s / %s | %.3f | %.3f | %.3f |" % (st.get("rollout_profile"), st.get("train_profile"),
               st.get("total_s", 0), st.get("rollout_s", 0), st.get("train_s", 0)))
-    print("GEMM ceiling: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s; %s" % (b.get("ceiling_blas_gflops", 0),
-          b.get("ceiling_own_gflops", 0), b.get("blas", "")))
+    for st in b.get("steps", []):
+        tb = st.get("transfer_bytes")
+        if tb and st.get("rollout_profile") == st.get("train_profile") == "fp32-ref" and st.get("workload") == "short":
+            print("bench step host<->device MB: " + "; ".join(
+                "%s %s" % (ph, ", ".join("%s %.2f" % (k, v / 1e6) for k, v in kinds.items() if v)) for ph, kinds in tb.items()))
+    print("GEMM ceiling (CUDA events, n %s): SGEMM fp32 %.0f GFLOP/s (FP32 peak %.0f), bf16 %.0f GFLOP/s; %s" % (
+          b.get("gpu_gemm_n", "?"), b.get("ceiling_blas_gflops", 0), b.get("fp32_peak_gflops", 0),
+          b.get("ceiling_bf16_gflops", 0), b.get("blas", "")))
 except Exception as e:
     print("bench: not available (%s), rc=%s" % (e, bench_rc))
 PY

@@ -313,6 +313,21 @@ TEST(GemmGpu, DescribeAndMeasure) {
   }
 }
 
+// The bench's ceiling (issue 41: an H200's "FP32 ceiling" printed as 185 TFLOP/s): SGEMM timed with
+// CUDA events must lie under the device's FP32 FMA peak (5 % margin: the boost clock the attribute
+// reports is not a hard cap on every SKU), and the BF16 tensor-core GEMM must beat it.
+TEST(GemmGpu, CeilingUnderThePeak) {
+  MOERL_REQUIRE_GPU();
+  const double peak = cuda::device_fp32_peak_tflops();
+  const double sgemm = cuda::gemm_measure_tflops(4096, Format::fp32, 0.2);
+  const double bf16 = cuda::gemm_measure_tflops(4096, Format::bf16, 0.2);
+  std::printf("FP32 peak %.1f TFLOP/s, SGEMM(4096) %.1f, BF16 GEMM(4096) %.1f\n", peak, sgemm, bf16);
+  EXPECT_GT(peak, 0.0);
+  EXPECT_GT(sgemm, 0.1 * peak);
+  EXPECT_LE(sgemm, 1.05 * peak);
+  EXPECT_GT(bf16, sgemm);
+}
+
 #if MOERL_HAVE_NCCL
 // Compile-and-link check of the NCCL dispatcher (a run needs MPI ranks with GPUs: see docs/gpu.md).
 TEST(GemmGpu, NcclFactoryLinks) {

@@ -85,6 +85,37 @@ TEST(Bench, ReportsStepsFlopsRoutingAndTargets) {
   EXPECT_NE(table.find("R3 routing record: 4 bits"), std::string::npos);
 }
 
+// On a GPU the report says what one step moved between host and device, per phase and kind
+// (kernels/transfers.h), and names the ceilings it measured there (SGEMM, BF16, the FP32 peak);
+// a CPU report has neither.
+TEST(Bench, ReportsTransfersAndTheGpuCeilingWhereThereIsADevice) {
+  const Scenario s = Scenario::defaults(kTiny);
+  BenchReport r = bench_run(s, "tiny", quick(), ModelParallel{});
+  for (const BenchStep& st : r.steps) EXPECT_TRUE(st.transfer_bytes.empty());
+  EXPECT_EQ(bench_format_json(r).find("transfer_bytes"), std::string::npos);
+  EXPECT_EQ(bench_format_table(r).find("host<->device"), std::string::npos);
+  r.gpu_n = 8192;
+  r.ceiling_blas = r.ceiling = 50000;
+  r.ceiling_own = 0;
+  r.ceiling_bf16 = 600000;
+  r.fp32_peak = 66900;
+  BenchStep& st = r.steps.front();
+  st.transfer_bytes.assign(static_cast<size_t>(kTransferPhases) * kCrossKinds, 0);
+  st.transfer_bytes[static_cast<size_t>(TransferPhase::rollout) * kCrossKinds +
+                    static_cast<size_t>(CrossKind::activations)] = 2500000;
+  const std::string table = bench_format_table(r), json = bench_format_json(r);
+  EXPECT_NE(table.find("SGEMM FP32 50000.0 GFLOP/s (the FP32 peak: 66900.0), BF16 tensor cores 600000.0"),
+            std::string::npos) << table;
+  EXPECT_EQ(table.find("WARNING"), std::string::npos);
+  EXPECT_NE(table.find("host<->device crossings of one RL step"), std::string::npos);
+  EXPECT_NE(table.find("2.500"), std::string::npos);
+  EXPECT_NE(json.find("\"transfer_bytes\": {\"rollout\": {\"activations\": 2500000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ceiling_bf16_gflops\""), std::string::npos);
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  r.ceiling_blas = 185000;  // the old bench's BF16 rate printed as FP32: above the peak
+  EXPECT_NE(bench_format_table(r).find("WARNING: the SGEMM rate is above the GPU's FP32 peak"), std::string::npos);
+}
+
 TEST(Bench, RejectsABenchSectionThatDoesNotFit) {
   std::vector<std::string> bad = kTiny;
   bad.back() = "bench.decode_steps=7";  // 4 + 7 != 12

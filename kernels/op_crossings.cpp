@@ -1,0 +1,228 @@
+// op_crossings.cpp — see op_crossings.h. Shape letters as kernels/ref/ops.h.
+#include "kernels/op_crossings.h"
+
+#include <algorithm>
+#include <set>
+
+namespace moerl {
+
+namespace {
+constexpr size_t f4 = sizeof(float);
+size_t n_of(int64_t a) { return a > 0 ? static_cast<size_t>(a) : 0; }
+size_t n_of(int64_t a, int64_t b) { return n_of(a) * n_of(b); }
+}  // namespace
+
+void OpCrossings::in(const void* p, size_t bytes, CrossKind k) const {
+  if (p && bytes && !be_.is_device_pointer(p)) log_.add(CrossDir::up, k, static_cast<int64_t>(bytes));
+}
+void OpCrossings::out(const void* p, size_t bytes, CrossKind k) const {
+  if (p && bytes && !be_.is_device_pointer(p)) log_.add(CrossDir::down, k, static_cast<int64_t>(bytes));
+}
+void OpCrossings::inout(const void* p, size_t bytes, CrossKind k) const {
+  in(p, bytes, k);
+  out(p, bytes, k);
+}
+
+using K = CrossKind;
+
+void OpCrossings::embedding_forward(float* out, const int32_t* tokens, const float* table, int N, int D) const {
+  if (N <= 0 || D <= 0) return;
+  in(tokens, n_of(N) * 4, K::indices);
+  if (!be_.is_device_pointer(tokens) && !be_.is_device_pointer(table)) {  // rows up to the largest id
+    const int32_t hi = *std::max_element(tokens, tokens + N);
+    in(table, n_of(int64_t{hi} + 1, D) * f4, K::weights);
+  }
+  this->out(out, n_of(N, D) * f4, K::activations);
+}
+
+void OpCrossings::embedding_backward(float* dtable, const float* dout, const int32_t* tokens, int N, int D) const {
+  if (N <= 0 || D <= 0) return;
+  in(dout, n_of(N, D) * f4, K::activations);
+  in(tokens, n_of(N) * 4, K::indices);
+  if (!be_.is_device_pointer(tokens) && !be_.is_device_pointer(dtable)) {  // the distinct rows, += on the device
+    const std::set<int32_t> rows(tokens, tokens + N);
+    inout(dtable, rows.size() * n_of(D) * f4, K::grads);
+  }
+}
+
+void OpCrossings::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int D,
+                                  float, const ReduceCtx&) const {
+  in(inp, n_of(N, D) * f4, K::activations);
+  in(weight, n_of(D) * f4, K::weights);
+  this->out(out, n_of(N, D) * f4, K::activations);
+  this->out(rstd, n_of(N) * f4, K::activations);
+}
+
+void OpCrossings::rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                   const float* weight, const float* rstd, int N, int D) const {
+  in(dout, n_of(N, D) * f4, K::activations);
+  in(inp, n_of(N, D) * f4, K::activations);
+  in(rstd, n_of(N) * f4, K::activations);
+  if (dinp) {
+    in(weight, n_of(D) * f4, K::weights);
+    inout(dinp, n_of(N, D) * f4, K::activations);
+  }
+  inout(dweight, n_of(D) * f4, K::grads);
+}
+
+void OpCrossings::rope_forward(float* x, const int32_t* pos, int N, int H, int Dh, float) const {
+  inout(x, n_of(N, int64_t{H} * Dh) * f4, K::activations);
+  in(pos, n_of(N) * 4, K::indices);
+}
+
+void OpCrossings::rope_backward(float* dx, const int32_t* pos, int N, int H, int Dh, float) const {
+  inout(dx, n_of(N, int64_t{H} * Dh) * f4, K::activations);
+  in(pos, n_of(N) * 4, K::indices);
+}
+
+void OpCrossings::attention_forward(float* out, float* att, const float* q, const float* k, const float* v, int B,
+                                    int T, int H, int Dh, const ReduceCtx&) const {
+  const size_t rows = n_of(int64_t{B} * T, int64_t{H} * Dh) * f4;
+  in(q, rows, K::activations);
+  in(k, rows, K::activations);
+  in(v, rows, K::activations);
+  this->out(out, rows, K::activations);
+  this->out(att, n_of(int64_t{B} * H, int64_t{T} * T) * f4, K::activations);
+}
+
+void OpCrossings::attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* att,
+                                     const float* q, const float* k, const float* v, int B, int T, int H,
+                                     int Dh) const {
+  const size_t rows = n_of(int64_t{B} * T, int64_t{H} * Dh) * f4;
+  in(dout, rows, K::activations);
+  in(att, n_of(int64_t{B} * H, int64_t{T} * T) * f4, K::activations);
+  in(q, rows, K::activations);
+  in(k, rows, K::activations);
+  in(v, rows, K::activations);
+  inout(dq, rows, K::activations);
+  inout(dk, rows, K::activations);
+  inout(dv, rows, K::activations);
+}
+
+void OpCrossings::attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
+                                   const int32_t* len, int B, int /*Tmax*/, int H, int Dh, const ReduceCtx&) const {
+  if (B <= 0) return;
+  const size_t D = n_of(int64_t{H} * Dh);
+  in(q, n_of(B) * D * f4, K::activations);
+  in(len, n_of(B) * 4, K::indices);
+  if (!be_.is_device_pointer(len)) {  // each sequence's cache up to its length
+    size_t held = 0;
+    for (int b = 0; b < B; ++b) held += n_of(len[b]);
+    in(kcache, held * D * f4, K::kv_cache);
+    in(vcache, held * D * f4, K::kv_cache);
+  }
+  this->out(out, n_of(B) * D * f4, K::activations);
+}
+
+void OpCrossings::softmax_forward(float* out, const float* x, int N, int C) const {
+  in(x, n_of(N, C) * f4, K::activations);
+  this->out(out, n_of(N, C) * f4, K::activations);
+}
+
+void OpCrossings::log_softmax_forward(float* out, const float* x, int N, int C) const {
+  in(x, n_of(N, C) * f4, K::activations);
+  this->out(out, n_of(N, C) * f4, K::activations);
+}
+
+void OpCrossings::softmax_backward(float* dx, const float* dy, const float* y, int N, int C) const {
+  in(dy, n_of(N, C) * f4, K::activations);
+  in(y, n_of(N, C) * f4, K::activations);
+  inout(dx, n_of(N, C) * f4, K::activations);
+}
+
+void OpCrossings::swiglu_forward(float* out, const float* gate, const float* up, int N, int F) const {
+  in(gate, n_of(N, F) * f4, K::activations);
+  in(up, n_of(N, F) * f4, K::activations);
+  this->out(out, n_of(N, F) * f4, K::activations);
+}
+
+void OpCrossings::swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                  int N, int F) const {
+  in(dout, n_of(N, F) * f4, K::activations);
+  in(gate, n_of(N, F) * f4, K::activations);
+  in(up, n_of(N, F) * f4, K::activations);
+  inout(dgate, n_of(N, F) * f4, K::activations);
+  inout(dup, n_of(N, F) * f4, K::activations);
+}
+
+void OpCrossings::topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K_, TieBreak,
+                               const NoiseKey&) const {
+  in(scores, n_of(N, E) * f4, K::activations);
+  this->out(ids, n_of(N, K_) * 4, K::indices);
+  this->out(vals, n_of(N, K_) * f4, K::activations);
+}
+
+void OpCrossings::logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) const {
+  in(logits, n_of(N, V) * f4, K::activations);
+  in(targets, n_of(N) * 4, K::indices);
+  this->out(logp, n_of(N) * f4, K::activations);
+}
+
+void OpCrossings::logprob_backward(float* dlogits, const float* dlogp, const float* logits, const int32_t* targets,
+                                   int N, int V) const {
+  in(dlogp, n_of(N) * f4, K::activations);
+  in(logits, n_of(N, V) * f4, K::activations);
+  in(targets, n_of(N) * 4, K::indices);
+  inout(dlogits, n_of(N, V) * f4, K::activations);
+}
+
+void OpCrossings::adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float, float, float, double,
+                               double, float, float, float) const {
+  inout(w, n_of(n) * f4, K::weights);
+  inout(m, n_of(n) * f4, K::optimizer);
+  inout(v, n_of(n) * f4, K::optimizer);
+  in(g, n_of(n) * f4, K::grads);
+}
+
+void OpCrossings::linear_pack_weight(PackedWeight*, const float* weight, int N, int K_, const LinearNumerics&) const {
+  in(weight, n_of(N, K_) * f4, K::weights);
+}
+
+void OpCrossings::linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
+                                 const LinearNumerics&) const {
+  in(inp, n_of(M, w.K) * f4, K::activations);
+  this->out(out, n_of(M, w.N) * f4, K::activations);
+}
+
+void OpCrossings::linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
+                                         int E, const LinearNumerics&) const {
+  if (E <= 0 || be_.is_device_pointer(offsets)) return;
+  in(offsets, n_of(int64_t{E} + 1) * 4, K::indices);
+  for (int e = 0; e < E; ++e) {  // each expert's rows (the experts of other ranks have none)
+    const int rows = offsets[e + 1] - offsets[e];
+    if (rows <= 0) continue;
+    in(inp, n_of(rows, w[e].K) * f4, K::activations);
+    this->out(out, n_of(rows, w[e].N) * f4, K::activations);
+  }
+}
+
+void OpCrossings::linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                  const float* weight, int M, int N, int K_) const {
+  in(dout, n_of(M, N) * f4, K::activations);
+  if (dinp) {
+    in(weight, n_of(N, K_) * f4, K::weights);
+    inout(dinp, n_of(M, K_) * f4, K::activations);
+  }
+  if (dweight) {
+    in(inp, n_of(M, K_) * f4, K::activations);
+    inout(dweight, n_of(N, K_) * f4, K::grads);
+  }
+}
+
+void OpCrossings::linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
+                                          const float* weight, const int* offsets, int E, int N, int K_) const {
+  if (E <= 0 || be_.is_device_pointer(offsets)) return;
+  in(offsets, n_of(int64_t{E} + 1) * 4, K::indices);
+  const int rows = offsets[E] - offsets[0];
+  in(dout, n_of(rows, N) * f4, K::activations);
+  if (dinp) {
+    in(weight, n_of(int64_t{E} * N, K_) * f4, K::weights);
+    inout(dinp, n_of(rows, K_) * f4, K::activations);
+  }
+  if (dweight) {
+    in(inp, n_of(rows, K_) * f4, K::activations);
+    inout(dweight, n_of(int64_t{E} * N, K_) * f4, K::grads);
+  }
+}
+
+}  // namespace moerl

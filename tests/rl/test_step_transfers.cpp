@@ -1,0 +1,103 @@
+// test_step_transfers.cpp — what an RL step moves between host and device, phase by phase
+// (kernels/transfers.h): a whole step (base evaluation, rollout with its KV cache and
+// compaction, π_old, mismatch, two mini-batches of forward, backward and AdamW) runs on
+// TestDeviceBackend, the CPU kernels with a device the host cannot touch, against the same step
+// on the CPU backend.
+//
+// The contract asserted here is the part of docs/gpu.md's "What crosses" that is resident today:
+//  * the KV cache never crosses (it lives in device memory for the whole rollout; the host only
+//    writes each new position into it);
+//  * the optimizer moments never cross (device-resident from AdamW::set_backend on);
+//  * the step changes no bit: the parameters after it equal the CPU backend's.
+// What still crosses is counted and printed (activations, parameters, gradients, indices per op:
+// the ops take host activations), and the optimizer phase's parameters and gradients are checked
+// to the byte: each AdamW moves every parameter up and down and every gradient up, once per
+// mini-batch. The CUDA backend counts with the same table (kernels/op_crossings.h); its numbers
+// on a GPU come from tests/gpu/device_checks.sh.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "kernels/test_device.h"
+#include "models/model.h"
+#include "rl_fixture.h"
+#include "sim/rl/trainer.h"
+
+namespace moerl {
+namespace {
+
+RlSetup setup_of(const Scenario& s) {
+  RlSetup u;
+  u.rl = s.rl;
+  u.task = s.task;
+  u.optim = s.optim;
+  u.rollout = s.profile(s.engines.rollout);
+  u.train = s.profile(s.engines.train);
+  u.eval = s.profile(s.rl.eval_profile);
+  u.seed = s.run.seed;
+  u.rl.resolve();
+  return u;
+}
+
+// A saved array of the trainer's state ("optim/m", "optim/v").
+std::vector<float> saved(const RlTrainer& t, const std::string& name) {
+  CheckpointExtras ex;
+  t.save_state(&ex);
+  for (const auto& [n, v] : ex.arrays)
+    if (n == name) return v;
+  return {};
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
+  for (const char* engines : {"fp32-ref", "fp8-rollout"}) {
+    const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines});
+    const RlSetup setup = setup_of(s);
+    Model cpu(s.model), dev_model(s.model);
+    params_init(&cpu.params(), s.model, 5);
+    params_init(&dev_model.params(), s.model, 5);
+    TestDeviceBackend dev;
+    dev_model.set_backend(dev);
+    RlTrainer on_cpu(setup, &cpu), on_dev(setup, &dev_model);
+    TransferLog& log = *dev.transfers();
+    log.reset();  // the moments' first upload (AdamW::set_backend) is the run's setup, not the step's
+    RunResults rc, rd;
+    for (int64_t step = 0; step < 2; ++step) {
+      on_cpu.step(step, &rc);
+      on_dev.step(step, &rd);
+    }
+    expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
+    std::printf("%s rollout: crossings of 2 RL steps on the test device\n%s", engines, log.table().c_str());
+
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const auto ph = static_cast<TransferPhase>(p);
+      EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
+      EXPECT_EQ(log.bytes(ph, CrossKind::optimizer), 0) << transfer_phase_name(ph);
+    }
+    // Every phase of the step was counted under its name.
+    for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout, TransferPhase::old_logprobs,
+                             TransferPhase::train, TransferPhase::optimizer})
+      EXPECT_GT(log.bytes(ph), 0) << transfer_phase_name(ph);
+    // AdamW: every parameter up and down, every gradient up, per mini-batch (2 steps × 2).
+    const int64_t n = dev_model.params().size() * static_cast<int64_t>(sizeof(float));
+    const int64_t updates = 2 * s.rl.minibatches;
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::weights, CrossDir::up), updates * n);
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::weights, CrossDir::down), updates * n);
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::grads, CrossDir::up), updates * n);
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::activations), 0);
+    // The moments can still be read (a checkpoint): downloaded, with the CPU run's bits.
+    log.reset();
+    expect_same_bits(saved(on_cpu, "optim/m"), saved(on_dev, "optim/m"), "first moments");
+    expect_same_bits(saved(on_cpu, "optim/v"), saved(on_dev, "optim/v"), "second moments");
+    // two save_state calls on the device run, each downloading both moments
+    EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::optimizer, CrossDir::down), 4 * n);
+    EXPECT_EQ(log.total(), 4 * n);
+  }
+}
+
+}  // namespace
+}  // namespace moerl
