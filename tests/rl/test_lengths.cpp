@@ -352,5 +352,43 @@ TEST(Lengths, FixedLengthTasksRejectAnotherLimit) {
   }
 }
 
+// The answer grades a run records agree with its reward and with each other: with the 0/1 reward
+// on the response the step's reward is its exact share; with the final-answer reward it is its
+// final share; every share lies in [0, 1], exact ≤ final and exact ≤ working, and a truncated
+// response is malformed.
+TEST(Lengths, AnswerGradesAgreeWithTheReward) {
+  const std::string dir = test::tmp_dir("grades");
+  for (const char* on : {"response", "final_answer"}) {
+    // a warmed-up base sampled cold, so that some responses are right and the checks bite
+    const Scenario s = test::tiny_scenario(bubble({"rl.steps=3", "rl.eval_every=1", "task.partial_credit=false",
+                                                   "sft.steps=400", "sft.lr=3e-3", "rl.temperature=0.5",
+                                                   std::string("task.reward_on=") + on}));
+    const std::string out = dir + "/" + on + ".h5";
+    ASSERT_EQ(run(s, out, dir).status, "complete") << on;
+    const auto reward = test::run_metric(out, "reward_mean");
+    const auto paid = test::run_metric(out, std::string(on) == "response" ? "rollout_exact" : "rollout_final");
+    const auto exact = test::run_metric(out, "rollout_exact"), fin = test::run_metric(out, "rollout_final");
+    const auto working = test::run_metric(out, "rollout_working");
+    const auto malformed = test::run_metric(out, "rollout_malformed");
+    const auto truncated = test::run_metric(out, "truncated_frac");
+    EXPECT_GT(*std::max_element(paid.begin(), paid.end()), 0.0) << on << ": no response earned the reward";
+    for (size_t t = 0; t < reward.size(); ++t) {
+      EXPECT_DOUBLE_EQ(reward[t], paid[t]) << on << " step " << t;
+      EXPECT_LE(exact[t], fin[t]);
+      EXPECT_LE(exact[t], working[t]);
+      EXPECT_GE(malformed[t], truncated[t]);
+    }
+    for (const char* m : {"eval_accuracy", "eval_final", "eval_working", "eval_partial", "eval_stop_early",
+                          "eval_stop_late", "eval_truncated", "eval_malformed"}) {
+      const auto v = test::run_metric(out, m);
+      for (double x : v) EXPECT_TRUE(x >= 0.0 && x <= 1.0) << m << " = " << x;
+      const auto base = test::run_metric(out, std::string(m) + "_base");
+      EXPECT_TRUE(base[0] >= 0.0 && base[0] <= 1.0) << m << "_base";
+    }
+    const auto ev = test::run_metric(out, "eval_accuracy"), evf = test::run_metric(out, "eval_final");
+    for (size_t t = 0; t < ev.size(); ++t) EXPECT_LE(ev[t], evf[t]);
+  }
+}
+
 }  // namespace
 }  // namespace moerl
