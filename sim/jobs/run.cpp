@@ -133,6 +133,7 @@ void check_ranks(const Scenario& s, int ranks) {
   need("rl.prompts_per_step * rl.group_size", S);
   need("rl.prompts_per_step * rl.group_size / rl.minibatches", S / std::max(s.rl.minibatches, 1));
   need("rl.eval_prompts", s.rl.eval_prompts);
+  if (s.rl.drift_probes > 0) need("rl.drift_probes", s.rl.drift_probes);
   if (s.rl.shared_prefix_routing && ranks > 1 && s.rl.prompts_per_step % ranks != 0)
     throw std::invalid_argument("rl.shared_prefix_routing with " + std::to_string(ranks) +
                                 " ranks: rl.prompts_per_step = " + std::to_string(s.rl.prompts_per_step) +

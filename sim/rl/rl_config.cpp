@@ -66,6 +66,7 @@ void RlConfig::validate() const {
     bad("router_temp_monopoly", std::to_string(router_temp.monopoly), "must be in (0, 1]");
   if (rollout_staleness < 0) bad("rollout_staleness", std::to_string(rollout_staleness), "must be >= 0");
   if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
+  if (drift_probes < 0) bad("drift_probes", std::to_string(drift_probes), "must be >= 0");
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
   if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");
   if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");

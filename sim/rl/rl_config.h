@@ -62,6 +62,8 @@ struct RlConfig {
   RouterTemperatureRule router_temp;
   int eval_every = 10;             // steps between greedy evaluations (0 = only at the end)
   int eval_prompts = 256;
+  int drift_probes = 0;            // held-out sequences whose routing is compared with the base
+                                   // policy's at each evaluation (router_drift; 0 = off, MoE only)
   std::string eval_profile = "fp32-ref";
   int checkpoint_every = 0;        // steps between checkpoints (0 = only at the end)
   float collapse_frac = 0.5f;      // collapse: the reward's moving average below this share of

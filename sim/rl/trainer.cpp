@@ -19,6 +19,7 @@
 #include "sim/rl/precursors.h"
 #include "sim/rl/response_metrics.h"
 #include "sim/rl/rollout.h"
+#include "sim/rl/router_drift.h"
 
 namespace moerl {
 
@@ -76,6 +77,16 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
     ref_model_->set_backend(model_->backend());
     ref_model_->params().data() = model_->params().data();
     ref_model_->expert_bias() = model_->expert_bias();
+  }
+  // The router-drift probe's base routing: model_ holds the base policy here, on a resumed run
+  // too (sim/jobs/run.cpp loads the base, builds the trainer, then loads the checkpoint).
+  if (s_.rl.drift_probes > 0 && cfg.is_moe()) {
+    probe_ = std::make_unique<RouterProbe>(router_probe_make(*task_, s_.seed, s_.rl.drift_probes, par));
+    if (probe_->T > cfg.max_seq_len)
+      throw std::invalid_argument("rl.drift_probes: the probe's sequences have " + std::to_string(probe_->T) +
+                                  " tokens but model.max_seq_len = " + std::to_string(cfg.max_seq_len));
+    TransferPhaseScope ph(model_->backend(), TransferPhase::eval);
+    probe_->base_ids = router_probe_route(*model_, *probe_, s_.eval);
   }
 }
 
@@ -668,6 +679,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   if ((rl.eval_every > 0 && (st->index + 1) % rl.eval_every == 0) || st->index + 1 == rl.steps) {
     const auto te = Clock::now();
     record_eval(res, evaluate(), "");
+    if (probe_) record_router_drift(res);
     res->set("time_eval", seconds_since(te));
   }
   precursors_record(res, rl.precursors);
@@ -737,6 +749,22 @@ void RlTrainer::record_expert_load(const StepState& st, RunResults* res) const {
   res->set("load_cv", cv / L);
   res->set("load_max_over_mean", max_over_mean);
   res->set("dead_experts", dead);
+}
+
+// How far the router's choices have moved from the base policy's on the fixed probe set
+// (sim/rl/router_drift.h): the mean over layers and the largest layer's share.
+void RlTrainer::record_router_drift(RunResults* res) const {
+  TransferPhaseScope ph(model_->backend(), TransferPhase::eval);
+  const ModelConfig& cfg = model_->config();
+  const std::vector<int32_t> ids = router_probe_route(*model_, *probe_, s_.eval);
+  const std::vector<double> drift = router_probe_drift(*probe_, ids, cfg.n_layers, cfg.top_k, model_->parallel());
+  double mean = 0.0, mx = 0.0;
+  for (double d : drift) {
+    mean += d;
+    mx = std::max(mx, d);
+  }
+  res->set("router_drift", mean / cfg.n_layers);
+  res->set("router_drift_layer_max", mx);
 }
 
 HookContext RlTrainer::hook_context(StepState* st) { return HookContext{*model_, rollout_model_.get(), *st}; }

@@ -18,6 +18,7 @@
 #include "sim/step/optimizer.h"
 #include "sim/io/results.h"
 #include "sim/rl/positions.h"
+#include "sim/rl/router_drift.h"
 #include "sim/rl/rl_config.h"
 #include "sim/rl/step_hooks.h"
 #include "sim/rl/step_state.h"
@@ -76,6 +77,7 @@ class RlTrainer {
   void record_answers(const StepState& st, RunResults* res) const;
   void record_metrics(StepState* st, RunResults* res);
   void record_expert_load(const StepState& st, RunResults* res) const;
+  void record_router_drift(RunResults* res) const;
   // The parts of train_minibatches, per mini-batch.
   Minibatch minibatch_rows(const StepState& st, const std::vector<int>& order, int m) const;
   void minibatch_forward(const StepState& st, Minibatch* mb);
@@ -102,6 +104,7 @@ class RlTrainer {
   };
   std::deque<Snapshot> snapshots_;
   std::unique_ptr<Model> rollout_model_;
+  std::unique_ptr<RouterProbe> probe_;  // rl.drift_probes: the probe set and the base's routing
 };
 
 }  // namespace moerl

@@ -283,6 +283,7 @@ void bind_rl_schedule(Fields& f, RlConfig* r) {
   f.number("rl.eval_every", &r->eval_every, "steps between greedy evaluations (0 = at the end only)");
   f.number("rl.eval_prompts", &r->eval_prompts, "held-out prompts per evaluation");
   f.str("rl.eval_profile", &r->eval_profile, "numerics profile of evaluation");
+  f.number("rl.drift_probes", &r->drift_probes, "held-out sequences whose routing is compared with the base policy's at each evaluation (router_drift; 0 = off)");
   f.number("rl.checkpoint_every", &r->checkpoint_every, "steps between checkpoints (0 = at the end)");
   f.number("rl.collapse_frac", &r->collapse_frac, "collapse: reward moving average below this share of its running peak ...");
   f.number("rl.collapse_window", &r->collapse_window, "... the moving average's window in steps ...");

@@ -65,14 +65,15 @@ TEST(EpRun, TwoStepRunMetricsAndCheckpointBitIdenticalToOneRank) {
   const RankGrid& g = test::mpi_grid();
   const SharedDir dir;
   const std::vector<std::vector<std::string>> variants = {
-      {"rl.algorithm=grpo", "model.load_balance=aux_loss", "model.z_loss_coef=0.01", "rl.kl_coef=0.05"},
+      {"rl.algorithm=grpo", "model.load_balance=aux_loss", "model.z_loss_coef=0.01", "rl.kl_coef=0.05",
+       "rl.drift_probes=8"},
       {"rl.algorithm=r3", "model.expert_bias=true", "profile.fp8det.ep_layout=strided:2"},
       {"rl.algorithm=rspo", "model.load_balance=seq_aux_loss", "rl.shared_prefix_routing=true"},
       {"rl.algorithm=gspo", "rl.routing_replay=old", "rl.rollout_staleness=1"},
       // responses of their own length (EOS or truncated at 12), different within a group; the
       // decode loop ends together on every rank
       {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24", "rl.max_response_len=12",
-       "rl.truncated_reward=0.5", "rl.filter_groups=true"},
+       "rl.truncated_reward=0.5", "rl.filter_groups=true", "rl.drift_probes=6"},
       {"task.name=bubble", "task.length=4", "task.base=6", "model.max_seq_len=24", "rl.max_response_len=12",
        "rl.algorithm=r3", "rl.aggregation=seq-mean-token-sum-norm", "rl.overlong_buffer=4",
        "rl.mask_truncated=true"}};
@@ -105,6 +106,7 @@ TEST(EpRun, TwoStepRunMetricsAndCheckpointBitIdenticalToOneRank) {
       ++compared;
     }
     EXPECT_GT(compared, 20);
+    if (v == 0 || v == 4) EXPECT_TRUE(fa.exists("metrics/router_drift"));  // the probe's DP split compared too
     ModelConfig ca, cb;
     ParamStore pa, pb;
     CheckpointExtras ea, eb;
