@@ -6,29 +6,22 @@ with --static also the figures for papers (reward.png, stability.png, the panels
 allow, load-<group>.png, ratios-<group>.png) on static.html. Several sweep directories are put
 side by side, each run labelled by its source. The full list: docs/sweeps.md.
 """
-import argparse
 import os
-import sys
 
-from .report import build
-from .runs import AnalysisError
+from .cli import Entry
 
-# `moerl report` runs this module and sets MOERL_ERROR_PREFIX to "moerl: error: report: ", so a
-# refusal reads like every other moerl error: one line with that prefix, exit status 1 (2 for a
-# bad option).
-PREFIX = os.environ.get("MOERL_ERROR_PREFIX", "python3 -m analysis: error: ")
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"{PREFIX}{message}", file=sys.stderr)
-        sys.exit(2)
+# `moerl report` runs this module and sets MOERL_ERROR_PREFIX to "moerl: error: report: " (and
+# MOERL_PROG to "moerl report"), so a refusal reads like every other moerl error: one line with
+# that prefix, exit status 1 (2 for a bad option), never a traceback (analysis/cli.py).
+entry = Entry(__name__, "analysis", prog=os.environ.get("MOERL_PROG") or None,
+              prefix=os.environ.get("MOERL_ERROR_PREFIX", "python3 -m analysis: error: "))
+PREFIX = entry.prefix
+with entry.imports():
+    from .report import build
 
 
 def main(argv=None):
-    ap = Parser(prog=os.environ.get("MOERL_PROG", "python3 -m analysis"),
-                                 description="Curves, heatmaps, a summary table and an HTML report of moerl runs.")
+    ap = entry.parser(description="Curves, heatmaps, a summary table and an HTML report of moerl runs.")
     ap.add_argument("paths", nargs="+", metavar="SWEEP_DIR_OR_RUN_FILE",
                     help="a sweep directory (moerl sweep --out), a directory of run files, or run files; "
                          "several directories: side by side, labelled by source")
@@ -44,19 +37,12 @@ def main(argv=None):
                     "(default 500; longer runs are binned)")
     ap.add_argument("--quiet", action="store_true", help="do not print the summary table")
     args = ap.parse_args(argv)
+    if args.static:
+        import matplotlib  # noqa: F401  (a missing one: the one-line error before anything is written)
     path = args.paths[0] if len(args.paths) == 1 else args.paths
-    try:
-        build(path, group_by=args.group_by, out=args.out, title=args.title, smooth=args.smooth, verbose=not args.quiet,
-              static=args.static, points=args.points)
-    except AnalysisError as e:  # a refusal with its reason (a missing or empty directory, ...): one line
-        print(f"{PREFIX}{e}", file=sys.stderr)
-        sys.exit(1)
-    except SystemExit as e:
-        if isinstance(e.code, str):  # a refusal with its reason (a missing or empty directory, ...)
-            print(f"{PREFIX}{e.code}", file=sys.stderr)
-            sys.exit(1)
-        raise
+    build(path, group_by=args.group_by, out=args.out, title=args.title, smooth=args.smooth, verbose=not args.quiet,
+          static=args.static, points=args.points)
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

@@ -6,32 +6,69 @@ per audit — e.g. one nondeterminism source switched on at a time (docs/tutoria
 
 Rows keep the order of the arguments; a row is named by its file's stem.
 """
-import argparse
 import json
 import os
+import sys
 
-import h5py
-import numpy as np
+if not __package__:  # run as a script (python3 analysis/audits.py): make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from analysis.cli import AnalysisError, Entry  # noqa: E402
 
-import matplotlib
+entry = Entry(__name__, "analysis.audits")
+with entry.imports():
+    import h5py
+    import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: E402
+
+# What markdown() and plot() read of an audit, with the type each must have.
+NUMBERS = ["any_flip_share", "kl", "k3", "extreme_share", "max_abs_dlogp"]
+NAMES = ["profile_a", "profile_b"]
 
 ALARM = 0.02  # flip rate above which `moerl audit` raises its alarm (sim/jobs/audit.h)
 
 
 def load_audit(path):
-    """An audit as a dict with the JSON names (flip_rate as a list)."""
+    """An audit as a dict with the JSON names (flip_rate as a list). Raises AnalysisError naming the
+    file and what is wrong: unreadable, not JSON or HDF5, not an audit, a field missing or mistyped."""
     if path.endswith(".json"):
-        with open(path) as f:
-            a = json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                a = json.load(f)
+        except OSError as e:
+            raise AnalysisError(f"{path}: cannot read: {e.strerror or e}")
+        except UnicodeDecodeError as e:
+            raise AnalysisError(f"{path}: not a moerl audit output: not UTF-8 text (byte {e.start})")
+        except ValueError as e:  # json.JSONDecodeError
+            raise AnalysisError(f"{path}: not a moerl audit output: not valid JSON ({e})")
     else:
-        with h5py.File(path, "r") as f:
-            a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
-            a["flip_rate"] = list(f["flip_rate"][()]) if "flip_rate" in f else []
-    if a.get("format") != "moerl-audit":
-        raise SystemExit(f"{path}: not a moerl audit output (format {a.get('format')!r})")
+        if not os.path.isfile(path):
+            raise AnalysisError(f"{path}: no such audit file (moerl audit --out writes .json or .h5)")
+        try:
+            with h5py.File(path, "r") as f:
+                a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+                a["flip_rate"] = list(f["flip_rate"][()]) if "flip_rate" in f else []
+        except Exception as e:  # h5py: OSError (not HDF5, truncated), KeyError, ValueError
+            raise AnalysisError(f"{path}: not a readable moerl audit output (.json or .h5): {e}")
+    if not isinstance(a, dict) or a.get("format") != "moerl-audit":
+        got = a.get("format") if isinstance(a, dict) else type(a).__name__
+        raise AnalysisError(f"{path}: not a moerl audit output (format {got!r}, expected 'moerl-audit')")
+    for k in NUMBERS:
+        if k not in a:
+            raise AnalysisError(f"{path}: the audit has no \"{k}\" (written by another moerl version?)")
+        if isinstance(a[k], bool) or not isinstance(a[k], (int, float, np.number)):
+            raise AnalysisError(f"{path}: \"{k}\" = {a[k]!r}: must be a number")
+    for k in NAMES:
+        if k not in a:
+            raise AnalysisError(f"{path}: the audit has no \"{k}\" (written by another moerl version?)")
+    fr = a.get("flip_rate", [])
+    if not isinstance(fr, (list, np.ndarray)) or any(isinstance(x, bool) or not isinstance(x, (int, float, np.number))
+                                                     for x in fr):
+        raise AnalysisError(f"{path}: \"flip_rate\" must be a list of numbers (one per layer)")
+    a["flip_rate"] = list(fr)
     a["name"] = os.path.splitext(os.path.basename(path))[0]
     return a
 
@@ -92,7 +129,7 @@ def plot(audits, path, title=""):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m analysis.audits", description=__doc__.split("\n\n")[0])
+    ap = entry.parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("audits", nargs="+", help="moerl audit outputs (.json, .h5)")
     ap.add_argument("--out", help="output directory (default: report/ beside the first audit)")
     ap.add_argument("--title", default="")
@@ -109,4 +146,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

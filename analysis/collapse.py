@@ -27,18 +27,21 @@ Per group:
   flip %          mean over steps of 100·flip_rate_mean (the measured routing mismatch)
   k3 growth       mean k3 of the last tenth of the steps over the first tenth (kl_rollout_train)
 """
-import argparse
 import csv
 import html
 import io
 import os
 from collections import OrderedDict
 
-import numpy as np
+from .cli import AnalysisError, Entry
 
-from .runs import AnalysisError, load_sweep
-from .stats import fmt, mean_ci
-from . import summary
+entry = Entry(__name__, "analysis.collapse")
+with entry.imports():
+    import numpy as np
+
+    from .runs import load_sweep
+    from .stats import fmt, mean_ci
+    from . import summary
 
 
 def wilson(k, n, z=None):
@@ -293,7 +296,7 @@ def curves_plot(runs, variants, path):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m analysis.collapse", description=__doc__.split("\n")[0])
+    ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
     ap.add_argument("--dial", help="scenario key of the mismatch dial (e.g. profile.fp8n.router_noise): phase.png")
@@ -303,6 +306,8 @@ def main(argv=None):
                     help="what 'vs reference' pairs: the final held-out accuracy (eval, default) or the "
                          "final 10-step reward (reward)")
     args = ap.parse_args(argv)
+    if args.dial or args.curves:
+        import matplotlib  # noqa: F401  (a missing one: the one-line error before anything is written)
     try:
         runs = load_runs(args.dirs)
     except AnalysisError as e:
@@ -327,4 +332,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

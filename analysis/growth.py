@@ -12,14 +12,17 @@ the response length and the entropy. corr(k3, ·) is Pearson's r over a run's st
 over the runs: a mismatch that grows as the margins shrink shows r < 0 with the router margin.
 Runs without a quantity (older files) leave its cell "–".
 """
-import argparse
 import sys
 from collections import OrderedDict
 
-import numpy as np
+from .cli import AnalysisError, Entry
 
-from .collapse import group, load_runs
-from .stats import fmt, mean_ci
+entry = Entry(__name__, "analysis.growth")
+with entry.imports():
+    import numpy as np
+
+    from .collapse import group, load_runs
+    from .stats import fmt, mean_ci
 
 QUANTITIES = OrderedDict([
     ("k3", "kl_rollout_train"),
@@ -90,11 +93,14 @@ def table_md(rs):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m analysis.growth", description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="+")
+    ap = entry.parser(description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     ap.add_argument("--out", help="write the Markdown table here too")
     args = ap.parse_args(argv)
-    md = table_md(rows(load_runs(args.dirs)))
+    runs = load_runs(args.dirs)
+    if not runs:
+        raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics (none finished or started yet?)")
+    md = table_md(rows(runs))
     sys.stdout.write(md)
     if args.out:
         with open(args.out, "w") as f:
@@ -103,4 +109,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

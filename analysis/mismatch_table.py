@@ -3,6 +3,8 @@
 over seeds of the first RL step's mismatch metrics (taken before any update).
 
 Usage: /usr/bin/python3 analysis/mismatch_table.py RESULTS_DIR   → RESULTS_DIR/report/mismatch.md
+
+    python3 -m analysis.mismatch_table RESULTS_DIR                   (the same)
 """
 import glob
 import os
@@ -10,30 +12,55 @@ import re
 import sys
 from collections import defaultdict
 
-import h5py
-import numpy as np
+if not __package__:  # run as a script (python3 analysis/mismatch_table.py): make the package importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from analysis.cli import AnalysisError, Entry  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from reproductions import mean_ci, fmt  # noqa: E402
+entry = Entry(__name__, "analysis.mismatch_table")
+with entry.imports():
+    from analysis.runs import Run
+    from analysis.stats import fmt, mean_ci
+
+# What a row reads of each run: the first RL step's values of these metrics, and two attributes.
+METRICS = ["kl_rollout_train", "kl_rollout_train_full", "extreme_token_frac", "any_flip_frac", "is_ratio_min",
+           "is_ratio_max"]
+ATTRS = ["profile_rollout", "profile_train"]
 
 ORDER = ["moe-fp8", "moe-fp8-r3", "dense-fp8", "moe-bf16", "moe-bf16-r3", "dense-bf16", "moe-bf16-splitk"]
 
 
-def main():
-    d = sys.argv[1]
+def load(path):
+    """The row of one run file; AnalysisError naming the file and what is missing."""
+    r = Run(path).load()  # BadFile (a damaged, truncated or foreign file): one line with the path
+    m = r.metrics
+    for k in METRICS:
+        if k not in m or m[k].ndim < 1 or not len(m[k]):
+            raise AnalysisError(f"{path}: has no metric {k} with a first step (not a run of "
+                                "scenarios/paper/mismatch.ini, or unfinished?)")
+    for k in ATTRS:
+        if k not in r.attrs:
+            raise AnalysisError(f"{path}: has no attribute {k} (written by an older moerl?)")
+    row = {k: float(m[k][0]) for k in METRICS}
+    row["flip"] = m["flip_rate"][0] if "flip_rate" in m and len(m["flip_rate"]) else None
+    row["rollout"] = r.attrs["profile_rollout"]
+    row["train"] = r.attrs["profile_train"]
+    return row
+
+
+def main(argv=None):
+    ap = entry.parser(description="The mismatch table of scenarios/paper/mismatch.ini (→ RESULTS_DIR/report/mismatch.md).")
+    ap.add_argument("dir", metavar="RESULTS_DIR", help="the directory of <variant>-seed<k>.h5 run files")
+    d = ap.parse_args(argv).dir
+    if not os.path.isdir(d):
+        raise AnalysisError(f"{d}: no such directory" if not os.path.exists(d) else f"{d}: not a directory")
     runs = defaultdict(list)
     for path in sorted(glob.glob(os.path.join(d, "*-seed*.h5"))):
         if path.endswith(".ckpt.h5"):
             continue
         name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
-        with h5py.File(path, "r") as f:
-            m = f["metrics"]
-            row = {k: float(m[k][0]) for k in ("kl_rollout_train", "kl_rollout_train_full", "extreme_token_frac",
-                                                "any_flip_frac", "is_ratio_min", "is_ratio_max")}
-            row["flip"] = m["flip_rate"][0] if "flip_rate" in m else None
-            row["rollout"] = f.attrs["profile_rollout"]
-            row["train"] = f.attrs["profile_train"]
-            runs[name].append(row)
+        runs[name].append(load(path))
+    if not runs:
+        raise AnalysisError(f"{d}: no <variant>-seed<k>.h5 run files")
     L = max((len(r["flip"]) for rs in runs.values() for r in rs if r["flip"] is not None), default=0)
     head = "| variant | engines (rollout → train) | seeds | KL k3 | KL full vocab | extreme (ratio > 2) | " + \
         " | ".join(f"flip L{l} %" for l in range(L)) + " | tokens with ≥ 1 flip % |"
@@ -61,4 +88,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

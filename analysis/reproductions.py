@@ -7,31 +7,46 @@ Writes <dir>/report/summary.md (a Markdown table: mean ± 95% t-interval over se
 Usage: /usr/bin/python3 analysis/reproductions.py RESULTS_DIR [--title TITLE]
 Needs Debian's python3-h5py, python3-numpy, python3-matplotlib.
 """
-import argparse
 import glob
 import os
 import re
 import sys
 from collections import defaultdict
 
-import numpy as np
-
 # Run as a script (python3 analysis/reproductions.py): make the package importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from analysis.runs import Run  # noqa: E402
-from analysis.stats import fmt, mean_ci, smooth, t95  # noqa: E402,F401  (mean_ci, fmt: mismatch_table.py)
+from analysis.cli import AnalysisError, Entry  # noqa: E402
+
+entry = Entry(__name__, "analysis.reproductions")
+with entry.imports():
+    import matplotlib  # before any output is written (pyplot is imported where the curves are drawn)
+    import numpy as np
+
+    from analysis.runs import Run
+    from analysis.stats import fmt, mean_ci, smooth, t95  # noqa: F401  (mean_ci, fmt: other scripts)
+
+# The metrics the table and the curves read of every run.
+METRICS = ["reward_mean", "eval_accuracy", "kl_rollout_train", "flip_rate_mean", "extreme_token_frac", "clip_frac"]
 
 
 def load(path):
-    r = Run(path).load()
+    r = Run(path).load()  # BadFile (a damaged, truncated or foreign file): one line with the path
+    for k in METRICS:
+        if k not in r.metrics or r.metrics[k].ndim != 1:
+            raise AnalysisError(f"{path}: has no metric {k} (one value per step; needed: {', '.join(METRICS)})")
+    if not len(r.metrics["reward_mean"]):
+        raise AnalysisError(f"{path}: has no steps (an unfinished run?)")
     return r.metrics, r.attrs
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
+def main(argv=None):
+    ap = entry.parser(description="Summarises a directory of moerl run results named <variant>-seed<k>.h5.")
+    ap.add_argument("dir", metavar="RESULTS_DIR")
     ap.add_argument("--title", default="")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if not os.path.isdir(args.dir):
+        raise AnalysisError(f"{args.dir}: no such directory" if not os.path.exists(args.dir)
+                            else f"{args.dir}: not a directory")
     runs = defaultdict(list)
     for path in sorted(glob.glob(os.path.join(args.dir, "*-seed*.h5"))):
         if path.endswith(".ckpt.h5"):
@@ -39,7 +54,7 @@ def main():
         name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
         runs[name].append(load(path))
     if not runs:
-        raise SystemExit(f"no <variant>-seed<k>.h5 files in {args.dir}")
+        raise AnalysisError(f"{args.dir}: no <variant>-seed<k>.h5 run files")
     out = os.path.join(args.dir, "report")
     os.makedirs(out, exist_ok=True)
 
@@ -79,7 +94,6 @@ def main():
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 
-    import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
@@ -121,4 +135,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

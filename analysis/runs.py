@@ -13,11 +13,10 @@ from collections import OrderedDict
 import h5py
 import numpy as np
 
-
-class AnalysisError(ValueError):
-    """Input the analysis cannot use: a missing or empty directory, no readable run, an unknown
-    --group-by key, an --out that is a file. An ordinary exception, so a notebook can catch it;
-    `python3 -m analysis` and `moerl report` turn it into their one-line error."""
+# AnalysisError: input the analysis cannot use (a missing or empty directory, no readable run, an
+# unknown --group-by key, an --out that is a file, a damaged index.json). Defined beside the entry
+# points' helper, which needs no numpy; an ordinary exception, so a notebook can catch it.
+from .cli import AnalysisError  # noqa: F401
 
 
 # The states a run can be in, in the order reports count them (docs/sweeps.md): the index's six,
@@ -184,8 +183,7 @@ def load_sweep(path):
         d = paths[0]
         index = os.path.join(d, "index.json")
         if os.path.exists(index):
-            with open(index) as f:
-                idx = json.load(f)
+            idx = read_index(index)
             runs = []
             for row in idx["runs"]:
                 r = Run(os.path.join(d, row["file"]), row["id"])
@@ -224,6 +222,33 @@ def load_sweep(path):
         raise AnalysisError("no readable run files: " + "; ".join(f"{p}: {why}" for p, why in skipped))
     return runs, {"kind": "files", "swept_keys": differing_keys(runs) if len(runs) > 1 else [],
                   "dir": os.path.dirname(os.path.abspath(paths[0])), "skipped": skipped}
+
+
+def read_index(path):
+    """A sweep's index.json (docs/hdf5-schema.md "Sweep directory"), checked for what load_sweep
+    reads: a "runs" list whose rows each name their "id" and "file". Raises AnalysisError naming
+    the file and what is wrong (not JSON — e.g. truncated by a full disk —, a missing key)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            idx = json.load(f)
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read the sweep index: {e.strerror or e}")
+    except UnicodeDecodeError as e:
+        raise AnalysisError(f"{path}: not a sweep index: not UTF-8 text (byte {e.start})")
+    except ValueError as e:  # json.JSONDecodeError
+        raise AnalysisError(f"{path}: not a valid sweep index (damaged or truncated JSON: {e}); "
+                            "`moerl sweep GRID --out DIR --index-only` assembles it again from the run files")
+    if not isinstance(idx, dict) or not isinstance(idx.get("runs"), list):
+        raise AnalysisError(f"{path}: not a sweep index: no \"runs\" list")
+    for i, row in enumerate(idx["runs"]):
+        if not isinstance(row, dict):
+            raise AnalysisError(f"{path}: runs[{i}] is not an object")
+        for key in ("id", "file"):
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise AnalysisError(f"{path}: runs[{i}] has no \"{key}\" (a string: every run names its id and file)")
+        if not isinstance(row.get("keys", {}), dict):
+            raise AnalysisError(f"{path}: runs[{i}] (\"{row['id']}\"): \"keys\" is not an object")
+    return idx
 
 
 def source_labels(paths):

@@ -7,11 +7,13 @@ peak_reward10 / final_reward10: the best and the last 10-step mean of reward_mea
 10 %: mean kl_rollout_train over the first and last tenth of the steps; grad_norm median over steps
 and the largest grad_norm_max; entropy_last10: mean over the last 10 steps.
 """
-import sys
+from .cli import AnalysisError, Entry
 
-import numpy as np
+entry = Entry(__name__, "analysis.search_rows")
+with entry.imports():
+    import numpy as np
 
-from .collapse import base_eval, final_eval, load_runs
+    from .collapse import base_eval, final_eval, load_runs
 
 COLUMNS = ["probe", "run", "seed", "steps", "lr", "grad_clip", "old_logprobs", "rollout", "router_noise",
            "n_experts", "top_k", "status", "base_eval", "final_eval", "peak_reward10", "final_reward10",
@@ -32,14 +34,22 @@ def _sci(x):
     return one if float(one) == x else f"{x:.1e}"
 
 
+def _number(r, key):
+    v = r.value(key)
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise AnalysisError(f"{r.path}: {key} = {v!r} in its scenario: not a number")
+
+
 def row(probe, r):
     reward10 = _mean10(r.series("reward_mean"))
     k3 = r.series("kl_rollout_train")
     n = max(1, len(k3) // 10)
     gn = r.series("grad_norm")
     profile = r.value("engines.rollout")
-    return [probe, r.name, r.value("run.seed"), r.steps, _sci(float(r.value('optim.lr'))),
-            f"{float(r.value('optim.grad_clip')):g}", r.value("rl.old_logprobs") or "recompute", profile,
+    return [probe, r.name, r.value("run.seed"), r.steps, _sci(_number(r, 'optim.lr')),
+            f"{_number(r, 'optim.grad_clip'):g}", r.value("rl.old_logprobs") or "recompute", profile,
             r.value(f"profile.{profile}.router_noise") or "0", r.value("model.n_experts"), r.value("model.top_k"),
             r.status, f"{base_eval(r):.3f}", f"{final_eval(r):.3f}", f"{np.max(reward10):.3f}",
             f"{np.atleast_1d(reward10)[-1]:.3f}", f"{100 * np.nanmean(r.series('flip_rate_mean')):.2f}",
@@ -49,14 +59,18 @@ def row(probe, r):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2:
-        sys.exit("usage: python3 -m analysis.search_rows PROBE SWEEP_DIR [SWEEP_DIR ...]")
-    probe, dirs = argv[0], argv[1:]
-    for r in load_runs(dirs):
-        print(",".join(str(x) for x in row(probe, r)))
+    ap = entry.parser(description=__doc__.split("\n")[0])
+    ap.add_argument("probe", metavar="PROBE", help="the probe's name, the first column of every row")
+    ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
+    args = ap.parse_args(argv)
+    runs = load_runs(args.dirs)
+    if not runs:
+        raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics (none finished or started yet?)")
+    rows = [row(args.probe, r) for r in runs]  # every row first: a refusal prints none
+    for cells in rows:
+        print(",".join(str(x) for x in cells))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

@@ -10,12 +10,52 @@
 #   tar xzf moerl-gpu-pack.tar.gz && cd moerl-gpu && source env.sh && tests/gpu/device_checks.sh
 # (env.sh sets PATH, LD_LIBRARY_PATH, OPAL_PREFIX and MOERL_PREBUILT, so device_checks.sh skips
 # its build and runs the packed binaries).
-set -euo pipefail
+#
+# A failure is one line "pack_gpu.sh: error: ..." and a non-zero exit; the output is checked before
+# any build or copy (a relative OUT is taken from the checkout's top directory), and the staging
+# directory (under $TMPDIR) and the partial tarball are removed on every exit.
+set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 B=${1:-build-gpu}
 OUT=${2:-moerl-gpu-pack.tar.gz}
 JOBS=${JOBS:-$(nproc)}
+
+STAGE=""
+OUT_TMP=""
+reported=""
+failed_at=""
+die() { echo "pack_gpu.sh: error: $*" >&2; reported=1; exit 1; }
+cleanup() {
+  local rc=$?
+  trap - EXIT
+  [ -n "$STAGE" ] && rm -rf "$STAGE"
+  [ -n "$OUT_TMP" ] && rm -f "$OUT_TMP"
+  if [ "$rc" -ne 0 ] && [ -z "$reported" ]; then
+    echo "pack_gpu.sh: error: ${failed_at:-stopped} (exit status $rc); nothing packed, the staging directory removed" >&2
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'failed_at="line $LINENO failed: $BASH_COMMAND"' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# The output first: a file this user can create in an existing directory, tried for real (a
+# read-only file system or a full quota answer here, not after the build and the ~95 MB staging).
+case "$OUT" in /*) OUT_ABS=$OUT ;; *) OUT_ABS=$ROOT/$OUT ;; esac
+[ -d "$OUT_ABS" ] && die "$OUT_ABS: is a directory (give the pack's file name, e.g. $OUT_ABS/moerl-gpu-pack.tar.gz)"
+OUT_DIR=$(dirname -- "$OUT_ABS")
+if [ ! -d "$OUT_DIR" ]; then
+  [ -e "$OUT_DIR" ] && die "$OUT_ABS: cannot write the pack: $OUT_DIR is not a directory"
+  die "$OUT_ABS: cannot write the pack: no directory $OUT_DIR"
+fi
+OUT_TMP="$OUT_ABS.tmp-$$"
+if ! err=$( { : > "$OUT_TMP"; } 2>&1 ); then
+  OUT_TMP=""
+  die "$OUT_ABS: cannot write the pack: ${err##*: }"
+fi
 
 if [ ! -x "$B/sim/moerl" ] || [ ! -x "$B/tests/test_gpu" ]; then
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DMOERL_CUDA=ON -DMOERL_CUDA_ARCHS=90
@@ -72,6 +112,9 @@ export MOERL_PREBUILT="$PACK/build"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ENV
 git rev-parse HEAD > "$P/COMMIT" 2>/dev/null || true
-tar czf "$OUT" -C "$STAGE" moerl-gpu
+tar czf "$OUT_TMP" -C "$STAGE" moerl-gpu
+mv -f "$OUT_TMP" "$OUT_ABS"
+OUT_TMP=""
 rm -rf "$STAGE"
+STAGE=""
 echo "packed $(du -h "$OUT" | cut -f1) into $OUT (commit $(git rev-parse --short HEAD 2>/dev/null))"

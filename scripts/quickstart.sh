@@ -46,6 +46,7 @@ for algo in grpo r3; do
     "${mode[@]}" "${cache[@]}" "${sets[@]}"
 done
 "$moerl" inspect "$out/quickstart-grpo.h5" "$out/quickstart-r3.h5"
-# the trained policy's routing under the two engines' profiles, layer by layer
-"$moerl" audit --scenario scenarios/quickstart.ini --checkpoint "$out/quickstart-grpo.ckpt.h5" \
+# the trained policy's routing under the two engines' profiles, layer by layer (recomputed on
+# every call from the checkpoint, hence --force: the audit file is this script's own output)
+"$moerl" audit --force --scenario scenarios/quickstart.ini --checkpoint "$out/quickstart-grpo.ckpt.h5" \
   --profile-a fp8-rollout --profile-b bf16-train --out "$out/quickstart-audit.json" "${sets[@]}"

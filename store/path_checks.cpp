@@ -1,6 +1,8 @@
 // path_checks.cpp — see path_checks.h.
 #include "store/path_checks.h"
 
+#include "store/h5io.h"
+
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -74,6 +76,43 @@ void path_check_not_an_input(const std::string& out, const std::string& out_what
       throw std::invalid_argument(out + ": " + out_what + " is the " + what + " " + in +
                                   " this command reads; writing it would replace its input (choose another " +
                                   out_what + ")");
+}
+
+}  // namespace moerl
+
+namespace moerl {
+
+std::string path_describe(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  if (!S_ISREG(st.st_mode)) return kind_name(st.st_mode);
+  const std::string bytes = std::to_string(static_cast<long long>(st.st_size)) + " bytes";
+  try {
+    const H5File f = H5File::open(path);
+    if (f.has_attr("/", "format")) {
+      const std::string format = f.attr_string("/", "format");
+      if (format == "moerl-checkpoint") return "a moerl checkpoint (" + bytes + ")";
+      return "a " + format + " file (" + bytes + ")";
+    }
+    if (f.has_attr("/", "scenario") && f.has_attr("/", "status")) {
+      std::string d = "the results of a run (status " + f.attr_string("/", "status");
+      if (f.exists("metrics/reward_mean")) d += ", " + std::to_string(f.shape("metrics/reward_mean").at(0)) + " steps";
+      return d + ")";
+    }
+    return "an HDF5 file (" + bytes + ")";
+  } catch (const std::exception&) {
+  }
+  const auto ext = std::filesystem::path(path).extension().string();
+  if (ext == ".json") return "a JSON file of " + bytes;
+  return "a file of " + bytes;
+}
+
+void path_check_no_overwrite(const std::string& out, const std::string& what, bool force) {
+  if (force || out.empty()) return;
+  const std::string held = path_describe(out);
+  if (held.empty()) return;
+  throw std::invalid_argument(out + ": exists and holds " + held + "; nothing is overwritten without --force "
+                              "(--force overwrites it, or choose another " + what + ")");
 }
 
 }  // namespace moerl

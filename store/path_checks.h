@@ -29,4 +29,12 @@ bool path_same_file(const std::string& a, const std::string& b);
 void path_check_not_an_input(const std::string& out, const std::string& out_what,
                              const std::vector<std::pair<std::string, std::string>>& inputs);
 
+// What an existing file holds, in words, for a refusal to overwrite it: "the results of a run
+// (status complete, 120 steps)", "a moerl checkpoint", "a moerl score output", "a JSON file of 812
+// bytes", "a file of 3 bytes"; "" when the path does not exist.
+std::string path_describe(const std::string& path);
+// A command that writes `out` (its option `what`, "--out") without --force refuses an existing
+// file, naming it and what it holds (moerl run's promise, kept by every command that writes).
+void path_check_no_overwrite(const std::string& out, const std::string& what, bool force);
+
 }  // namespace moerl

@@ -11,7 +11,6 @@ the load average is printed beside the numbers.
                                              [--json out.json]
 Exit status 0 whether or not a target is missed (the table says which); 2 when a run fails.
 """
-import argparse
 import json
 import os
 import subprocess
@@ -20,6 +19,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)  # analysis.cli: the one-line errors of every analysis entry point
+from analysis.cli import Entry  # noqa: E402
+
+entry = Entry(__name__, "analysis.bench.compare")
 
 
 def run_peer(threads, repeat, out):
@@ -50,7 +53,7 @@ def load(v):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("--moerl", default=os.path.join(ROOT, "build", "sim", "moerl"))
     ap.add_argument("--scenario", default=os.path.join(ROOT, "scenarios", "bench.ini"))
     ap.add_argument("--rounds", type=int, default=5, help="moerl rounds and peer steps per pair")
@@ -60,7 +63,7 @@ def main():
     ap.add_argument("--bench-arg", action="append", default=[], help="extra argument for moerl bench")
     args = ap.parse_args()
     if not os.access(args.moerl, os.X_OK):
-        sys.exit(f"compare.py: {args.moerl} is not an executable (build it, or pass --moerl)")
+        sys.exit(f"{args.moerl} is not an executable (build it, or pass --moerl)")
 
     peer, moerl = None, None
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,4 +134,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

@@ -28,7 +28,6 @@ Only flags that moerl sweep has had since before the throughput work are used (c
 each binary's `sweep --help`). Exit status 0 when every pair is identical, 1 when a pair differs,
 2 when a sweep fails (non-zero exit, a failed run, or a flag the binary lacks).
 """
-import argparse
 import csv
 import json
 import os
@@ -39,11 +38,15 @@ import sys
 import tempfile
 import time
 
-import h5py
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)  # analysis.cli: the one-line errors of every analysis entry point
+from analysis.cli import Entry  # noqa: E402
+
+entry = Entry(__name__, "analysis.bench.runs_per_hour")
+with entry.imports():
+    import h5py
+
 GRID = "scenarios/paper/collapse.ini"
 SWEEP_ARGS = ["--variants", "grpo,control,r3", "--seeds", "0-1", "--ranks-per-run", "1"]
 FLAGS_USED = ["--out", "--cache", "--variants", "--seeds", "--ranks-per-run", "--quiet", "--set"]
@@ -196,7 +199,7 @@ def print_summary(rows, n_runs):
 # --- the phases ------------------------------------------------------------------------------
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("--baseline", required=True, help="the moerl binary to compare against")
     ap.add_argument("--candidate", required=True, help="the moerl binary under test")
     ap.add_argument("--pairs", type=int, default=1, help="alternations baseline, candidate (default 1)")
@@ -271,4 +274,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

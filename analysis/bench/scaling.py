@@ -15,7 +15,6 @@ Sweeps, around scenarios/bench.ini (16 experts top-2, 256 sequences of 16 + 32 t
   ranks    1 rank x 2 threads, 1 rank x 1 thread, 2 ranks x 1 thread (mpirun, expert- and
            data-parallel over the ranks; the machine has 2 cores)
 """
-import argparse
 import json
 import os
 import subprocess
@@ -23,6 +22,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, ROOT)  # analysis.cli: the one-line errors of every analysis entry point
+from analysis.cli import Entry  # noqa: E402
+
+entry = Entry(__name__, "analysis.bench.scaling")
 
 SWEEPS = {
     "experts": ("experts (top-2)", [8, 16, 32, 64], lambda v: [f"model.n_experts={v}"]),
@@ -92,7 +95,7 @@ def plot(args, sweep, points):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("--moerl", default=os.path.join(ROOT, "build", "sim", "moerl"))
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--scenario", default=os.path.join(ROOT, "scenarios", "bench.ini"))
@@ -102,11 +105,14 @@ def main():
     ap.add_argument("--images", default=os.path.join(ROOT, "docs", "images"))
     ap.add_argument("--plot-only", action="store_true")
     args = ap.parse_args()
+    unknown = [s for s in args.sweeps.split(",") if s not in SWEEPS]
+    if unknown:
+        ap.error(f"--sweeps: unknown sweep '{unknown[0]}' (one of {', '.join(SWEEPS)})")
+    if not args.plot_only and not os.access(args.moerl, os.X_OK):
+        sys.exit(f"{args.moerl} is not an executable (build it, or pass --moerl; --plot-only redraws the kept JSON)")
     os.makedirs(args.data, exist_ok=True)
     os.makedirs(args.images, exist_ok=True)
     for sweep in args.sweeps.split(","):
-        if sweep not in SWEEPS:
-            sys.exit(f"scaling.py: unknown sweep '{sweep}' (one of {', '.join(SWEEPS)})")
         points = []
         for v in SWEEPS[sweep][1]:
             out = os.path.join(args.data, f"{sweep}-{v}.json")
@@ -127,4 +133,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

@@ -28,14 +28,18 @@ import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse
 import ctypes
 import json
 import math
 import time
 
-import torch
-import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from analysis.cli import Entry  # noqa: E402  (the one-line errors of every analysis entry point)
+
+entry = Entry(__name__, "analysis.bench.torch_peer")
+with entry.imports():
+    import torch
+    import torch.nn.functional as F
 
 V, D, L, H, E, K, FF = 64, 128, 4, 4, 16, 2, 256
 B, P, R = 256, 16, 32
@@ -188,7 +192,7 @@ def ensure_avx512_blas():
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default="")
@@ -225,4 +229,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    entry.run(main)

@@ -142,6 +142,7 @@ void cli_add_model_input_args(po::options_description* desc, ModelInputArgs* a, 
       ("tokens", tokens, tokens_doc)
       ("scenario", po::value(&a->scenario), scenario_doc)
       ("out", po::value(&a->out), out_doc)
+      ("force", po::bool_switch(&a->force), "overwrite an existing --out (without it, an existing file is refused)")
       ("batch", po::value(&a->batch)->default_value(256), "sequences per forward call (split over the ranks)");
   cli_add_ranks_per_run(desc, &a->ranks_per_run);
   cli_add_set_option(desc, &a->sets);
@@ -167,6 +168,7 @@ void cli_check_model_output(const ModelInputArgs& a) {
   if (a.out.empty()) return;
   path_check_output_file(a.out, "--out");
   path_check_not_an_input(a.out, "--out", {{"checkpoint", a.checkpoint}, {"tokens file", a.tokens}, {"scenario file", a.scenario}});
+  path_check_no_overwrite(a.out, "--out", a.force);
 }
 
 Scenario cli_model_scenario(const ModelInputArgs& a) {

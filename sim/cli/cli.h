@@ -90,9 +90,10 @@ void cli_check_ranks_per_run(const std::string& command, const boost::program_op
 struct ModelInputArgs {
   std::string checkpoint, tokens, scenario, out;
   int batch = 256, ranks_per_run = 0;
+  bool force = false;  // --force: overwrite an existing --out
   std::vector<std::string> sets;
 };
-// Adds --checkpoint (required), --tokens, --scenario, --out, --batch, --ranks-per-run and --set;
+// Adds --checkpoint (required), --tokens, --scenario, --out, --force, --batch, --ranks-per-run and --set;
 // the docs of --tokens, --scenario and --out are the command's. tokens_required: --tokens is too.
 void cli_add_model_input_args(boost::program_options::options_description* desc, ModelInputArgs* a,
                               bool tokens_required, const char* tokens_doc, const char* scenario_doc,

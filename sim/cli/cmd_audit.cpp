@@ -102,7 +102,7 @@ namespace {
 
 const char* kAuditUsage =
     "--checkpoint C.h5 [--tokens T.h5] --profile-a A --profile-b B [--scenario S.ini] "
-    "[--out audit.h5|audit.json] [--set section.key=value]...";
+    "[--out audit.h5|audit.json [--force]] [--set section.key=value]...";
 
 struct AuditArgs {
   ModelInputArgs in;

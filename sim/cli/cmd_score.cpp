@@ -23,7 +23,7 @@ namespace moerl {
 
 namespace {
 
-const char* kScoreUsage = "--checkpoint C.h5 --tokens T.h5 --profile NAME [--scenario S.ini] [--out O.h5]";
+const char* kScoreUsage = "--checkpoint C.h5 --tokens T.h5 --profile NAME [--scenario S.ini] [--out O.h5 [--force]]";
 
 // What score reads once, on every rank; f is the root's output (when --out is given).
 struct ScoreInputs {

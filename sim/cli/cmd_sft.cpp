@@ -19,17 +19,19 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
   ScenarioArgs sa;
   std::string out;
   int steps = -1;
+  bool force = false;
   po::options_description desc("moerl sft options");
   cli_add_scenario_args(&desc, &sa, "scenario", "scenario file (positional)");
   desc.add_options()
       ("steps", po::value(&steps), "supervised warm-up steps (default: the scenario's sft.steps; 0 = initialise only)")
-      ("out", po::value(&out)->required(), "checkpoint to write (HDF5)");
+      ("out", po::value(&out)->required(), "checkpoint to write (HDF5)")
+      ("force", po::bool_switch(&force), "overwrite an existing --out (without it, an existing file is refused)");
   po::variables_map vm;
   bool go = true;
   Scenario s;
   OutputLock lock;  // one writer per output, until the checkpoint is written
   comms_checked(comms, [&] {  // bad options or scenario: one message, every rank exits
-    go = cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--set section.key=value]...",
+    go = cli_parse(comms, "sft", "SCENARIO [--steps N] --out CKPT.h5 [--force] [--set section.key=value]...",
                    desc, sa.positional, args, &vm);
     if (!go) return;
     if (vm.count("steps") && steps < 0)
@@ -37,6 +39,7 @@ int cmd_sft(const Comms& comms, const std::vector<std::string>& args) {
     s = Scenario::load(sa.path, sa.sets);
     path_check_output_file(out, "--out");
     path_check_not_an_input(out, "--out", {{"scenario file", sa.path}});
+    path_check_no_overwrite(out, "--out", force);
     if (comms.is_root) {  // before the warm-up, not after it
       h5_check_writable(out);
       lock = OutputLock::take(out, "--out");

@@ -30,6 +30,8 @@ sigset_t stop_signals() {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGPIPE);
   return set;
 }
 
@@ -44,6 +46,9 @@ void install() {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);   // the terminal closed (an ssh session dropped)
+  sigaction(SIGPIPE, &sa, nullptr);  // the reader of stdout left (`moerl sweep ... | head`): the
+                                     // write fails with EPIPE, the run stops at its step boundary
 }
 }  // namespace
 
@@ -75,6 +80,8 @@ void preempt_uninstall_handlers() {
   signal(SIGTERM, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGUSR1, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
 }
 
 bool preempt_requested() { return g_signal != 0; }
@@ -85,6 +92,8 @@ const char* preempt_signal_name() {
     case SIGTERM: return "SIGTERM";
     case SIGINT: return "SIGINT";
     case SIGUSR1: return "SIGUSR1";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE";
     default: return "a stop request";
   }
 }

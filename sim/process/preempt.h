@@ -1,5 +1,6 @@
 // preempt.h — clean preemption. SIGTERM, SIGINT and SIGUSR1 (what SLURM, a job's time limit,
-// `scancel`, `scontrol requeue` and Ctrl-C send) do not end the process: they set a flag, and a run
+// `scancel`, `scontrol requeue` and Ctrl-C send), SIGHUP (a closed terminal) and SIGPIPE (a reader
+// of the output that left: `moerl sweep ... | head`) do not end the process: they set a flag, and a run
 // checks it at every step boundary (sim/jobs/run.cpp), where the ranks of the run agree on it (one of
 // them signalled is enough), write the checkpoint and the results with status "preempted", and
 // return. A sweep then starts no further run and leaves with status kExitPreempted;
@@ -19,8 +20,8 @@ namespace moerl {
 inline constexpr int kExitPreempted = 75;
 
 // main()'s first instruction: the handlers are installed (process-wide: a thread that libraries
-// started before main, OpenBLAS's pool, may be the one a signal reaches) and SIGTERM, SIGINT and
-// SIGUSR1 held pending in the main thread (the mask survives the re-exec, and MPI's threads inherit
+// started before main, OpenBLAS's pool, may be the one a signal reaches) and the stop signals
+// held pending in the main thread (the mask survives the re-exec, and MPI's threads inherit
 // it) until preempt_install_handlers takes them again after MPI_Init: a stop signal at any moment
 // of a command, start-up included, is a stop request, never a kill (143). A request that came
 // before a re-exec is passed on to the new image (preempt_before_exec).

@@ -47,9 +47,9 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
                                 std::to_string(task_->vocab_size()) + " but model.vocab_size = " +
                                 std::to_string(cfg.vocab_size));
   response_limit_ = rl_response_limit(s_.rl, *task_);
-  if (task_->prompt_len() + response_limit_ > cfg.max_seq_len)
+  if (static_cast<int64_t>(task_->prompt_len()) + response_limit_ > cfg.max_seq_len)
     throw std::invalid_argument("task needs sequences of " +
-                                std::to_string(task_->prompt_len() + response_limit_) +
+                                std::to_string(static_cast<int64_t>(task_->prompt_len()) + response_limit_) +
                                 " tokens but model.max_seq_len = " + std::to_string(cfg.max_seq_len));
   if (s_.rl.routing_replay != RoutingReplay::none && !cfg.is_moe())
     throw std::invalid_argument("rl.routing_replay = " + std::string(routing_replay_name(s_.rl.routing_replay)) +

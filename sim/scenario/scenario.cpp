@@ -199,7 +199,7 @@ void bind_task(Fields& f, TaskConfig* t) {
   f.number("task.base", &t->base, "value range / digit base");
   f.boolean("task.partial_credit", &t->partial_credit, "reward = share of correct answer positions (EOS tasks: over the longer of answer and response)");
   f.choice("task.reward_on", &t->reward_on, kRewardOnNames,
-           "what the reward compares: response (working and answer) | final_answer (bubble: the last pass, the working ungraded)");
+           "what the reward compares: response (working and answer) | final_answer (bubble: the last pass, the working ungraded; tasks without working: the whole response)");
   f.boolean("task.eos", &t->eos, "sort/reverse/modadd: the answer ends with an EOS token and generation ends at EOS (bubble always does)");
 }
 
@@ -584,7 +584,8 @@ void scenario_check_task_fits(const Scenario& s) {
                                 " uses " + std::to_string(task->vocab_size()) +
                                 " token ids: needs model.vocab_size >= " + std::to_string(task->vocab_size()) +
                                 " (is " + std::to_string(s.model.vocab_size) + ")");
-  const int T = task->prompt_len() + rl_response_limit(s.rl, *task);
+  // 64-bit: a limit near INT_MAX must not wrap below max_seq_len
+  const int64_t T = static_cast<int64_t>(task->prompt_len()) + rl_response_limit(s.rl, *task);
   if (T > s.model.max_seq_len)
     throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
                                 (task->ends_at_eos() ? " and rl.max_response_len = " + std::to_string(s.rl.max_response_len) : std::string()) +

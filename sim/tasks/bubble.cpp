@@ -23,6 +23,7 @@ class Bubble final : public Task {
   int eos() const override { return base_ + 1; }
   // The sorted list and EOS: the last pass, which the passes before it work out.
   int final_answer_len(int answer_len) const override { return std::min(n_ + 1, answer_len); }
+  bool has_working() const override { return true; }
   int example(int32_t* prompt, int32_t* answer, uint64_t seed, int split,
               uint64_t index) const override {
     Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::data), {static_cast<uint64_t>(split), index}));

@@ -70,7 +70,7 @@ bool Task::well_formed(const int32_t* response, int n) const {
 
 float Task::reward(const int32_t* answer, int answer_len, const int32_t* response, int response_len,
                    bool partial, RewardOn on) const {
-  if (on == RewardOn::final_answer) {
+  if (on == RewardOn::final_answer && has_working()) {
     const int F = final_answer_len(answer_len);
     if (!well_formed(response, response_len) || response_len < F) return 0.0f;
     int equal = 0;
@@ -106,8 +106,9 @@ AnswerGrade Task::grade(const int32_t* answer, int answer_len, const int32_t* re
   const int common = std::min(answer_len, response_len) - (ends_at_eos() ? 1 : 0);
   g.working_correct = std::equal(answer, answer + common, response);
   const int F = final_answer_len(answer_len);
-  g.final_correct = response_len >= F && std::equal(answer + answer_len - F, answer + answer_len,
-                                                    response + response_len - F);
+  g.final_correct = has_working() ? response_len >= F && std::equal(answer + answer_len - F, answer + answer_len,
+                                                                    response + response_len - F)
+                                  : g.exact;
   return g;
 }
 

@@ -81,12 +81,17 @@ class Task {
   // partial credit the equal positions over the longer of the two lengths.
   // on = final_answer compares only the final answers (the last final_answer_len() tokens of
   // each): 1 if equal, with partial credit the equal positions over its length; 0 unless well
-  // formed and at least that long.
+  // formed and at least that long. Only on a task with working (has_working); elsewhere it is
+  // the whole response's reward.
   float reward(const int32_t* answer, int answer_len, const int32_t* response, int response_len,
                bool partial, RewardOn on = RewardOn::response) const;
   // The answer's final answer: its last final_answer_len() tokens (EOS included). The whole
   // answer by default; bubble: the last pass and EOS (the sorted list), after the working.
   virtual int final_answer_len(int answer_len) const { return answer_len; }
+  // Whether an answer writes working before its final answer (bubble: the passes). On a task
+  // without working the final answer is the whole answer, and anything written before it is not
+  // working but junk: the final-answer reward and grade are then the exact ones (lengths included).
+  virtual bool has_working() const { return false; }
   AnswerGrade grade(const int32_t* answer, int answer_len, const int32_t* response, int response_len) const;
 };
 

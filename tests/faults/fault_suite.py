@@ -1066,6 +1066,83 @@ class Suite:
             else:
                 self.t.add("input", name, "silent" if o == "ok" or os.path.exists(out) else o, line[:200])
 
+    def round4(self):
+        """Round 4 (issue 51): sft, score and audit refuse an existing --out without --force (the
+        file byte-identical); SIGHUP and SIGPIPE are stop signals (exit 75, a checkpoint, --resume
+        finishes); a length limit near INT_MAX is refused by --dry-run and run alike."""
+        w = os.path.join(self.work, "round4")
+        os.makedirs(w)
+        base = self.base_file()
+        tokens = os.path.join(w, "tokens.h5")
+        with h5py.File(tokens, "w") as f:
+            f["tokens"] = np.array([[1, 2, 3, 4, 5, 6, 7, 8]] * 4, dtype=np.int32)
+        audit = ["audit", "--checkpoint", base, "--scenario", SCENARIO, "--set", "audit.prompts=8",
+                 "--set", "audit.prompt_len=4", "--set", "audit.response_len=8"]
+        score = ["score", "--checkpoint", base, "--tokens", tokens, "--profile", "bf16-train"]
+        cases = [
+            ("sft --out a finished run's results", ["sft", SCENARIO, "--out", os.path.join(self.ref, "r.h5")],
+             self.ref, ["results of a run", "--force"]),
+            ("sft --out another base checkpoint", ["sft", SCENARIO, "--out", base], os.path.dirname(base),
+             ["moerl checkpoint", "--force"]),
+            ("score --out a finished run's results", score + ["--out", os.path.join(self.ref, "r.h5")], self.ref,
+             ["results of a run", "--force"]),
+            ("audit --out an existing JSON file", audit + ["--out", os.path.join(w, "notes.json")], w,
+             ["JSON file", "--force"]),
+        ]
+        open(os.path.join(w, "notes.json"), "w").write('{"mine": 1}\n')
+        for name, args, d, expect in cases:
+            self.refused("round4", name, d, args, expect)
+        for name, args in (("score --out O --force", score + ["--out", os.path.join(w, "notes.json"), "--force"]),
+                           ("audit --out O --force", audit + ["--out", os.path.join(w, "notes.json"), "--force"])):
+            o, rc, out = self.m.run(args)
+            self.t.add("round4", name, o if o != "ok" or os.path.getsize(os.path.join(w, "notes.json")) > 20
+                       else "silent", error_line(out))
+        # a closed terminal mid-run: a stop like SIGTERM, the run resumable to the uninterrupted result
+        d = os.path.join(w, "hup")
+        long_run = ["--set", "rl.steps=3000", "--set", "rl.checkpoint_every=1000"]
+        self.stop("round4", "run, SIGHUP (a closed terminal) while it trains",
+                  self.run_args(os.path.join(d, "r.h5"), *long_run), 1, signal.SIGHUP,
+                  lambda p: os.path.exists(os.path.join(d, "r.ckpt.h5")) or (time.sleep(0.01) and False),
+                  ["preempted by SIGHUP"],
+                  lambda: None if h5py.File(os.path.join(d, "r.h5"), "r").attrs["status"] in ("preempted", b"preempted")
+                  else "status not preempted")
+        # `moerl sweep ... | head`: the reader leaves; the sweep stops cleanly, no stale lock, resumable
+        d = os.path.join(w, "pipe")
+        sargs = ["sweep", GRID, "--out", d, "--cache", self.cache]
+        p = subprocess.Popen(self.m.cmd(sargs), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, **MPI_ENV), start_new_session=True)
+        p.stdout.readline()  # `head -1`
+        p.stdout.close()
+        try:
+            err = p.communicate(timeout=120)[1].decode(errors="replace")
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            rc, err = None, ""
+        locks = glob.glob(os.path.join(d, "*.lock"))
+        if rc is None:
+            self.t.add("round4", "sweep | head -1", "hang", "did not end after its reader left")
+        elif rc not in (0, 75) or NOISE.search(err) or locks:
+            self.t.add("round4", "sweep | head -1", "crash" if not locks else "silent",
+                       f"exit {rc}, locks {locks}: " + error_line(err))
+        else:
+            o, rc2, out = self.m.run(sargs + ["--resume", "--quiet"])
+            rows = json.load(open(os.path.join(d, "index.json")))["runs"] if o == "ok" else []
+            done = [r for r in rows if r["status"] == "complete"]
+            self.t.add("round4", f"sweep | head -1 (exit {rc}), then --resume",
+                       o if o != "ok" else ("ok" if len(done) == 4 else "silent"),
+                       error_line(out) if o != "ok" else f"{len(done)} of 4 complete")
+        # a length limit that overflows 32 bits
+        huge = ["--set", "task.name=bubble", "--set", "task.length=4", "--set", "rl.max_response_len=2147483646"]
+        for name, args in (("sweep --dry-run, rl.max_response_len = 2^31 - 2", ["sweep", GRID, "--out", os.path.join(w, "dry"),
+                                                                                 "--dry-run", *huge]),
+                           ("run, rl.max_response_len = 2^31 - 2", self.run_args(os.path.join(w, "huge", "r.h5"), *huge))):
+            o, rc, out = self.m.run(args, timeout=60)
+            line = error_line(out)
+            self.t.add("round4", name, "silent" if o == "ok" else o if o != "clear" or "model.max_seq_len" in line
+                       else "crash", line[:200])
+
     def base_file(self):
         return glob.glob(os.path.join(self.cache, "base-*.h5"))[0]
 
@@ -1116,7 +1193,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="seed of the random fault points (default: time)")
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input,"
-                                           "signal,experiment,report")
+                                           "signal,experiment,report,round4")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
@@ -1160,6 +1237,8 @@ def main():
             s.experiment()
         if want("report"):
             s.reports()
+        if want("round4"):
+            s.round4()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -15,6 +15,22 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
+# A pack's binaries (MOERL_PREBUILT, set by its env.sh) are checked before anything runs: a missing
+# one is one line naming it, exit 1 — never a check that "ran" nothing and counts as passed.
+PREBUILT_BINS=(sim/moerl tests/test_gpu tests/test_cuda_host)
+if [ -n "${MOERL_PREBUILT:-}" ]; then
+  missing=()
+  for b in "${PREBUILT_BINS[@]}"; do
+    [ -f "$MOERL_PREBUILT/$b" ] && [ -x "$MOERL_PREBUILT/$b" ] || missing+=("$MOERL_PREBUILT/$b")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    where="MOERL_PREBUILT=$MOERL_PREBUILT"
+    [ -d "$MOERL_PREBUILT" ] || where="$where (no such directory)"
+    echo "device_checks.sh: error: $where: missing or not executable: ${missing[*]}; source env.sh in an" \
+         "unpacked pack of scripts/pack_gpu.sh (it sets MOERL_PREBUILT), or unset MOERL_PREBUILT to build here" >&2
+    exit 1
+  fi
+fi
 OUTDIR=${1:-${OUT:-results/gpu}}
 mkdir -p "$OUTDIR"
 LOG="$OUTDIR/device_checks.log"
@@ -128,20 +144,25 @@ python3 - "$OUTDIR" "$host_rc" "$gpu_rc" "$rl_rc" "$rl_s" "$bench_rc" "$shared_r
 import json, os, re, sys
 out, host_rc, gpu_rc, rl_rc, rl_s, bench_rc, shared_rc, shared_s = sys.argv[1:9]
 n_conc, cg_s, cg_rc, cc_s, cc_rc = sys.argv[9:14]
-def tests(name):
+def tests(name, rc):
+    # A binary that did not start, or stopped before gtest's closing line (a crash, the timeout),
+    # is FAILED with its exit status and first line of output, never "0 failed".
     try: t = open(os.path.join(out, name)).read()
-    except OSError: return "not run"
+    except OSError: return "FAILED: not run (no %s)" % name
     m = re.search(r"\[==========\] (\d+) tests? from .* ran", t)
+    if not m:
+        first = next((l.strip() for l in t.splitlines() if l.strip()), "no output")
+        return "FAILED: no test ran to the end (exit status %s: %s)" % (rc, first[:160])
     p = re.search(r"\[  PASSED  \] (\d+)", t)
     f = re.findall(r"^\[  FAILED  \] (\S+)", t, re.M)
     s = re.search(r"\[  SKIPPED \] (\d+)", t)
-    return "%s ran, %s passed, %s skipped, %d failed %s" % (
-        m.group(1) if m else "?", p.group(1) if p else "0", s.group(1) if s else "0",
-        len(set(f)), " ".join(sorted(set(f)))[:200])
+    return "%s ran, %s passed, %s skipped, %d failed %s%s" % (
+        m.group(1), p.group(1) if p else "0", s.group(1) if s else "0",
+        len(set(f)), " ".join(sorted(set(f)))[:200], "" if rc == "0" or f else "(exit status %s)" % rc)
 print("| check | result |")
 print("|---|---|")
-print("| host tests of device math | %s |" % tests("test_cuda_host.txt"))
-print("| GPU tests | %s |" % tests("test_gpu.txt"))
+print("| host tests of device math | %s |" % tests("test_cuda_host.txt", host_rc))
+print("| GPU tests | %s |" % tests("test_gpu.txt", gpu_rc))
 print("| RL run, quickstart 10 steps on cuda | %s, %.1f s |" % ("ok" if rl_rc == "0" else "FAILED rc=" + rl_rc, float(rl_s)))
 try: sh = open(os.path.join(out, "shared_gpu.txt")).read()
 except OSError: sh = ""

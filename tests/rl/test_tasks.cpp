@@ -217,6 +217,19 @@ TEST(Tasks, GradeSeparatesTheWorkingFromTheFinalAnswer) {
   g = st->grade(sorted, 4, off, 4);
   EXPECT_FALSE(g.final_correct || g.exact || g.working_correct);
   EXPECT_FLOAT_EQ(g.partial, 0.5f);
+  // ... and with answers ending at EOS a longer response is junk before the answer, not working:
+  // the final-answer reward and grade are the exact ones (docs/metrics.md)
+  s.eos = true;
+  const auto se = task_create(s);
+  const int32_t e = se->eos(), ans_e[] = {0, 1, 2, 3, e}, junk[] = {3, 3, 0, 1, 2, 3, e}, whole[] = {0, 1, 2, 3, e};
+  EXPECT_EQ(se->reward(ans_e, 5, junk, 7, false, RewardOn::final_answer), 0.0f);
+  EXPECT_EQ(se->reward(ans_e, 5, junk, 7, true, RewardOn::final_answer),
+            se->reward(ans_e, 5, junk, 7, true, RewardOn::response));
+  EXPECT_EQ(se->reward(ans_e, 5, whole, 5, false, RewardOn::final_answer), 1.0f);
+  g = se->grade(ans_e, 5, junk, 7);
+  EXPECT_TRUE(g.well_formed);
+  EXPECT_FALSE(g.final_correct || g.exact);
+  EXPECT_TRUE(se->grade(ans_e, 5, whole, 5).final_correct);
 }
 
 TEST(Tasks, BadConfigNamesKeyAndValue) {

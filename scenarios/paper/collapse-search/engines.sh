@@ -35,7 +35,7 @@ for ckpt in "$@"; do
       sets+=(--set "profile.$name.base=fp8-rollout")
       for kv in ${recipe[$name]}; do sets+=(--set "profile.$name.$kv"); done
     fi
-    "$moerl" audit --checkpoint "$ckpt" --scenario "$root/scenarios/long.ini" "${sets[@]}" \
+    "$moerl" audit --force --checkpoint "$ckpt" --scenario "$root/scenarios/long.ini" "${sets[@]}" \
       --profile-a "$name" --profile-b bf16-train --out "$out/$stem-$name.json" > /dev/null
   done
 done

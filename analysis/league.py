@@ -1,0 +1,304 @@
+"""The league table: every variant of a grid against a reference variant (the no-mismatch
+control), paired by seed, on the held-out score, stability, the engines' mismatch and expert load.
+
+    /usr/bin/python3 -m analysis.league SWEEP_DIR [SWEEP_DIR ...] [--reference control]
+                                        [--score eval_final] [--out DIR]
+
+Writes into --out (default FIRST_DIR/report): league.md (the table, ranked), league.csv (one row
+per variant, every number), league-runs.csv (one row per run), league.png (the paired scores with
+their intervals; expert load and router drift over training).
+
+Only complete seeds count: a seed enters when every variant of the grid has a finished run on it
+(status complete or collapsed), so every row is paired over the same seeds and a sweep stopped
+between sessions gives an honest partial table. Per variant:
+
+  score − base      the held-out score at the last evaluation (--score, default eval_final: the
+                    final answer right) minus the same run's base (its _base series, step 0),
+                    mean ± 95 % t-interval over seeds
+  − reference       the score minus the reference run's on the same seed (they share their base
+                    policy), mean ± 95 % t-interval, and on how many seeds it is lower
+  exact − base      eval_accuracy (exact match) at the last evaluation minus its base
+  reward − ref      final reward (the mean reward_mean of the last 10 steps) minus the reference's
+  collapsed         runs whose collapse rule fired (collapse_step ≥ 0), 95 % Wilson interval;
+                    terminal: the final 10-step reward still below rl.collapse_frac of its running
+                    peak; transient: it came back
+  bursts            steps whose largest mini-batch gradient norm (grad_norm_max) exceeds 10× the
+                    run's median grad_norm, mean per run (and runs with any)
+  KL, flip %        mean over steps of kl_rollout_train and of 100·flip_rate_mean
+  load CV, max/mean the π_old forward's expert load: load_cv averaged over the last 10 steps (and
+                    its change from the first 10), load_max_over_mean over the last 10 steps,
+                    dead_experts at the last step
+  drift             router_drift at the last evaluation: the share of (position, layer) routes on
+                    the fixed probe set whose top-k set differs from the base policy's
+"""
+import csv
+import io
+import os
+import warnings
+from collections import OrderedDict
+
+from .cli import AnalysisError, Entry
+
+entry = Entry(__name__, "analysis.league")
+with entry.imports():
+    import numpy as np
+
+    from .collapse import load_runs, seed_of, variant_of, wilson
+    from .stats import fmt, mean_ci
+    from . import summary
+
+FINISHED = ("complete", "collapsed")
+BURST_FACTOR = 10.0  # a burst: grad_norm_max above this many times the run's median grad_norm
+
+
+def _finite(x):
+    x = np.asarray(x, dtype=float)
+    return x[np.isfinite(x)]
+
+
+def _last(r, name):
+    x = _finite(r.series(name))
+    return float(x[-1]) if len(x) else float("nan")
+
+
+def _mean(x):
+    x = _finite(x)
+    return float(x.mean()) if len(x) else float("nan")
+
+
+def trailing10(x):
+    """The 10-step trailing mean of a series (NaN before the 10th step)."""
+    x = np.asarray(x, dtype=float)
+    out = np.full(len(x), np.nan)
+    for i in range(9, len(x)):
+        w = x[i - 9:i + 1]
+        out[i] = np.mean(w) if np.all(np.isfinite(w)) else np.nan
+    return out
+
+
+def collapse_kind(r):
+    """"" (no collapse), "terminal" or "transient" (docs: the rule fired; terminal when the final
+    10-step reward is still below rl.collapse_frac of the running peak of the 10-step reward)."""
+    cs = r.attrs.get("collapse_step", -1)
+    try:
+        cs = int(cs)
+    except (TypeError, ValueError):
+        cs = -1
+    if cs < 0:
+        return ""
+    frac = float(r.value("rl.collapse_frac") or 0.5)
+    m = trailing10(r.series("reward_mean"))
+    fin = _finite(m)
+    if not len(fin):
+        return "terminal"
+    return "terminal" if fin[-1] < frac * float(np.max(fin)) else "transient"
+
+
+def bursts(r):
+    g, gm = r.series("grad_norm"), r.series("grad_norm_max")
+    med = np.nanmedian(g) if np.any(np.isfinite(g)) else float("nan")
+    if not np.isfinite(med) or med <= 0:
+        return float("nan")
+    return int(np.sum(np.where(np.isfinite(gm), gm, 0.0) > BURST_FACTOR * med))
+
+
+def run_row(r, score):
+    """The per-run numbers of the league (league-runs.csv)."""
+    load = r.series("load_cv")
+    return OrderedDict([
+        ("variant", variant_of(r)), ("seed", seed_of(r)), ("status", r.status),
+        ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
+        ("exact", _last(r, "eval_accuracy")), ("exact_base", _last(r, "eval_accuracy_base")),
+        ("stop_late", _last(r, "eval_stop_late")), ("stop_late_base", _last(r, "eval_stop_late_base")),
+        ("final_reward", summary.final_reward(r.series("reward_mean"))),
+        ("collapse", collapse_kind(r)), ("bursts", bursts(r)),
+        ("kl", _mean(r.series("kl_rollout_train"))), ("flip_pct", 100 * _mean(r.series("flip_rate_mean"))),
+        ("load_cv_first10", _mean(load[:10])), ("load_cv_last10", _mean(load[-10:])),
+        ("load_max_over_mean_last10", _mean(r.series("load_max_over_mean")[-10:])),
+        ("dead_experts_last", _last(r, "dead_experts")),
+        ("router_drift", _last(r, "router_drift")), ("router_drift_layer_max", _last(r, "router_drift_layer_max")),
+        ("response_length_last10", _mean(r.series("response_length_mean")[-10:])),
+    ])
+
+
+def complete_seeds(per_run):
+    """The seeds on which every variant has a finished run, in order."""
+    variants = OrderedDict()
+    for x in per_run:
+        variants.setdefault(x["variant"], {})
+        if x["status"] in FINISHED:
+            variants[x["variant"]][x["seed"]] = x
+    seeds = None
+    for v in variants.values():
+        seeds = set(v) if seeds is None else seeds & set(v)
+    return variants, sorted(seeds or [], key=lambda s: (len(str(s)), str(s)))
+
+
+def league(per_run, reference="control"):
+    """One OrderedDict per variant over the complete seeds, ranked by score − reference (the
+    reference first)."""
+    variants, seeds = complete_seeds(per_run)
+    if reference not in variants:
+        raise AnalysisError(f"no runs of the reference variant '{reference}' (variants: {', '.join(variants)})")
+    ref = variants[reference]
+    out = []
+    for v, by_seed in variants.items():
+        xs = [by_seed[s] for s in seeds]
+        n = len(xs)
+        d_ref = [x["score"] - ref[x["seed"]]["score"] for x in xs]
+        kinds = [x["collapse"] for x in xs]
+        k = sum(1 for c in kinds if c)
+        rate, lo, hi = wilson(k, n) if n else (float("nan"),) * 3
+        b = [x["bursts"] for x in xs]
+        row = OrderedDict([("variant", v), ("n", n), ("seeds", f"{seeds[0]}–{seeds[-1]}" if seeds else "")])
+        row["score_minus_base"] = mean_ci([x["score"] - x["score_base"] for x in xs])
+        row["score_minus_ref"] = mean_ci(d_ref)
+        row["lower_than_ref"] = sum(1 for d in d_ref if d < 0)
+        row["exact_minus_base"] = mean_ci([x["exact"] - x["exact_base"] for x in xs])
+        row["reward_minus_ref"] = mean_ci([x["final_reward"] - ref[x["seed"]]["final_reward"] for x in xs])
+        row["collapsed"] = (k, n, lo, hi)
+        row["terminal"] = sum(1 for c in kinds if c == "terminal")
+        row["transient"] = sum(1 for c in kinds if c == "transient")
+        row["bursts"] = (_mean(b), sum(1 for y in b if np.isfinite(y) and y > 0))
+        row["kl"] = mean_ci([x["kl"] for x in xs])
+        row["flip_pct"] = mean_ci([x["flip_pct"] for x in xs])
+        row["load_cv_last10"] = mean_ci([x["load_cv_last10"] for x in xs])
+        row["load_cv_change"] = mean_ci([x["load_cv_last10"] - x["load_cv_first10"] for x in xs])
+        row["load_max_over_mean_last10"] = mean_ci([x["load_max_over_mean_last10"] for x in xs])
+        row["dead_experts_last"] = mean_ci([x["dead_experts_last"] for x in xs])
+        row["router_drift"] = mean_ci([x["router_drift"] for x in xs])
+        out.append(row)
+    rest = sorted((r for r in out if r["variant"] != reference),
+                  key=lambda r: -r["score_minus_ref"][0] if np.isfinite(r["score_minus_ref"][0]) else np.inf)
+    return [r for r in out if r["variant"] == reference] + rest, seeds
+
+
+def _pm(mc, digits=3, sci=False):
+    return fmt(mc[0], mc[1], digits, sci)
+
+
+def table_md(rows, reference, score):
+    head = ["rank", "variant", "n", f"{score} − base", f"− {reference}, paired", "lower", "exact − base",
+            f"reward − {reference}", "collapsed [95 %]", "terminal / transient", "bursts / run (runs)",
+            "KL", "flip %", "load CV (last 10)", "Δ load CV", "max/mean", "dead", "router drift"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for i, r in enumerate(rows):
+        k, n, lo, hi = r["collapsed"]
+        ref = r["variant"] == reference
+        b = r["bursts"]
+        lines.append("| " + " | ".join([
+            "–" if ref else str(i), r["variant"], str(r["n"]), _pm(r["score_minus_base"]),
+            "–" if ref else _pm(r["score_minus_ref"]), "–" if ref else f"{r['lower_than_ref']}/{r['n']}",
+            _pm(r["exact_minus_base"]), "–" if ref else _pm(r["reward_minus_ref"]),
+            f"{k}/{n} [{lo:.2f}, {hi:.2f}]" if n else "–", f"{r['terminal']} / {r['transient']}",
+            f"{b[0]:.1f} ({b[1]})" if np.isfinite(b[0]) else "–",
+            _pm(r["kl"], 2, sci=True), _pm(r["flip_pct"], 2), _pm(r["load_cv_last10"]),
+            _pm(r["load_cv_change"]), _pm(r["load_max_over_mean_last10"], 2), _pm(r["dead_experts_last"], 1),
+            _pm(r["router_drift"]),
+        ]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(rows):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    cols = ["score_minus_base", "score_minus_ref", "exact_minus_base", "reward_minus_ref", "kl", "flip_pct",
+            "load_cv_last10", "load_cv_change", "load_max_over_mean_last10", "dead_experts_last", "router_drift"]
+    w.writerow(["variant", "n", "seeds"] + [c + s for c in cols for s in ("", "_ci95")] +
+               ["lower_than_ref", "collapsed", "collapse_low", "collapse_high", "terminal", "transient",
+                "bursts_per_run", "runs_with_bursts"])
+    for r in rows:
+        k, n, lo, hi = r["collapsed"]
+        w.writerow([r["variant"], r["n"], r["seeds"]] + [f"{v:.6g}" for c in cols for v in r[c]] +
+                   [r["lower_than_ref"], k, f"{lo:.4f}", f"{hi:.4f}", r["terminal"], r["transient"],
+                    f"{r['bursts'][0]:.3g}", r["bursts"][1]])
+    return buf.getvalue()
+
+
+def runs_csv(per_run):
+    buf = io.StringIO()
+    if not per_run:
+        return ""
+    w = csv.DictWriter(buf, fieldnames=list(per_run[0].keys()))
+    w.writeheader()
+    for x in per_run:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in x.items()})
+    return buf.getvalue()
+
+
+def league_plot(rows, runs, seeds, path, reference, score):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
+    ax = axes[0]
+    names = [r["variant"] for r in rows if r["variant"] != reference]
+    m = [next(r for r in rows if r["variant"] == v)["score_minus_ref"] for v in names]
+    y = np.arange(len(names))[::-1]
+    ax.errorbar([a for a, _ in m], y, xerr=[0 if not np.isfinite(c) else c for _, c in m], fmt="o", capsize=3)
+    ax.axvline(0, color="gray", linewidth=0.8)
+    ax.set_yticks(y)
+    ax.set_yticklabels(names)
+    ax.set_xlabel(f"held-out {score} − {reference}, paired (95 %)")
+    ax.set_title(f"the league, n = {len(seeds)} seeds")
+    keep = {s for s in seeds}
+    for ax, name, label in ((axes[1], "load_cv", "expert load CV (π_old forward)"),
+                            (axes[2], "router_drift", "router drift vs the base (probe set)")):
+        for v in [r["variant"] for r in rows]:
+            rs = [r for r in runs if variant_of(r) == v and seed_of(r) in keep]
+            if not rs:
+                continue
+            ys = [r.series(name) for r in rs]
+            L = max(len(s) for s in ys)
+            arr = np.full((len(ys), L), np.nan)
+            for i, s in enumerate(ys):
+                arr[i, :len(s)] = s
+            with warnings.catch_warnings():  # steps without an evaluation: all NaN, NaN mean
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mu = np.nanmean(arr, axis=0)
+            steps = np.arange(1, L + 1)
+            ok = np.isfinite(mu)
+            if ok.sum() == 0:
+                continue
+            style = "o-" if ok.sum() < 20 else "-"
+            ax.plot(steps[ok], mu[ok], style, label=v, linewidth=1.2 if v != reference else 2.2,
+                    color="black" if v == reference else None, markersize=3)
+        ax.set_xlabel("step")
+        ax.set_title(label)
+    axes[1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = entry.parser(description=__doc__.split("\n")[0])
+    ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
+    ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
+    ap.add_argument("--score", default="eval_final",
+                    help="the held-out series scored at the last evaluation (default eval_final; eval_accuracy: exact)")
+    ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
+    args = ap.parse_args(argv)
+    runs = load_runs(args.dirs)
+    if not runs:
+        raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
+    per_run = [run_row(r, args.score) for r in runs]
+    rows, seeds = league(per_run, args.reference)
+    out = args.out or os.path.join(args.dirs[0], "report")
+    os.makedirs(out, exist_ok=True)
+    md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
+          f"runs read: {len(runs)}.\n\n" + table_md(rows, args.reference, args.score))
+    with open(os.path.join(out, "league.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out, "league.csv"), "w") as f:
+        f.write(table_csv(rows))
+    with open(os.path.join(out, "league-runs.csv"), "w") as f:
+        f.write(runs_csv(per_run))
+    if seeds:
+        league_plot(rows, runs, seeds, os.path.join(out, "league.png"), args.reference, args.score)
+    print(md, end="")
+    print(f"→ {out}/league.md, league.csv, league-runs.csv" + (", league.png" if seeds else ""))
+
+
+if __name__ == "__main__":
+    entry.run(main)

@@ -1,0 +1,112 @@
+"""analysis.league on synthetic sweep directories whose scores, collapses, bursts and expert load are
+known: pairing by seed against the control, only seeds complete for every variant, terminal vs
+transient collapses, the ranking, the files it writes."""
+import json
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+from analysis import league
+
+PNG = b"\x89PNG\r\n\x1a\n"
+STEPS = 40
+
+
+def write_sweep(d, runs):
+    """runs: dicts with variant, seed, status, base, final (eval_final), reward (a [STEPS] series),
+    collapse_step, burst (a grad_norm_max spike), load (load_cv first, last), drift."""
+    os.makedirs(d, exist_ok=True)
+    rows = []
+    for i, r in enumerate(runs):
+        name = f"{r['variant']}-seed{r['seed']}"
+        with h5py.File(os.path.join(d, name + ".h5"), "w") as f:
+            f.attrs["status"] = r["status"]
+            f.attrs["collapse_step"] = r.get("collapse_step", -1)
+            f.attrs["scenario"] = f"run.seed = {r['seed']}\nrl.collapse_frac = 0.5\nengines.rollout = {r['variant']}\n"
+            m = f.create_group("metrics")
+            for key, base, final in (("eval_final", r["base"], r["final"]), ("eval_accuracy", 0.2, 0.1)):
+                ev, b = np.full(STEPS, np.nan), np.full(STEPS, np.nan)
+                ev[19], ev[39], b[0] = (base + final) / 2, final, base
+                m[key], m[key + "_base"] = ev, b
+            m["reward_mean"] = r["reward"]
+            g = np.full(STEPS, 2.0)
+            gm = np.full(STEPS, 3.0)
+            if r.get("burst"):
+                gm[5] = 50.0
+            m["grad_norm"], m["grad_norm_max"] = g, gm
+            m["load_cv"] = np.linspace(*r.get("load", (0.5, 0.5)), STEPS)
+            m["load_max_over_mean"] = np.full(STEPS, 2.0)
+            m["dead_experts"] = np.zeros(STEPS)
+            dr = np.full(STEPS, np.nan)
+            dr[19], dr[39] = r.get("drift", 0.1) / 2, r.get("drift", 0.1)
+            m["router_drift"] = dr
+            m["flip_rate_mean"] = np.full(STEPS, 0.03)
+            m["kl_rollout_train"] = np.full(STEPS, 1e-3)
+        rows.append({"index": i, "id": name, "file": name + ".h5", "status": r["status"],
+                     "keys": {"variant": r["variant"], "run.seed": str(r["seed"])}})
+    with open(os.path.join(d, "index.json"), "w") as f:
+        json.dump({"grid": "g.ini", "swept_keys": ["variant", "run.seed"], "runs": rows}, f)
+
+
+def flat(v=0.5):
+    return np.full(STEPS, v)
+
+
+def fall_and_stay():
+    return np.concatenate([np.full(15, 0.6), np.full(STEPS - 15, 0.1)])
+
+
+def fall_and_recover():
+    return np.concatenate([np.full(15, 0.6), np.full(12, 0.1), np.full(STEPS - 27, 0.6)])
+
+
+def run(variant, seed, final, status="complete", reward=None, **kw):
+    return dict(variant=variant, seed=seed, status=status, base=0.7, final=final,
+                reward=flat() if reward is None else reward, **kw)
+
+
+def test_pairs_by_seed_counts_collapses_and_ranks(tmp_path):
+    d = tmp_path / "league"
+    runs = []
+    for s in (700, 701, 702):
+        runs.append(run("control", s, 0.80 + 0.01 * s % 3, drift=0.2))
+        # grpo: 0.05 below the control on every seed; collapses on 700 for good, on 701 and comes back
+        kind = {700: dict(status="collapsed", collapse_step=20, reward=fall_and_stay()),
+                701: dict(status="collapsed", collapse_step=20, reward=fall_and_recover())}.get(s, {})
+        runs.append(run("grpo", s, 0.75 + 0.01 * s % 3, burst=(s == 702), load=(0.5, 0.8), **kind))
+        runs.append(run("r3", s, 0.80 + 0.01 * s % 3 + 0.01))
+    # seed 703: the control is still running, so no variant counts it
+    runs.append(run("control", 703, 0.9, status="running"))
+    runs.append(run("grpo", 703, 0.1))
+    runs.append(run("r3", 703, 0.1))
+    write_sweep(d, runs)
+    per_run = [league.run_row(r, "eval_final") for r in league.load_runs([str(d)])]
+    rows, seeds = league.league(per_run, "control")
+    assert [str(s) for s in seeds] == ["700", "701", "702"]
+    by = {r["variant"]: r for r in rows}
+    assert [r["variant"] for r in rows] == ["control", "r3", "grpo"]  # the reference, then by score − control
+    g = by["grpo"]
+    assert g["n"] == 3 and g["score_minus_ref"][0] == pytest.approx(-0.05) and g["lower_than_ref"] == 3
+    assert g["score_minus_base"][0] == pytest.approx(np.mean([0.75 + 0.01 * s % 3 - 0.7 for s in (700, 701, 702)]))
+    assert g["collapsed"][:2] == (2, 3) and (g["terminal"], g["transient"]) == (1, 1)
+    assert g["bursts"] == (pytest.approx(1 / 3), 1)
+    assert g["load_cv_change"][0] == pytest.approx(30 * 0.3 / 39)  # last 10 steps − first 10 of linspace(0.5, 0.8, 40)
+    assert g["exact_minus_base"][0] == pytest.approx(-0.1)
+    assert by["r3"]["score_minus_ref"][0] == pytest.approx(0.01) and by["r3"]["collapsed"][:2] == (0, 3)
+    assert by["control"]["router_drift"][0] == pytest.approx(0.2)
+
+
+def test_writes_its_files_and_refuses_without_the_reference(tmp_path, capsys):
+    d = tmp_path / "league"
+    write_sweep(d, [run("control", s, 0.8) for s in (1, 2)] + [run("grpo", s, 0.7) for s in (1, 2)])
+    out = tmp_path / "out"
+    league.main([str(d), "--out", str(out)])
+    for f in ("league.md", "league.csv", "league-runs.csv"):
+        assert (out / f).stat().st_size > 0
+    assert (out / "league.png").read_bytes()[:8] == PNG
+    md = (out / "league.md").read_text()
+    assert "Seeds complete for every variant: 2" in md and "| 1 | grpo | 2 |" in md
+    with pytest.raises(league.AnalysisError, match="reference variant 'dense'"):
+        league.main([str(d), "--reference", "dense", "--out", str(out)])
