@@ -2,11 +2,13 @@
 control), paired by seed, on the held-out score, stability, the engines' mismatch and expert load.
 
     /usr/bin/python3 -m analysis.league SWEEP_DIR [SWEEP_DIR ...] [--reference control]
-                                        [--score eval_final] [--out DIR]
+                                        [--score eval_final] [--by KEY] [--out DIR]
 
 Writes into --out (default FIRST_DIR/report): league.md (the table, ranked), league.csv (one row
 per variant, every number), league-runs.csv (one row per run), league.png (the paired scores with
-their intervals; expert load and router drift over training).
+their intervals; expert load and router drift over training). With --by KEY (a swept scenario
+key, e.g. model.n_experts): one table per value of the key, the pairing inside each value, and
+by.png (each variant's score − reference and its flip % against the key's value).
 
 Only complete seeds count: a seed enters when every variant of the grid has a finished run on it
 (status complete or collapsed), so every row is paired over the same seeds and a sweep stopped
@@ -118,6 +120,7 @@ def run_row(r, score):
         ("dead_experts_last", _last(r, "dead_experts")),
         ("router_drift", _last(r, "router_drift")), ("router_drift_layer_max", _last(r, "router_drift_layer_max")),
         ("response_length_last10", _mean(r.series("response_length_mean")[-10:])),
+        ("flip_pct_last10", 100 * _mean(r.series("flip_rate_mean")[-10:])),
     ])
 
 
@@ -271,33 +274,104 @@ def league_plot(rows, runs, seeds, path, reference, score):
     plt.close(fig)
 
 
+def _num(v):
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def by_plot(tables, path, reference, score, key):
+    """Per variant, score − reference and the last-10-step flip % against the key's value."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    values = list(tables)
+    xs = np.arange(len(values))
+    variants = []
+    for rows, _, _ in tables.values():
+        for r in rows:
+            if r["variant"] not in variants:
+                variants.append(r["variant"])
+    for j, v in enumerate(variants):
+        off = (j - (len(variants) - 1) / 2) * 0.08
+        m, c, f = [], [], []
+        for val in values:
+            rows, seeds, per_run = tables[val]
+            row = next((r for r in rows if r["variant"] == v), None)
+            m.append(row["score_minus_ref"][0] if row else np.nan)
+            c.append(row["score_minus_ref"][1] if row else np.nan)
+            keep = {str(s) for s in seeds}
+            f.append(_mean([x["flip_pct_last10"] for x in per_run if x["variant"] == v and str(x["seed"]) in keep]))
+        if v != reference:
+            axes[0].errorbar(xs + off, m, yerr=[0 if not np.isfinite(e) else e for e in c], fmt="o-", capsize=3, label=v)
+        axes[1].plot(xs + off, f, "o-", label=v, color="black" if v == reference else None)
+    axes[0].axhline(0, color="gray", linewidth=0.8)
+    for ax in axes:
+        ax.set_xticks(xs)
+        ax.set_xticklabels(values)
+        ax.set_xlabel(key)
+    axes[0].set_ylabel(f"held-out {score} − {reference}, paired (95 %)")
+    axes[1].set_ylabel("routes flipped between the engines, % (last 10 steps)")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = entry.parser(description=__doc__.split("\n")[0])
     ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
     ap.add_argument("--score", default="eval_final",
                     help="the held-out series scored at the last evaluation (default eval_final; eval_accuracy: exact)")
+    ap.add_argument("--by", metavar="KEY", help="one table per value of this swept key (e.g. model.n_experts)")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
     args = ap.parse_args(argv)
     runs = load_runs(args.dirs)
     if not runs:
         raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
     per_run = [run_row(r, args.score) for r in runs]
-    rows, seeds = league(per_run, args.reference)
     out = args.out or os.path.join(args.dirs[0], "report")
     os.makedirs(out, exist_ok=True)
-    md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
-          f"runs read: {len(runs)}.\n\n" + table_md(rows, args.reference, args.score))
+    if args.by:
+        for x, r in zip(per_run, runs):
+            x[args.by] = r.value(args.by)
+        values = sorted({x[args.by] for x in per_run}, key=lambda v: (_num(v), v))
+        if values == [""]:
+            raise AnalysisError(f"--by {args.by}: no run has this key (swept keys are e.g. model.n_experts)")
+        tables = OrderedDict()
+        md = ""
+        for v in values:
+            sub = [x for x in per_run if x[args.by] == v]
+            rows, seeds = league(sub, args.reference)
+            tables[v] = (rows, seeds, sub)
+            md += (f"## {args.by} = {v}\n\nSeeds complete for every variant: {len(seeds)} "
+                   f"({', '.join(str(s) for s in seeds)}).\n\n" + table_md(rows, args.reference, args.score) + "\n")
+        csv_text = "".join(f"# {args.by} = {v}\n" + table_csv(t[0]) for v, t in tables.items())
+    else:
+        rows, seeds = league(per_run, args.reference)
+        md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
+              f"runs read: {len(runs)}.\n\n" + table_md(rows, args.reference, args.score))
+        csv_text = table_csv(rows)
     with open(os.path.join(out, "league.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "league.csv"), "w") as f:
-        f.write(table_csv(rows))
+        f.write(csv_text)
     with open(os.path.join(out, "league-runs.csv"), "w") as f:
         f.write(runs_csv(per_run))
-    if seeds:
+    figures = []
+    if args.by:
+        if any(t[1] for t in tables.values()):
+            by_plot(tables, os.path.join(out, "by.png"), args.reference, args.score, args.by)
+            figures.append("by.png")
+    elif seeds:
         league_plot(rows, runs, seeds, os.path.join(out, "league.png"), args.reference, args.score)
+        figures.append("league.png")
     print(md, end="")
-    print(f"→ {out}/league.md, league.csv, league-runs.csv" + (", league.png" if seeds else ""))
+    print(f"→ {out}/league.md, league.csv, league-runs.csv" + "".join(", " + f for f in figures))
 
 
 if __name__ == "__main__":

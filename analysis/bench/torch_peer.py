@@ -7,7 +7,14 @@ rollout = prefill of 16 prompt tokens + 32 sampled tokens for 256 sequences with
 train = forward + backward + AdamW over the same 256 sequences of 48 tokens (log-prob loss).
 Experts run the usual eager way (tokens sorted by expert, one matmul per expert, index_add back).
 
-Usage: /usr/bin/python3 analysis/bench/torch_peer.py [--threads 2] [--repeat 5] [--json out.json]
+Usage: /usr/bin/python3 analysis/bench/torch_peer.py [--scenario scenarios/bench.ini] [--device cpu|cuda]
+                                                      [--threads 2] [--repeat 5] [--json out.json]
+
+--scenario takes the shapes from a bench scenario's [model] and [bench] sections (vocab_size,
+d_model, n_layers, n_heads, n_experts, top_k, d_ff; sequences, prompt_len, decode_steps), so the
+peer of scenarios/bench-large.ini is the same code. --device cuda runs the same eager step on the
+GPU (tensors, sampling and AdamW there; times taken after torch.cuda.synchronize()): the peer
+docs/gpu.md and tests/gpu/device_checks.sh compare moerl's CUDA backend with.
 
 The peer runs in its best configuration, set up here before torch is imported (measured on the
 2-core AVX-512 reference machine, torch 1.13 from Debian, docs/performance.md):
@@ -33,7 +40,8 @@ import json
 import math
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
 from analysis.cli import Entry  # noqa: E402  (the one-line errors of every analysis entry point)
 
 entry = Entry(__name__, "analysis.bench.torch_peer")
@@ -41,10 +49,12 @@ with entry.imports():
     import torch
     import torch.nn.functional as F
 
+# The shapes (scenarios/bench.ini's by default; configure() sets them from --scenario) and the device.
 V, D, L, H, E, K, FF = 64, 128, 4, 4, 16, 2, 256
 B, P, R = 256, 16, 32
 T = P + R
 DH = D // H
+DEV = "cpu"
 
 
 def rmsnorm(x, w, eps=1e-5):
@@ -59,6 +69,42 @@ def rope_tables(T):
 
 
 COS, SIN = rope_tables(T)
+
+
+def read_scenario(path):
+    """{"section.key": value} of an INI scenario (comments after '#' dropped)."""
+    out, section = {}, ""
+    with open(path) as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("[") and line.endswith("]"):
+                section = line[1:-1].strip()
+            elif "=" in line:
+                k, v = line.split("=", 1)
+                out[f"{section}.{k.strip()}"] = v.strip()
+    return out
+
+
+def configure(path, device):
+    """The module's shapes from a bench scenario, and the device every tensor goes to."""
+    global V, D, L, H, E, K, FF, B, P, R, T, DH, COS, SIN, DEV
+    sc = read_scenario(path)
+    need = ["model.vocab_size", "model.d_model", "model.n_layers", "model.n_heads", "model.n_experts",
+            "model.top_k", "model.d_ff", "bench.sequences", "bench.prompt_len", "bench.decode_steps"]
+    missing = [k for k in need if k not in sc]
+    if missing:
+        raise SystemExit(f"{path}: lacks {', '.join(missing)} (a bench scenario has [model] and [bench] sections)")
+    V, D, L, H, E, K, FF = (int(sc[k]) for k in need[:7])
+    B, P, R = (int(sc[k]) for k in need[7:])
+    if E < 1:
+        raise SystemExit(f"{path}: model.n_experts = {E}: the peer is the MoE step (n_experts >= 1)")
+    T, DH, DEV = P + R, D // H, device
+    COS, SIN = (t.to(DEV) for t in rope_tables(T))
+
+
+def sync():
+    if DEV == "cuda":
+        torch.cuda.synchronize()
 
 
 def rope(x, pos0):
@@ -98,7 +144,7 @@ class Model(torch.nn.Module):
         tok = order // K
         counts = torch.bincount(flat, minlength=E).tolist()
         xs = h[tok]
-        out = torch.empty(xs.shape[0], D)
+        out = torch.empty(xs.shape[0], D, device=h.device)
         start = 0
         for e, c in enumerate(counts):
             if c == 0:
@@ -123,7 +169,8 @@ class Model(torch.nn.Module):
             cache["k"], cache["v"] = k, v
         s = (q @ k.transpose(-1, -2)) / math.sqrt(DH)  # torch 1.13 has no fused SDPA
         if n > 1:
-            s = s.masked_fill(torch.triu(torch.ones(n, k.shape[2], dtype=torch.bool), 1), float("-inf"))
+            s = s.masked_fill(torch.triu(torch.ones(n, k.shape[2], dtype=torch.bool, device=s.device), 1),
+                              float("-inf"))
         a = torch.softmax(s, -1) @ v
         x = x + a.transpose(1, 2).reshape(Bn, n, D) @ m.wo.T
         h = rmsnorm(x, m.mlp_norm).reshape(Bn * n, D)
@@ -137,7 +184,7 @@ class Model(torch.nn.Module):
 
 
 def rollout(model, gen):
-    prompts = torch.randint(0, V, (B, P), generator=gen)
+    prompts = torch.randint(0, V, (B, P), generator=gen, device=DEV)
     caches = [dict() for _ in range(L)]
     with torch.inference_mode():
         logits = model(prompts, 0, caches)[:, -1]
@@ -193,29 +240,39 @@ def ensure_avx512_blas():
 
 def main():
     ap = entry.parser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenario", default=os.path.join(ROOT, "scenarios", "bench.ini"),
+                    help="bench scenario whose [model] and [bench] shapes the peer takes (default scenarios/bench.ini)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--json", default="")
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device cuda: this torch ({torch.__version__}) sees no CUDA device")
+    configure(args.scenario, args.device)
     core = ensure_avx512_blas()
     torch.set_num_threads(args.threads)
     load_begin = os.getloadavg()
-    model = Model()
+    model = Model().to(DEV)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(device=DEV).manual_seed(1)
     seqs = rollout(model, gen)  # warm-up
     train_step(model, opt, seqs)
+    sync()
     ro, tr = [], []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         seqs = rollout(model, gen)
+        sync()
         t1 = time.perf_counter()
         train_step(model, opt, seqs)
+        sync()
         t2 = time.perf_counter()
         ro.append(t1 - t0)
         tr.append(t2 - t1)
     med = lambda v: sorted(v)[len(v) // 2]
-    res = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": args.threads,
+    res = {"peer": "pytorch-eager", "torch": torch.__version__, "threads": args.threads, "device": DEV,
+           "scenario": os.path.relpath(os.path.abspath(args.scenario), ROOT),
            "rollout_s": min(ro), "train_s": min(tr),
            "rollout_median_s": med(ro), "train_median_s": med(tr),
            "train_gflops": flops_train() / min(tr) / 1e9,

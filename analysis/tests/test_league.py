@@ -20,11 +20,12 @@ def write_sweep(d, runs):
     os.makedirs(d, exist_ok=True)
     rows = []
     for i, r in enumerate(runs):
-        name = f"{r['variant']}-seed{r['seed']}"
+        name = f"{r['variant']}_{r.get('experts', 8)}-seed{r['seed']}"
         with h5py.File(os.path.join(d, name + ".h5"), "w") as f:
             f.attrs["status"] = r["status"]
             f.attrs["collapse_step"] = r.get("collapse_step", -1)
-            f.attrs["scenario"] = f"run.seed = {r['seed']}\nrl.collapse_frac = 0.5\nengines.rollout = {r['variant']}\n"
+            f.attrs["scenario"] = (f"run.seed = {r['seed']}\nrl.collapse_frac = 0.5\nengines.rollout = {r['variant']}\n"
+                                   f"model.n_experts = {r.get('experts', 8)}\n")
             m = f.create_group("metrics")
             for key, base, final in (("eval_final", r["base"], r["final"]), ("eval_accuracy", 0.2, 0.1)):
                 ev, b = np.full(STEPS, np.nan), np.full(STEPS, np.nan)
@@ -45,7 +46,8 @@ def write_sweep(d, runs):
             m["flip_rate_mean"] = np.full(STEPS, 0.03)
             m["kl_rollout_train"] = np.full(STEPS, 1e-3)
         rows.append({"index": i, "id": name, "file": name + ".h5", "status": r["status"],
-                     "keys": {"variant": r["variant"], "run.seed": str(r["seed"])}})
+                     "keys": {"variant": r["variant"], "model.n_experts": str(r.get("experts", 8)),
+                              "run.seed": str(r["seed"])}})
     with open(os.path.join(d, "index.json"), "w") as f:
         json.dump({"grid": "g.ini", "swept_keys": ["variant", "run.seed"], "runs": rows}, f)
 
@@ -110,3 +112,19 @@ def test_writes_its_files_and_refuses_without_the_reference(tmp_path, capsys):
     assert "Seeds complete for every variant: 2" in md and "| 1 | grpo | 2 |" in md
     with pytest.raises(league.AnalysisError, match="reference variant 'dense'"):
         league.main([str(d), "--reference", "dense", "--out", str(out)])
+
+
+def test_by_a_key_pairs_inside_each_value(tmp_path):
+    d = tmp_path / "experts"
+    # grpo 0.02 below the control at 8 experts, 0.10 below at 32: paired inside each count
+    write_sweep(d, [run("control", s, 0.8, experts=n) for n in (8, 32) for s in (1, 2)] +
+                   [run("grpo", s, 0.78 if n == 8 else 0.70, experts=n) for n in (8, 32) for s in (1, 2)])
+    out = tmp_path / "out"
+    league.main([str(d), "--by", "model.n_experts", "--out", str(out)])
+    md = (out / "league.md").read_text()
+    assert md.index("model.n_experts = 8") < md.index("model.n_experts = 32")
+    assert "| 1 | grpo | 2 | 0.080 ± 0.000 | -0.020 ± 0.000 |" in md.replace("−", "-")
+    assert "| 1 | grpo | 2 | 0.000 ± 0.000 | -0.100 ± 0.000 |" in md.replace("−", "-")
+    assert (out / "by.png").read_bytes()[:8] == PNG
+    with pytest.raises(league.AnalysisError, match="--by model.nope"):
+        league.main([str(d), "--by", "model.nope", "--out", str(out)])

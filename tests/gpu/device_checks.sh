@@ -2,8 +2,10 @@
 # device_checks.sh — the GPU checks of moerl in one go, for a machine with an NVIDIA GPU (one is
 # enough): builds the CUDA backend, runs the GPU tests (tests/gpu: every op CUDA vs CPU, the whole
 # model, an RL run), audits the emulation against the hardware, times the bench workload on the
-# GPU, runs two ranks on one GPU and N one-rank runs at once (runs per hour, GPU and CPU), and prints a short table (with the host<->device transfer
-# counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
+# GPU, runs two ranks on one GPU and N one-rank runs at once (runs per hour, GPU and CPU), times the
+# fp32 RL step of scenarios/bench.ini and bench-large.ini against the PyTorch eager peer on the same
+# GPU and against moerl on the node's CPUs, and prints a short table (with the host<->device
+# transfer counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
 #
 #   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
 #
@@ -83,11 +85,11 @@ grep -E "^\[  (FAILED|SKIPPED) |^\[  PASSED|tests? ran" "$OUTDIR/test_gpu.txt" |
 # Emulation against hardware on one small trained checkpoint (the quickstart's base policy).
 M="$B/sim/moerl"
 say "== audits: emulated (cpu) and real (cuda) numerics on the quickstart base policy"
-"$M" sft scenarios/quickstart.ini --out "$OUTDIR/base.h5" >> "$LOG" 2>&1
+"$M" sft scenarios/quickstart.ini --out "$OUTDIR/base.h5" --force >> "$LOG" 2>&1  # --force: a rerun into OUTDIR
 audit() {  # name profile-a backend-a profile-b backend-b
   "$M" audit --checkpoint "$OUTDIR/base.h5" --scenario scenarios/quickstart.ini \
     --profile-a "$2" --backend-a "$3" --profile-b "$4" --backend-b "$5" \
-    --set audit.prompts=128 --out "$OUTDIR/audit_$1.json" >> "$LOG" 2>&1 || echo "audit $1 FAILED" | tee -a "$LOG"
+    --set audit.prompts=128 --out "$OUTDIR/audit_$1.json" --force >> "$LOG" 2>&1 || echo "audit $1 FAILED" | tee -a "$LOG"
 }
 audit emulated_fp8_vs_bf16 fp8-rollout cpu bf16-train cpu
 audit gpu_fp8_vs_bf16 fp8-rollout cuda bf16-train cuda
@@ -98,7 +100,7 @@ audit fp32_cpu_vs_gpu fp32-ref cpu fp32-ref cuda
 say "== RL run on the GPU (quickstart, 10 steps)"
 t0=$(date +%s)
 "$M" run scenarios/quickstart.ini --set run.backend=cuda --set rl.steps=10 \
-  --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_cuda.h5" >> "$LOG" 2>&1
+  --base "$OUTDIR/base.h5" --out "$OUTDIR/rl_cuda.h5" --force >> "$LOG" 2>&1
 rl_rc=$?
 rl_s=$(( $(date +%s) - t0 ))
 
@@ -136,6 +138,21 @@ timeout 240 "$M" bench --scenario scenarios/bench.ini --set run.backend=cuda --r
   --json "$OUTDIR/bench_cuda.json" > "$OUTDIR/bench_cuda.txt" 2>&1
 bench_rc=$?
 cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
+
+# The fp32 RL step against its peers on both bench shapes (docs/gpu.md, "Targets"): moerl on the
+# GPU, the same step in PyTorch eager on the same GPU (analysis/bench/torch_peer.py --device cuda;
+# "not available" where this node's torch has no CUDA), and moerl on the node's CPUs.
+say "== fp32 RL step: moerl cuda, PyTorch eager cuda, moerl on $JOBS CPU threads (bench.ini, bench-large.ini)"
+for sc in bench bench-large; do
+  timeout 150 python3 analysis/bench/torch_peer.py --scenario "scenarios/$sc.ini" --device cuda --repeat 3 \
+    --json "$OUTDIR/peer_${sc}_cuda.json" > "$OUTDIR/peer_${sc}_cuda.txt" 2>&1 \
+    || say "   torch peer on cuda, $sc: not available ($(tail -1 "$OUTDIR/peer_${sc}_cuda.txt" | cut -c1-160))"
+  for be in cuda cpu; do
+    timeout 200 "$M" bench --scenario "scenarios/$sc.ini" --set run.backend=$be --threads "$JOBS" \
+      --profiles fp32-ref --recipe 0 --rounds 2 --json "$OUTDIR/vs_${sc}_$be.json" > "$OUTDIR/vs_${sc}_$be.txt" 2>&1 \
+      || say "   moerl bench $sc on $be FAILED (rc $?, $OUTDIR/vs_${sc}_$be.txt)"
+  done
+done
 
 say ""
 say "== summary ($(( $(date +%s) - t_start )) s)"
@@ -209,5 +226,23 @@ try:
           b.get("ceiling_bf16_gflops", 0), b.get("blas", "")))
 except Exception as e:
     print("bench: not available (%s), rc=%s" % (e, bench_rc))
+print()
+# The targets (docs/gpu.md): the fp32 step >= 5x (bench) / 3x (bench-large) faster than the peer on
+# the same GPU, and faster than moerl on the node's CPUs.
+def step_s(path, peer=False):
+    try: j = json.load(open(os.path.join(out, path)))
+    except Exception: return None
+    if peer: return j["rollout_s"] + j["train_s"]
+    st = [x for x in j.get("steps", []) if x.get("rollout_profile") == x.get("train_profile") == "fp32-ref"
+          and x.get("workload", "short") == "short"]
+    return st[0]["total_s"] if st else None
+fmt = lambda v: "%.3f" % v if v else "–"
+print("| fp32 RL step | moerl cuda s | PyTorch eager cuda s | moerl CPUs s | peer / moerl cuda (target) | CPUs / moerl cuda (> 1) |")
+print("|---|---|---|---|---|---|")
+for sc, target in (("bench", 5.0), ("bench-large", 3.0)):
+    g, p, c = step_s("vs_%s_cuda.json" % sc), step_s("peer_%s_cuda.json" % sc, True), step_s("vs_%s_cpu.json" % sc)
+    r = lambda a, b: ("%.2fx" % (a / b)) if a and b else "–"
+    print("| %s.ini | %s | %s | %s | %s (>= %.0fx: %s) | %s |" % (sc, fmt(g), fmt(p), fmt(c), r(p, g), target,
+          "met" if p and g and p / g >= target else "MISSED" if p and g else "not measured", r(c, g)))
 PY
 [ "$gpu_rc" = 0 ] && [ "$host_rc" = 0 ] && [ "$rl_rc" = 0 ]
