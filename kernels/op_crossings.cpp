@@ -114,6 +114,18 @@ void OpCrossings::attention_decode(float* out, const float* q, const float* kcac
   this->out(out, n_of(B) * D * f4, K::activations);
 }
 
+void OpCrossings::kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc,
+                                int held) const {
+  if (n <= 0 || held <= 0) return;
+  in(from, n_of(n) * 4, K::indices);
+  if (be_.is_device_pointer(kcache) && be_.is_device_pointer(vcache)) return;  // the resident cache
+  if (be_.is_device_pointer(from)) return;  // not read here; a host cache with device indices is not an op path
+  const int64_t rows = std::max<int64_t>(n, 1 + *std::max_element(from, from + n));
+  const size_t cache = n_of(rows * D, Tc) * f4;  // the rows up to the largest source, up and back
+  inout(kcache, cache, K::kv_cache);
+  inout(vcache, cache, K::kv_cache);
+}
+
 void OpCrossings::softmax_forward(float* out, const float* x, int N, int C) const {
   in(x, n_of(N, C) * f4, K::activations);
   this->out(out, n_of(N, C) * f4, K::activations);

@@ -1,6 +1,7 @@
 // generation.cpp — generation mode: prefill of the prompt (the training-mode layer forward plus
 // KV-cache writes) and one-token decode steps against the cache. Both use layer_forward, so a
 // position's log-probs and routing equal the training forward's bit for bit under fp32-ref.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -31,6 +32,7 @@ void Model::generation_begin(GenerationState** state, int B, int max_len,
     st->kcache.emplace_back(backend(), cache);
     st->vcache.emplace_back(backend(), cache);
   }
+  st->keep_from = DeviceArray<int32_t>(backend(), static_cast<size_t>(std::max(B, 1)));
   st->layers.resize(cfg_.n_layers);
   *state = st;
 }
@@ -49,20 +51,18 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
     used[f] = 1;
   }
   // A row's cache is its first pos positions (a column prefix of each of its D key rows, a row
-  // prefix of its values); a source at or past n is never a destination.
-  // The moves stay in the backend's memory (on a GPU: device to device).
-  const size_t D = static_cast<size_t>(cfg_.d_model), Tc = static_cast<size_t>(st->cache_len);
-  const size_t block = Tc * D, held = static_cast<size_t>(st->pos), f4 = sizeof(float);
-  const Backend& be = backend();
-  for (int i = 0; i < n; ++i) {
-    if (from[i] == i) continue;
-    for (int l = 0; l < cfg_.n_layers; ++l) {
-      float* k = st->kcache[l].data();
-      be.mem_copy_2d(k + i * block, Tc * f4, k + from[i] * block, Tc * f4, held * f4, D, CopyDir::on_device,
-                     CrossKind::kv_cache);
-      float* v = st->vcache[l].data();
-      be.mem_copy(v + i * block, v + from[i] * block, held * D * f4, CopyDir::on_device, CrossKind::kv_cache);
-    }
+  // prefix of its values); a source at or past n is never a destination. The sources go to the
+  // backend's memory once (n indices), then one gather per layer moves every kept row there (on a
+  // GPU: one kernel per layer, device to device), instead of a copy per row and layer.
+  bool moves = false;
+  for (int i = 0; i < n && !moves; ++i) moves = from[i] != i;
+  if (moves && st->pos > 0) {
+    const Backend& be = backend();
+    be.mem_copy(st->keep_from.data(), from, static_cast<size_t>(n) * sizeof(int32_t), CopyDir::to_device,
+                CrossKind::indices);
+    for (int l = 0; l < cfg_.n_layers; ++l)
+      be.kv_cache_keep(st->kcache[l].data(), st->vcache[l].data(), st->keep_from.data(), n, cfg_.d_model,
+                       st->cache_len, st->pos);
   }
   st->B = n;
 }

@@ -65,6 +65,7 @@ struct GenerationState {
   // for the whole rollout; the host writes each new position into it (mem_copy_2d) and never
   // reads it back.
   std::vector<DeviceArray<float>> kcache, vcache;
+  DeviceArray<int32_t> keep_from;                  // [B] generation_keep's sources, in the backend's memory
   std::vector<LayerActs> layers;                   // workspace for the current rows
   std::vector<float> x, h_final, rstd_final;
 };

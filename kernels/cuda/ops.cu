@@ -70,6 +70,28 @@ __device__ float block_max(float partial, float* sh) {
   return r;
 }
 
+// ---- KV cache decode compaction -----------------------------------------------------------------
+// kcache [·, D, Tc], vcache [·, Tc, D]; element e < n·D·held of the keys, then n·held·D of the
+// values: row i takes row from[i]'s (from[i] is i or >= n, so sources are never destinations).
+__global__ void kv_cache_keep_kernel(float* kcache, float* vcache, const int32_t* from, int n, int D,
+                                     int Tc, int held) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t per_row = static_cast<int64_t>(D) * held, block = static_cast<int64_t>(D) * Tc;
+  if (e >= 2 * n * per_row) return;
+  const bool keys = e < n * per_row;
+  const int64_t r = keys ? e : e - n * per_row;
+  const int i = static_cast<int>(r / per_row);
+  const int f = from[i];
+  if (f == i) return;
+  const int64_t j = r % per_row;
+  if (keys) {  // component d, position t
+    const int64_t d = j / held, t = j % held;
+    kcache[i * block + d * Tc + t] = kcache[f * block + d * Tc + t];
+  } else {
+    vcache[i * block + j] = vcache[f * block + j];
+  }
+}
+
 // ---- embedding ---------------------------------------------------------------------------------
 // out[N,D], tokens[N], table[*,D]
 __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table,
@@ -710,6 +732,28 @@ void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
 }
 
 // w[n], m[n], v[n] updated; g[n]
+void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc, int held) {
+  if (n <= 0 || held <= 0 || D <= 0) return;
+  if (held > Tc) throw std::invalid_argument("cuda::kv_cache_keep: held " + std::to_string(held) + " > Tc " + std::to_string(Tc));
+  // A host cache (not the generation's resident one) crosses whole: the rows up to the largest
+  // source, up and back.
+  int64_t rows = n;
+  if (!is_device_pointer(kcache) || !is_device_pointer(vcache)) {
+    std::vector<int32_t> f(sz(n));
+    if (is_device_pointer(from)) download(f.data(), from, sz(n));
+    else std::copy(from, from + n, f.begin());
+    rows = std::max<int64_t>(n, 1 + *std::max_element(f.begin(), f.end()));
+  }
+  const size_t cache = sz(rows * static_cast<int64_t>(D) * Tc);
+  float* d_k = dev_in(0, kcache, cache);
+  float* d_v = dev_in(1, vcache, cache);
+  const int32_t* d_from = dev_in(2, from, sz(n));
+  launch(kv_cache_keep_kernel, grid_for(2 * static_cast<int64_t>(n) * D * held, kThreads), kThreads, d_k, d_v,
+         d_from, n, D, Tc, held);
+  finish_out(kcache, static_cast<const float*>(d_k), cache);
+  finish_out(vcache, static_cast<const float*>(d_v), cache);
+}
+
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
                   float beta2, double bc1, double bc2, float lr, float decay, float eps) {
   if (n <= 0) return;

@@ -48,6 +48,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 // 0..len[b]-1 (the new token's k,v already written at len[b]-1).
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh);
+// Decode compaction of that cache: for i < n with from[i] != i, row i's first `held` positions
+// of kcache [·, D, Tc] (per component d: held consecutive floats) and vcache [·, Tc, D] (held·D
+// consecutive floats) become row from[i]'s. The caller guarantees from[i] is i or >= n.
+void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc, int held);
 
 // Row-wise softmax and log-softmax of x[N,C] (max-subtracted).
 void softmax_forward(float* out, const float* x, int N, int C);

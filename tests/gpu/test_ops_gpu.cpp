@@ -400,6 +400,21 @@ std::vector<Case> cases_attention_decode() {
   return {c};
 }
 
+// Decode compaction: rows 0 and 2 of 6 take rows 5 and 3's first `held` positions, row 1 stays;
+// the caches start seeded (the rows not kept, and positions past held, must be left as they are).
+// Copies: bit-identical.
+std::vector<Case> cases_kv_cache_keep() {
+  const int B = 6, D = 24, Tc = 64, held = 37, n = 3;
+  const auto k0 = normals(sz(B, D, Tc), 43), v0 = normals(sz(B, Tc, D), 44);
+  const std::vector<int32_t> from = {5, 1, 3};
+  Case c("kv cache keep");
+  c.outs = {accumulated("kcache", k0, bits()), accumulated("vcache", v0, bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.kv_cache_keep(o.f[0].data(), o.f[1].data(), from.data(), n, D, Tc, held);
+  };
+  return {c};
+}
+
 std::vector<Case> cases_attention_backward() {
   return per_size(kShapes, [&](const Shape& s) {
     const size_t n = sz(s.B, s.T, s.H, s.Dh), na = sz(s.B, s.H, s.T, s.T);

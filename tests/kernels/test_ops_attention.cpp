@@ -320,3 +320,37 @@ TEST(OpsAttention, PackedSequencesEqualMaskedRefOnTheirOwnRows) {
 
 }  // namespace
 }  // namespace moerl
+
+namespace moerl {
+namespace {
+
+// Decode compaction (kv_cache_keep): the CPU kernel equals the reference bit for bit, moves only
+// the kept rows' first `held` positions, and leaves every other float as it was.
+TEST(OpsKvCache, KeepEqualsRefAndTouchesOnlyTheKeptPrefix) {
+  const int B = 7, D = 12, Tc = 64, held = 29, n = 4;
+  const size_t size = static_cast<size_t>(B) * D * Tc;
+  std::vector<float> k0(size), v0(size);
+  for (size_t i = 0; i < size; ++i) {
+    k0[i] = static_cast<float>(i) * 0.5f;
+    v0[i] = -static_cast<float>(i);
+  }
+  const std::vector<int32_t> from = {6, 1, 4, 5};  // rows 1 stays; 0, 2, 3 from the tail
+  std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0;
+  cpu::kv_cache_keep(kc.data(), vc.data(), from.data(), n, D, Tc, held);
+  ref::kv_cache_keep(kr.data(), vr.data(), from.data(), n, D, Tc, held);
+  EXPECT_EQ(kc, kr);
+  EXPECT_EQ(vc, vr);
+  const size_t block = static_cast<size_t>(D) * Tc;
+  for (int i = 0; i < B; ++i)
+    for (size_t j = 0; j < block; ++j) {
+      const int d = static_cast<int>(j / Tc), t = static_cast<int>(j % Tc);
+      const bool moved = i < n && from[i] != i;
+      const size_t src_k = moved && t < held ? from[i] * block + j : i * block + j;
+      const size_t src_v = moved && j < static_cast<size_t>(held) * D ? from[i] * block + j : i * block + j;
+      ASSERT_EQ(kc[i * block + j], k0[src_k]) << "key row " << i << " d " << d << " t " << t;
+      ASSERT_EQ(vc[i * block + j], v0[src_v]) << "value row " << i << " at " << j;
+    }
+}
+
+}  // namespace
+}  // namespace moerl

@@ -32,9 +32,11 @@ inline NumericsProfile builtin(const char* name) {
 
 // What backends are compared on: one training forward + backward of tok[B, T] (dLoss/dlogp a
 // fixed pattern) and teacher-forced generation of the same tokens (prefill P, then `steps` decode
-// steps), on model m under profile p. Grads start from zero.
+// steps, then, where B >= 2 and the tokens go on, a decode compaction — row 0 leaves, row B-1
+// takes its place — and one more step of the B-1 kept rows), on model m under profile p. Grads
+// start from zero.
 struct StepOutputs {
-  std::vector<float> logp, grads, gen_logits;  // [B, T-1]; the gradient store; [steps+1, B, V]
+  std::vector<float> logp, grads, gen_logits;  // [B, T-1]; the gradient store; [steps+1, B, V] (+ [B-1, V])
   std::vector<int32_t> ids;                    // [L, B*T, K] routing of the training forward
 };
 inline StepOutputs forward_backward_generate(Model& m, const NumericsProfile& p,
@@ -62,6 +64,14 @@ inline StepOutputs forward_backward_generate(Model& m, const NumericsProfile& p,
     m.generation_step(st, logits.data(), nullptr, nullptr, next.data());
   }
   out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.end());
+  if (B >= 2 && P + steps < T) {  // decode compaction: row 0 leaves, the last row takes its place
+    std::vector<int32_t> from(static_cast<size_t>(B) - 1);
+    for (int i = 0; i < B - 1; ++i) from[i] = i == 0 ? B - 1 : i;
+    m.generation_keep(st, from.data(), B - 1);
+    for (int i = 0; i < B - 1; ++i) next[i] = tok[from[i] * T + P + steps];
+    m.generation_step(st, logits.data(), nullptr, nullptr, next.data());
+    out.gen_logits.insert(out.gen_logits.end(), logits.begin(), logits.begin() + static_cast<size_t>(B - 1) * V);
+  }
   m.generation_end(st);
   return out;
 }

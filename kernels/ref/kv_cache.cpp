@@ -1,0 +1,20 @@
+// kv_cache.cpp — the scalar reference of the KV cache's decode compaction (kernels/ref/ops.h).
+#include <cstddef>
+
+#include "kernels/ref/ops.h"
+
+namespace moerl::ref {
+
+void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc, int held) {
+  const size_t block = static_cast<size_t>(D) * Tc;  // one row of either cache
+  for (int i = 0; i < n; ++i) {
+    const int f = from[i];
+    if (f == i) continue;
+    for (int d = 0; d < D; ++d)
+      for (int t = 0; t < held; ++t)
+        kcache[i * block + static_cast<size_t>(d) * Tc + t] = kcache[f * block + static_cast<size_t>(d) * Tc + t];
+    for (size_t j = 0; j < static_cast<size_t>(held) * D; ++j) vcache[i * block + j] = vcache[f * block + j];
+  }
+}
+
+}  // namespace moerl::ref
