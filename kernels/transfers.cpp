@@ -33,15 +33,15 @@ void TransferLog::reset() {
   }
 }
 
-std::string TransferLog::table() const {
+std::string TransferLog::table(bool every_row) const {
   std::string s;
   char buf[160];
   for (int p = 0; p < kTransferPhases; ++p) {
     const auto ph = static_cast<TransferPhase>(p);
-    if (bytes(ph) == 0) continue;
+    if (bytes(ph) == 0 && !every_row) continue;
     for (int k = 0; k < kCrossKinds; ++k) {
       const auto kind = static_cast<CrossKind>(k);
-      if (bytes(ph, kind) == 0) continue;
+      if (bytes(ph, kind) == 0 && !every_row) continue;
       std::snprintf(buf, sizeof(buf), "%-13s %-12s up %12lld B (%lld copies), down %12lld B (%lld copies)\n",
                     transfer_phase_name(ph), cross_kind_name(kind),
                     static_cast<long long>(bytes(ph, kind, CrossDir::up)),

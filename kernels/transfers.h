@@ -59,8 +59,9 @@ class TransferLog {
   int64_t bytes(TransferPhase p) const;  // every kind, both directions
   int64_t total() const;                 // every phase
   void reset();
-  // One line per phase that saw a crossing: "rollout  activations up 1.2 MB (340) down …".
-  std::string table() const;
+  // One line per (phase, kind) that saw a crossing: "rollout  activations up 1.2 MB (340) down …";
+  // with every_row, every phase and kind, the zero ones included (what no longer crosses shows).
+  std::string table(bool every_row = false) const;
 
  private:
   struct Cell {

@@ -169,7 +169,7 @@ TEST(ResidentGpu, RlStepTransfers) {
   log.reset();
   RunResults res;
   for (int64_t step = 0; step < 2; ++step) t.step(step, &res);
-  std::printf("TRANSFERS BEGIN (2 RL steps of the tiny scenario on cuda)\n%sTRANSFERS END\n", log.table().c_str());
+  std::printf("TRANSFERS BEGIN (2 RL steps of the tiny scenario on cuda)\n%sTRANSFERS END\n", log.table(true).c_str());
   for (int p = 0; p < kTransferPhases; ++p) {
     const auto ph = static_cast<TransferPhase>(p);
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);

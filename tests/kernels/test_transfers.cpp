@@ -33,6 +33,9 @@ TEST(Transfers, LogCountsPerPhaseKindAndDirection) {
   EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::grads), 4);
   EXPECT_EQ(log.total(), 112);
   EXPECT_NE(log.table().find("rollout"), std::string::npos);
+  // every (phase, kind) row on request, the zero ones too: what no longer crosses shows
+  EXPECT_EQ(log.table().find("optimizer"), std::string::npos);
+  EXPECT_NE(log.table(true).find("optimizer"), std::string::npos);
   log.reset();
   EXPECT_EQ(log.total(), 0);
   // the CPU backend has no device and no log; a scope on it does nothing

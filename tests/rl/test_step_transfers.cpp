@@ -71,7 +71,7 @@ TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
       on_dev.step(step, &rd);
     }
     expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
-    std::printf("%s rollout: crossings of 2 RL steps on the test device\n%s", engines, log.table().c_str());
+    std::printf("%s rollout: crossings of 2 RL steps on the test device\n%s", engines, log.table(true).c_str());
 
     for (int p = 0; p < kTransferPhases; ++p) {
       const auto ph = static_cast<TransferPhase>(p);
