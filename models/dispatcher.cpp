@@ -7,6 +7,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "kernels/cuda/hd/moe.h"
 #include "kernels/rng.h"
 #include "kernels/vec.h"
 
@@ -41,15 +42,10 @@ void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int3
   p->offsets.assign(E + 1, 0);
   p->slot_row.resize(static_cast<size_t>(N) * K);
   p->row_token.resize(static_cast<size_t>(N) * K);
-  // counting sort by expert; (token, slot) ascending inside an expert
-  for (int i = 0; i < N * K; ++i) p->offsets[ids[i] + 1] += 1;
-  for (int e = 0; e < E; ++e) p->offsets[e + 1] += p->offsets[e];
-  std::vector<int> fill(p->offsets.begin(), p->offsets.end() - 1);
-  for (int i = 0; i < N * K; ++i) {
-    const int row = fill[ids[i]]++;
-    p->slot_row[i] = row;
-    p->row_token[row] = i / K;
-  }
+  // counting sort by expert; (token, slot) ascending inside an expert (the device's grouping too)
+  cuda::hd_expert_offsets(p->offsets.data(), ids, N * K, E);
+  std::vector<int> fill(static_cast<size_t>(E));
+  cuda::hd_group_slots(p->slot_row.data(), p->row_token.data(), fill.data(), ids, p->offsets.data(), N * K, K, E);
   tbb::parallel_for(0, N * K, [&](int row) {
     std::memcpy(xe + static_cast<size_t>(row) * D, h + static_cast<size_t>(p->row_token[row]) * D,
                 sizeof(float) * D);
@@ -109,15 +105,9 @@ void Dispatcher::combine(float* y, const float* ye, const float* gate, const flo
                          const int32_t* slot_order) const {
   const int K = p.K;
   tbb::parallel_for(0, p.N, [&](int n) {
-    int order[64];
-    for (int k = 0; k < K; ++k) order[k] = slot_order ? slot_order[static_cast<size_t>(n) * K + k] : k;
-    if (ctx.order.kind == OrderKind::reversed) {
-      for (int k = 0; k < K / 2; ++k) std::swap(order[k], order[K - 1 - k]);
-    } else if (ctx.order.kind == OrderKind::split_k) {
-      Rng rng(rng_derive(ctx.key.seed, static_cast<uint64_t>(Stream::combine_order),
-                         {ctx.key.layer, ctx.key.site, ctx.key.call + static_cast<uint64_t>(n)}));
-      rng.shuffle(order, K);
-    }
+    int order[64];  // the terms' order: the device combine's too (hd/moe.h)
+    cuda::hd_combine_order(order, slot_order ? slot_order + static_cast<size_t>(n) * K : nullptr, K, ctx.order.kind,
+                           ctx.key.seed, ctx.key.layer, ctx.key.site, ctx.key.call, n);
     float* yn = y + static_cast<size_t>(n) * D;
     std::fill(yn, yn + D, 0.0f);
     for (int j = 0; j < K; ++j) {
