@@ -45,7 +45,8 @@ entry = Entry(__name__, "analysis.league")
 with entry.imports():
     import numpy as np
 
-    from .collapse import load_runs, seed_of, variant_of, wilson
+    from .collapse import seed_of, variant_of, wilson
+    from .runs import load_sweep
     from .stats import fmt, mean_ci
     from . import summary
 
@@ -124,9 +125,10 @@ def run_row(r, score):
     ])
 
 
-def complete_seeds(per_run):
-    """The seeds on which every variant has a finished run, in order."""
-    variants = OrderedDict()
+def complete_seeds(per_run, planned=()):
+    """The seeds on which every variant (those of `planned`, the grid's, and those with runs) has a
+    finished run, in order."""
+    variants = OrderedDict((v, {}) for v in planned)
     for x in per_run:
         variants.setdefault(x["variant"], {})
         if x["status"] in FINISHED:
@@ -137,10 +139,11 @@ def complete_seeds(per_run):
     return variants, sorted(seeds or [], key=lambda s: (len(str(s)), str(s)))
 
 
-def league(per_run, reference="control"):
+def league(per_run, reference="control", planned=()):
     """One OrderedDict per variant over the complete seeds, ranked by score − reference (the
-    reference first)."""
-    variants, seeds = complete_seeds(per_run)
+    reference first). planned: every variant of the grid, run or not (a seed counts only when each
+    has finished on it)."""
+    variants, seeds = complete_seeds(per_run, planned)
     if reference not in variants:
         raise AnalysisError(f"no runs of the reference variant '{reference}' (variants: {', '.join(variants)})")
     ref = variants[reference]
@@ -330,7 +333,11 @@ def main(argv=None):
     ap.add_argument("--by", metavar="KEY", help="one table per value of this swept key (e.g. model.n_experts)")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
     args = ap.parse_args(argv)
-    runs = load_runs(args.dirs)
+    planned_runs = []  # every run of the grids, pending ones too: the variants a seed must have
+    for d in args.dirs:
+        planned_runs += load_sweep(d)[0]
+    planned = list(OrderedDict.fromkeys(variant_of(r) for r in planned_runs))
+    runs = [r for r in planned_runs if r.metrics]
     if not runs:
         raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
     per_run = [run_row(r, args.score) for r in runs]
@@ -346,15 +353,15 @@ def main(argv=None):
         md = ""
         for v in values:
             sub = [x for x in per_run if x[args.by] == v]
-            rows, seeds = league(sub, args.reference)
+            rows, seeds = league(sub, args.reference, planned)
             tables[v] = (rows, seeds, sub)
             md += (f"## {args.by} = {v}\n\nSeeds complete for every variant: {len(seeds)} "
                    f"({', '.join(str(s) for s in seeds)}).\n\n" + table_md(rows, args.reference, args.score) + "\n")
         csv_text = "".join(f"# {args.by} = {v}\n" + table_csv(t[0]) for v, t in tables.items())
     else:
-        rows, seeds = league(per_run, args.reference)
+        rows, seeds = league(per_run, args.reference, planned)
         md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
-              f"runs read: {len(runs)}.\n\n" + table_md(rows, args.reference, args.score))
+              f"runs with metrics: {len(runs)} of {len(planned_runs)} planned.\n\n" + table_md(rows, args.reference, args.score))
         csv_text = table_csv(rows)
     with open(os.path.join(out, "league.md"), "w") as f:
         f.write(md)

@@ -84,7 +84,7 @@ def test_pairs_by_seed_counts_collapses_and_ranks(tmp_path):
     runs.append(run("grpo", 703, 0.1))
     runs.append(run("r3", 703, 0.1))
     write_sweep(d, runs)
-    per_run = [league.run_row(r, "eval_final") for r in league.load_runs([str(d)])]
+    per_run = [league.run_row(r, "eval_final") for r in league.load_sweep(str(d))[0] if r.metrics]
     rows, seeds = league.league(per_run, "control")
     assert [str(s) for s in seeds] == ["700", "701", "702"]
     by = {r["variant"]: r for r in rows}
@@ -128,3 +128,21 @@ def test_by_a_key_pairs_inside_each_value(tmp_path):
     assert (out / "by.png").read_bytes()[:8] == PNG
     with pytest.raises(league.AnalysisError, match="--by model.nope"):
         league.main([str(d), "--by", "model.nope", "--out", str(out)])
+
+
+def test_a_seed_counts_only_when_every_planned_variant_finished(tmp_path):
+    d = tmp_path / "partial"
+    write_sweep(d, [run("control", 1, 0.8), run("grpo", 1, 0.7), run("control", 2, 0.8), run("grpo", 2, 0.7)])
+    idx = json.load(open(d / "index.json"))
+    for s in (1, 2):  # r3 planned: pending on seed 1 (no file), complete on seed 2
+        idx["runs"].append({"index": len(idx["runs"]), "id": f"r3-seed{s}", "file": f"r3_8-seed{s}.h5",
+                            "status": "pending", "keys": {"variant": "r3", "run.seed": str(s)}})
+    json.dump(idx, open(d / "index.json", "w"))
+    write_sweep(tmp_path / "r3", [run("r3", 2, 0.75)])
+    os.replace(tmp_path / "r3" / "r3_8-seed2.h5", d / "r3_8-seed2.h5")
+    idx["runs"][-1]["status"] = "complete"
+    json.dump(idx, open(d / "index.json", "w"))
+    out = tmp_path / "out"
+    league.main([str(d), "--out", str(out)])
+    md = (out / "league.md").read_text()
+    assert "Seeds complete for every variant: 1 (2)" in md
