@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# learn-league.sh — the league of learn-league.ini on its 20 seeds, in chunks of 5 seeds (one sweep
+# directory each: a sweep trains all of its base policies before its first run, so a chunk gives
+# complete seeds within the hour instead of after 40 base policies). Two runs at a time (mpirun
+# -np 2, a rank per run). Run it again, or after a stop, and every chunk resumes where it stopped
+# (bit-identical: docs/reliability.md); a stop signal (exit 75) ends the script after its chunk.
+#   scenarios/paper/learn-league.sh [OUT_ROOT]          (default results/paper)
+#   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-league-{700,705,710,715} --out docs/league
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+moerl=${MOERL:-$root/build/sim/moerl}
+out=${1:-results/paper}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+for lo in 700 705 710 715; do
+  mpirun --oversubscribe -np 2 "$moerl" sweep "$here/learn-league.ini" --seeds "$lo-$((lo + 4))" \
+    --out "$out/learn-league-$lo" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
+  rc=$?
+  [ $rc -eq 75 ] && { echo "learn-league.sh: stopped during seeds $lo-$((lo + 4)); run again to resume"; exit 75; }
+  [ $rc -ne 0 ] && echo "learn-league.sh: seeds $lo-$((lo + 4)): exit $rc (failed runs are listed in its index.csv)"
+done
+exit 0
