@@ -5,7 +5,9 @@
 # GPU, runs two ranks on one GPU and N one-rank runs at once (runs per hour, GPU and CPU), times the
 # fp32 RL step of scenarios/bench.ini and bench-large.ini against the PyTorch eager peer on the same
 # GPU and against moerl on the node's CPUs, and prints a short table (with the host<->device
-# transfer counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores.
+# transfer counters of two RL steps). Made to finish in under 8 minutes on one H200 with 16 cores
+# before the two-shape comparison was added; that adds about 2 minutes by the H200's earlier step
+# times (not yet run: every step of it has its own timeout, 10 minutes at the very worst).
 #
 #   tests/gpu/device_checks.sh [OUTDIR]        (default OUTDIR: $OUT if set, else results/gpu)
 #
@@ -144,11 +146,11 @@ cat "$OUTDIR/bench_cuda.txt" >> "$LOG"
 # "not available" where this node's torch has no CUDA), and moerl on the node's CPUs.
 say "== fp32 RL step: moerl cuda, PyTorch eager cuda, moerl on $JOBS CPU threads (bench.ini, bench-large.ini)"
 for sc in bench bench-large; do
-  timeout 150 python3 analysis/bench/torch_peer.py --scenario "scenarios/$sc.ini" --device cuda --repeat 3 \
+  timeout 120 python3 analysis/bench/torch_peer.py --scenario "scenarios/$sc.ini" --device cuda --repeat 3 \
     --json "$OUTDIR/peer_${sc}_cuda.json" > "$OUTDIR/peer_${sc}_cuda.txt" 2>&1 \
     || say "   torch peer on cuda, $sc: not available ($(tail -1 "$OUTDIR/peer_${sc}_cuda.txt" | cut -c1-160))"
   for be in cuda cpu; do
-    timeout 200 "$M" bench --scenario "scenarios/$sc.ini" --set run.backend=$be --threads "$JOBS" \
+    timeout 120 "$M" bench --scenario "scenarios/$sc.ini" --set run.backend=$be --threads "$JOBS" \
       --profiles fp32-ref --recipe 0 --rounds 2 --json "$OUTDIR/vs_${sc}_$be.json" > "$OUTDIR/vs_${sc}_$be.txt" 2>&1 \
       || say "   moerl bench $sc on $be FAILED (rc $?, $OUTDIR/vs_${sc}_$be.txt)"
   done
