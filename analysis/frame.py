@@ -29,7 +29,8 @@ from .summary import COLUMNS, per_run_values
 SUMMARY_DOC = OrderedDict([  # column → its one definition (docs/sweeps.md, "Notebooks")
     ("source", "the sweep's label"),
     ("run", "the run id"),
-    ("status", "complete, collapsed, failed, preempted, running, pending or unreadable"),
+    ("status", "complete, collapsed, failed, preempted, running, pending, unreadable, mismatched (the file holds "
+               "another run than the plan's) or unplanned (a run file the plan does not list)"),
     ("steps", "RL steps recorded in the run file"),
     ("collapse_step", "the step (counted from 1, as `step` is) at which the collapse rule fired; -1: never"),
     ("final_reward", "mean of reward_mean over the last 10 steps that set it: moerl's one 'final reward'"),

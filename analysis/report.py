@@ -12,8 +12,8 @@ import re
 from . import collapse
 from . import dashboard
 from . import precursors
-from .runs import AnalysisError, default_group_keys, group_runs, load_sources, resolve_keys
-from .summary import NOTE, cells, group_rows, markdown, to_csv
+from .runs import AnalysisError, default_group_keys, group_runs, load_sources, resolve_keys, warn
+from .summary import NOTE, cells, group_rows, markdown, nonfinite, to_csv
 
 
 def default_out(path, info):
@@ -67,6 +67,11 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, 
     skipped = info.get("skipped", [])
     if skipped:  # left out, with the reason: the report says what it did not read
         md += "\n## Skipped files\n\n" + "".join(f"- `{p}`: {why}\n" for p, why in skipped)
+    infinite = [(r.path, n) for r in runs if r.metrics for n in nonfinite(r)]
+    if infinite:  # counted in the means (which show inf), never averaged away
+        md += "\n## Non-finite values\n\n" + "".join(f"- `{p}`: {n}\n" for p, n in infinite)
+        for p, n in infinite:
+            warn(f"{p}: {n}")
     duplicates = info.get("duplicates", [])
     if duplicates:  # counted once: the same file twice, or one run's copies in two directories
         md += "\n## Duplicate runs (counted once)\n\n" + "".join(f"- `{b}`: the same run as `{a}`\n"

@@ -20,8 +20,12 @@ from .cli import AnalysisError  # noqa: F401
 
 
 # The states a run can be in, in the order reports count them (docs/sweeps.md): the index's six,
-# and `unreadable` for a run whose file exists but cannot be read (damaged, truncated, foreign).
-STATES = ["complete", "collapsed", "preempted", "running", "pending", "failed", "unreadable"]
+# `unreadable` for a run whose file exists but cannot be read (damaged, truncated, foreign),
+# `mismatched` for a planned run whose file holds another run (a swapped or copied-in file: its
+# stored scenario is not the plan's), `unplanned` for a run file the plan does not list. The last
+# three have no numbers and are listed under "Skipped files" with the reason.
+STATES = ["complete", "collapsed", "preempted", "running", "pending", "failed", "unreadable", "mismatched",
+          "unplanned"]
 
 
 class BadFile(Exception):
@@ -110,6 +114,8 @@ class Run:
                     kind = f.attrs.get("format", "")
                     kind = kind.decode() if isinstance(kind, bytes) else kind
                     raise BadFile(self.path, f"not a run's results ({kind or 'no metrics/ or scenario attribute'})")
+                if "status" not in f.attrs:  # moerl writes it first ("running"): not a run's results
+                    raise BadFile(self.path, "no 'status' attribute: not a run's results file")
                 self.attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
                 self.metrics = {k: np.asarray(f["metrics"][k][()], dtype=float) for k in f["metrics"]}
                 self.has_dumps = "dump" in f
@@ -118,7 +124,7 @@ class Run:
         except Exception as e:  # h5py raises OSError, KeyError, ValueError, RuntimeError on damaged files
             raise BadFile(self.path, f"unreadable: {e}")
         self.scenario = parse_scenario(self.attrs.get("scenario", ""))
-        self.status = self.attrs.get("status", "?")
+        self.status = self.attrs["status"]
         return self
 
     @property
@@ -131,13 +137,16 @@ class Run:
         return np.asarray(v, dtype=float) if v is not None else np.full(self.steps, np.nan)
 
     def value(self, key):
-        """A scenario key's value ("rl.algorithm"); sweep keys first, then the effective scenario;
-        "source" is the label of the sweep the run came from."""
+        """A scenario key's value ("rl.algorithm") as the run's file stores it (its effective
+        scenario), spelled as the sweep's grid spells it (1e-4, not 0.0001) where the two agree;
+        a key the file does not store (the variant's name, a run without a file) from the sweep's
+        index; "source" is the label of the sweep the run came from."""
         if key == "source":
             return self.source
-        if key in self.keys:
-            return self.keys[key]
-        return self.scenario.get(key, "")
+        if key in self.scenario:
+            stored = self.scenario[key]
+            return self.keys[key] if key in self.keys and same_value(self.keys[key], stored) else stored
+        return self.keys.get(key, "")
 
 
 def expert_shares(run):
@@ -163,6 +172,60 @@ def parse_scenario(text):
     return out
 
 
+def same_value(a, b):
+    """Two spellings of one scenario value: the same text, or numbers equal as floats (a grid's
+    1e-4 and the effective scenario's 0.0001)."""
+    a, b = str(a), str(b)
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return False
+
+
+def plan_mismatch(run, row):
+    """Why a loaded run file is not the run its index row plans ("" when it is): the row's
+    scenario_hash (the planned run's, written by moerl) against the file's, and the row's swept
+    keys against the values the file stores, the plan's value first ("rl.algorithm: r3 → grpo").
+    A file without a stored scenario (an older format) cannot be checked: ""."""
+    if not run.attrs.get("scenario"):
+        return ""
+    diff = []
+    for k, v in (row.get("keys") or {}).items():
+        if k == "variant":  # a name, not a scenario key
+            continue
+        got = run.scenario.get(k)
+        if got is None or not same_value(v, got):
+            diff.append(f"{k}: {v} → {got if got is not None else '(unset)'}")
+    planned, stored = row.get("scenario_hash") or "", str(run.attrs.get("scenario_hash", ""))
+    if not diff and planned and stored and planned != stored:
+        diff.append(f"scenario_hash: {planned} → {stored} (a key the sweep does not vary differs)")
+    return "; ".join(diff)
+
+
+def _index_overrides():
+    """{real directory: index.json} that `moerl report` assembled in memory for directories it
+    cannot write (MOERL_SWEEP_INDEX_FOR: one "<directory>\t<index>" line each)."""
+    out = {}
+    for line in os.environ.get("MOERL_SWEEP_INDEX_FOR", "").splitlines():
+        d, sep, idx = line.partition("\t")
+        if sep:
+            out[os.path.realpath(d)] = idx
+    return out
+
+
+def _is_run_file(path):
+    """False for an HDF5 file that says it is something else (a checkpoint, a score file: a
+    "format" attribute, or no "steps"); True for a run's results and for a file that cannot be
+    opened (it may be a damaged run's)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return "format" not in f.attrs and "steps" in f.attrs
+    except Exception:  # noqa: BLE001 — damaged: named as it is
+        return True
+
+
 def load_sweep(path):
     """(runs, info) for a sweep directory, a directory of run files, or one or more run files.
 
@@ -181,7 +244,7 @@ def load_sweep(path):
 
     if len(paths) == 1 and os.path.isdir(paths[0]):
         d = paths[0]
-        index = os.path.join(d, "index.json")
+        index = _index_overrides().get(os.path.realpath(d), os.path.join(d, "index.json"))
         if os.path.exists(index):
             idx = read_index(index)
             runs = []
@@ -189,8 +252,27 @@ def load_sweep(path):
                 r = Run(os.path.join(d, row["file"]), row["id"])
                 r.keys = OrderedDict(row.get("keys", {}))
                 bad = False
+                if row.get("status") in ("mismatched", "unplanned"):
+                    # another run's file under a planned name, or a file the plan does not list (as
+                    # moerl assembled the index): named, never counted as the planned run
+                    why = row.get("error") or row["status"]
+                    warn(f"skipping {r.path}: {why}")
+                    skipped.append((r.path, why))
+                    r.status, r.error = row["status"], why
+                    runs.append(r)
+                    continue
                 if os.path.exists(r.path) and row.get("status") != "failed":
                     bad = try_load(r) is None
+                    why = "" if bad else plan_mismatch(r, row)
+                    if why:  # an index older than the file: the file is checked against the plan here
+                        why = (f"holds another run than the plan's {row['id']} (the plan's → the file's: {why}); "
+                               f"not counted as {row['id']}")
+                        warn(f"skipping {r.path}: {why}")
+                        skipped.append((r.path, why))
+                        r.attrs, r.metrics, r.scenario = {}, {}, {}
+                        r.status, r.error = "mismatched", why
+                        runs.append(r)
+                        continue
                 elif os.path.exists(r.path):
                     # a failed run's file is not read for numbers, but a damaged one is named as
                     # such (the index assembled by moerl says "unreadable results file")
@@ -204,6 +286,17 @@ def load_sweep(path):
                         bad = True
                 r.status = "unreadable" if bad else row.get("status", r.status)
                 r.error = skipped[-1][1] if bad else row.get("error", "")
+                runs.append(r)
+            # run files the index does not list (an index older than the directory): named, not counted
+            listed = {os.path.normpath(row["file"]) for row in idx["runs"]}
+            for p in sorted(glob.glob(os.path.join(d, "*.h5"))):
+                if p.endswith(".ckpt.h5") or os.path.basename(p) in listed or not _is_run_file(p):
+                    continue
+                why = "a run file the sweep index does not list; not counted"
+                warn(f"skipping {p}: {why}")
+                skipped.append((p, why))
+                r = Run(p)
+                r.status, r.error = "unplanned", why
                 runs.append(r)
             return runs, {"kind": "sweep", "swept_keys": list(idx.get("swept_keys", [])), "dir": d,
                           "skipped": skipped, "base": idx.get("base", "")}

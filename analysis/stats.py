@@ -56,7 +56,9 @@ def smooth(x, w=10):
 
 
 def fmt(m, ci, digits=3, sci=False):
-    """'m ± ci' (or 'm' without an interval, '–' when m is not finite)."""
+    """'m ± ci' (or 'm' without an interval, 'inf' / '-inf' for an infinite m, '–' when m is NaN)."""
+    if np.isinf(m):
+        return "inf" if m > 0 else "-inf"
     if not np.isfinite(m):
         return "–"
     f = (lambda x: f"{x:.2e}") if sci else (lambda x: f"{x:.{digits}f}")

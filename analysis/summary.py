@@ -12,7 +12,7 @@ analysis.frame.run_summary() a table of them:
   collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step + 1,
                  counted from 1 as steps are)
 Runs are counted by state (runs.STATES: complete, collapsed, preempted, running, pending, failed,
-unreadable), each by its name; the numbers are over the runs with metrics ("ok").
+unreadable, mismatched, unplanned), each by its name; the numbers are over the runs with metrics ("ok").
   KL             mean over steps of kl_rollout_train (k3 of KL(μ‖π_old))
   flip %         mean over steps of 100·flip_rate_mean
   extreme        mean over steps of extreme_token_frac
@@ -40,9 +40,33 @@ def final_reward(reward_mean):
 
 
 def _nanmean(x):
+    """Mean over the steps that set a value (NaN: not set). An infinite value is a value: the mean
+    is then ±inf (NaN when both signs occur), never the finite steps' mean (nonfinite() says where).
+    Summed in long double, so that finite values near the float maximum do not overflow."""
     x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.mean(x)) if len(x) else float("nan")
+    x = x[~np.isnan(x)]
+    if not len(x):
+        return float("nan")
+    with np.errstate(invalid="ignore", over="ignore"):
+        return float(np.mean(x, dtype=np.longdouble))
+
+
+def nonfinite(run):
+    """["kl_rollout_train: inf in 1 of 3 steps", ...]: every per-step metric of the run with +inf
+    or -inf in some step (a step of a [steps, ...] metric counts when any of its values is), out
+    of the steps that set it. NaN (a step that did not set the metric) is not counted."""
+    out = []
+    for name in sorted(run.metrics or {}):
+        v = np.asarray(run.metrics[name], dtype=float)
+        if v.ndim == 0 or not np.isinf(v).any():
+            continue
+        flat = v.reshape(len(v), -1)
+        pos = int(np.any(flat == np.inf, axis=1).sum())
+        neg = int(np.any(flat == -np.inf, axis=1).sum())
+        n = int((~np.all(np.isnan(flat), axis=1)).sum())
+        parts = ([f"inf in {pos}"] if pos else []) + ([f"-inf in {neg}"] if neg else [])
+        out.append(f"{name}: {', '.join(parts)} of {n} steps")
+    return out
 
 
 def _last_finite(x):
@@ -90,9 +114,9 @@ def per_run_values(run):
 
 
 def shown_columns(rows):
-    """The COLUMNS that some row has a finite mean of: the Markdown and HTML tables leave out a
+    """The COLUMNS that some row has a mean of (finite or infinite): the Markdown and HTML tables leave out a
     column that is empty in every row (a stabiliser no run used); the CSV keeps them all."""
-    return [c for c in COLUMNS if any(np.isfinite(row[c[0]][0]) for row in rows)] if rows else list(COLUMNS)
+    return [c for c in COLUMNS if any(not np.isnan(row[c[0]][0]) for row in rows)] if rows else list(COLUMNS)
 
 
 def group_rows(groups):
@@ -116,7 +140,11 @@ def group_rows(groups):
         for r in runs:
             row[r.status if r.status in STATES else "failed"] += 1
         for col, _, fn, _ in COLUMNS:
-            row[col] = mean_ci([fn(r) for r in ok])
+            vals = [fn(r) for r in ok]
+            inf = [v for v in vals if np.isinf(v)]
+            # a run whose mean is infinite makes the group's so (nan: both signs), not left out
+            with np.errstate(invalid="ignore"):
+                row[col] = (float(np.sum(inf)), float("nan")) if inf else mean_ci(vals)
         rows.append(row)
     return rows
 
@@ -128,7 +156,8 @@ def _cell(row, col, digits):
 
 NOTE = ("Mean ± 95% Student-t half-width over the runs (seeds) of each group. final reward: mean of the last "
         "10 steps; peak reward: best 10-step mean; eval: greedy held-out accuracy (last, best); "
-        "KL, flip %, extreme, clip, load CV: means over all steps; max/mean load and dead experts: last step. "
+        "KL, flip %, extreme, clip, load CV: means over all steps (inf where a step holds inf: "
+        "\"Non-finite values\" lists them); max/mean load and dead experts: last step. "
         "Columns that no run has a value of are left out.")
 
 
@@ -136,7 +165,7 @@ def runs_cell(row):
     """"3" when every run of the group finished; else the runs with numbers and every other state
     by name: "1 (1 running; +2 pending, +1 unreadable)"."""
     unfinished = [f"{row[s]} {s}" for s in ("preempted", "running") if row[s]]
-    without = [f"+{row[s]} {s}" for s in ("pending", "failed", "unreadable") if row[s]]
+    without = [f"+{row[s]} {s}" for s in ("pending", "failed", "unreadable", "mismatched", "unplanned") if row[s]]
     # runs with numbers but a state the loop counts elsewhere (a failed run's partial file) stay in ok
     inner = "; ".join(x for x in (", ".join(unfinished), ", ".join(without)) if x)
     return f"{row['ok']}" + (f" ({inner})" if inner else "")
@@ -178,7 +207,7 @@ def to_csv(rows, group_keys=()):
     w.writerow(head)
 
     def num(x):
-        return "" if not np.isfinite(x) else f"{x:.6g}"
+        return "" if np.isnan(x) else f"{x:.6g}"  # inf and -inf as such
 
     for row in rows:
         rate = row["collapsed"] / row["ok"] if row["ok"] else float("nan")

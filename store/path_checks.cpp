@@ -49,6 +49,15 @@ void path_check_input_file(const std::string& path, const std::string& what) {
 void path_check_output_file(const std::string& path, const std::string& what) {
   if (path.empty()) throw std::invalid_argument(what + ": the path is empty");
   struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    // A write renames a new file into place: it would replace the link and leave its target as it
+    // was (a resumed run's real file still "running"). Refused, naming the target to give instead.
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(path, ec);
+    throw std::invalid_argument(path + ": is a symbolic link" + (ec ? "" : " to " + target.string()) + "; " + what +
+                                " is written by renaming a new file into place, which would replace the link and "
+                                "leave its target unchanged: give the target's path");
+  }
   if (::stat(path.c_str(), &st) != 0) return;  // absent (or unreachable: the write says why)
   if (S_ISDIR(st.st_mode))
     throw std::invalid_argument(path + ": is a directory; " + what + " names a file to write (e.g. " +
@@ -56,6 +65,20 @@ void path_check_output_file(const std::string& path, const std::string& what) {
   if (!S_ISREG(st.st_mode))
     throw std::invalid_argument(path + ": is " + kind_name(st.st_mode) + "; " + what +
                                 " must be a regular file or a new name (files are written beside it and renamed into place)");
+}
+
+void path_check_output_dir(const std::string& path, const std::string& what) {
+  if (path.empty()) throw std::invalid_argument(what + ": the path is empty");
+  for (std::filesystem::path p(path); !p.empty(); p = p.parent_path()) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return;
+      throw std::invalid_argument(what + " " + path + ": " + (p.string() == path ? "" : p.string() + " ") + "is " +
+                                  kind_name(st.st_mode) + ", not a directory (" + what +
+                                  " names a directory, made when missing)");
+    }
+    if (p == p.parent_path()) break;
+  }
 }
 
 bool path_same_file(const std::string& a, const std::string& b) {

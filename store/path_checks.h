@@ -19,9 +19,13 @@ std::string path_kind(const std::string& path);
 
 // `what` ("scenario file", "checkpoint") must exist and be a regular file.
 void path_check_input_file(const std::string& path, const std::string& what);
-// `what` ("results file", "--out") must be absent or a regular file; its directory is not checked
+// `what` ("results file", "--out") must be absent or a regular file, not a symbolic link (the
+// rename that writes it would replace the link, not its target); its directory is not checked
 // (h5_check_writable does that by creating the temporary).
 void path_check_output_file(const std::string& path, const std::string& what);
+// `what` ("--cache") must be a directory or a path where one can be made: the path and each of its
+// ancestors that exists must be a directory (a file there would make every write below it fail).
+void path_check_output_dir(const std::string& path, const std::string& what);
 // True when a and b name the same file: the same inode when both exist, else the same absolute
 // normalised path.
 bool path_same_file(const std::string& a, const std::string& b);

@@ -1,6 +1,7 @@
 """Fixtures of the analysis tests: the moerl binary (MOERL_BIN, as ctest sets it, else the newest
 build*/sim/moerl of the tree) and small real sweeps made with it."""
 import glob
+import json
 import os
 import subprocess
 
@@ -68,3 +69,13 @@ def another_experiment(d):
             dst.attrs["scenario"] = text.replace("audit.prompts = 256", "audit.prompts = 255")
             dst.attrs["scenario_hash"] = "another-" + str(src.attrs["scenario_hash"])
         os.replace(p + ".tmp", p)
+    # that experiment's index plans these runs (else its runs are another's files under planned names)
+    index = os.path.join(str(d), "index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            idx = json.load(f)
+        for row in idx["runs"]:
+            if row.get("scenario_hash"):
+                row["scenario_hash"] = "another-" + row["scenario_hash"]
+        with open(index, "w") as f:
+            json.dump(idx, f)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,6 @@
 #include "store/h5io.h"
 #include "sim/cli/cli.h"
 #include "store/checkpoint.h"
-#include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace po = boost::program_options;
@@ -32,6 +32,7 @@ struct Headline {
   // gradient bursts: the largest mini-batch norm and the largest negative-advantage ratio of the run
   double burst_norm = NAN, burst_ratio = NAN;
   std::string first_flag = "-";
+  std::vector<std::string> nonfinite;  // "kl_rollout_train: inf in 1 of 3 steps", one per metric that has any
 };
 
 // The value of `key` in an effective scenario text ("key = value" lines), or "?".
@@ -65,10 +66,41 @@ double tail_mean(const std::vector<double>& v, size_t n) {
   return k ? s / k : NAN;
 }
 
-double max_finite(const std::vector<double>& v) {
+// The steps of a metric that hold +inf or -inf: "inf in 1 of 3 steps" (NaN is a step that did not
+// set the metric; an infinite value is a value, so it is counted, never averaged away); "" for none.
+std::string infinite_steps(const std::vector<double>& v) {
+  int pos = 0, neg = 0, set = 0;
+  for (double x : v) {
+    set += !std::isnan(x);
+    pos += x == INFINITY;
+    neg += x == -INFINITY;
+  }
+  std::string out;
+  if (pos) out += "inf in " + std::to_string(pos);
+  if (neg) out += std::string(pos ? ", " : "") + "-inf in " + std::to_string(neg);
+  return out.empty() ? "" : out + " of " + std::to_string(set) + " steps";
+}
+
+// Mean over the steps that set the metric (NaN: not set), infinite values included: +inf or -inf
+// when some step holds one, NaN when both occur. Summed in long double, so that finite values near
+// DBL_MAX do not overflow into a false inf. `notes` gets "name: inf in k of n steps".
+double step_mean(const std::vector<double>& v, const char* name, std::vector<std::string>* notes) {
+  long double s = 0.0L;
+  int k = 0;
+  for (double x : v)
+    if (!std::isnan(x)) { s += x; ++k; }
+  const std::string inf = infinite_steps(v);
+  if (!inf.empty()) notes->push_back(std::string(name) + ": " + inf);
+  return k ? static_cast<double>(s / k) : NAN;
+}
+
+// The largest value a step set (+inf included, with a note as step_mean's).
+double step_max(const std::vector<double>& v, const char* name, std::vector<std::string>* notes) {
   double m = NAN;
   for (double x : v)
-    if (std::isfinite(x) && !(x <= m)) m = x;
+    if (!std::isnan(x) && !(x <= m)) m = x;
+  const std::string inf = infinite_steps(v);
+  if (!inf.empty()) notes->push_back(std::string(name) + ": " + inf);
   return m;
 }
 
@@ -104,18 +136,20 @@ Headline read(const std::string& path, std::string* scenario) {
   h.reward_first = tail_mean(std::vector<double>(reward.begin(), reward.begin() + std::min<size_t>(reward.size(), 10)), 0);
   h.reward_last = final_reward_of(reward);  // the one "final reward" (sim/io/results.h)
   h.eval_last = last_finite(series(f, "eval_accuracy"));
-  h.kl = tail_mean(series(f, "kl_rollout_train"), 0);
-  h.flip = tail_mean(series(f, "flip_rate_mean"), 0);
-  h.extreme = tail_mean(series(f, "extreme_token_frac"), 0);
-  h.clip = tail_mean(series(f, "clip_frac"), 0);
-  h.step_time = tail_mean(series(f, "time_step"), 0);
-  h.ess_token = tail_mean(series(f, "rc_ess_token"), 0);
-  h.ess_seq = tail_mean(series(f, "rc_ess_seq"), 0);
-  h.chi2_seq = tail_mean(series(f, "rc_chi2_seq"), 0);
-  h.seq_mis = tail_mean(series(f, "rc_seq_mis_masked_frac"), 0);
-  h.seq_k3 = tail_mean(series(f, "rc_seq_max_k3_masked_frac"), 0);
-  h.burst_norm = max_finite(series(f, "grad_norm_max"));
-  h.burst_ratio = max_finite(series(f, "ratio_max_neg_adv"));
+  // means over all steps, with every infinite value counted in h.nonfinite
+  std::vector<std::string>* nf = &h.nonfinite;
+  h.kl = step_mean(series(f, "kl_rollout_train"), "kl_rollout_train", nf);
+  h.flip = step_mean(series(f, "flip_rate_mean"), "flip_rate_mean", nf);
+  h.extreme = step_mean(series(f, "extreme_token_frac"), "extreme_token_frac", nf);
+  h.clip = step_mean(series(f, "clip_frac"), "clip_frac", nf);
+  h.step_time = step_mean(series(f, "time_step"), "time_step", nf);
+  h.ess_token = step_mean(series(f, "rc_ess_token"), "rc_ess_token", nf);
+  h.ess_seq = step_mean(series(f, "rc_ess_seq"), "rc_ess_seq", nf);
+  h.chi2_seq = step_mean(series(f, "rc_chi2_seq"), "rc_chi2_seq", nf);
+  h.seq_mis = step_mean(series(f, "rc_seq_mis_masked_frac"), "rc_seq_mis_masked_frac", nf);
+  h.seq_k3 = step_mean(series(f, "rc_seq_max_k3_masked_frac"), "rc_seq_max_k3_masked_frac", nf);
+  h.burst_norm = step_max(series(f, "grad_norm_max"), "grad_norm_max", nf);
+  h.burst_ratio = step_max(series(f, "ratio_max_neg_adv"), "ratio_max_neg_adv", nf);
   int64_t first = -1;
   for (const char* flag : {"pre_k3_rise", "pre_grad_norm_spike", "pre_grad_norm_drop", "pre_entropy_spike",
                            "pre_clip_burst", "pre_ess_drop", "pre_length_surge"}) {
@@ -169,8 +203,10 @@ bool describe_other(const std::string& path) {
   return true;
 }
 // The run files of the arguments: a file as given; a sweep directory's index is printed, then
-// its runs' files join the list.
-std::vector<std::string> inspect_run_files(const std::vector<std::string>& args) {
+// its runs' files join the list. `flagged`: the files the index says are not the run their name
+// says (mismatched, unplanned), with that state, which the per-run table shows instead of theirs.
+std::vector<std::string> inspect_run_files(const std::vector<std::string>& args,
+                                           std::map<std::string, std::string>* flagged) {
   std::vector<std::string> run_files;
   for (const std::string& path : args) {
     if (!std::filesystem::is_directory(path)) {
@@ -179,12 +215,20 @@ std::vector<std::string> inspect_run_files(const std::vector<std::string>& args)
     }
     // Array tasks write no index: it is assembled here from the plan and the run files, unless a
     // sweep is running there and keeps it itself (sim/sweep/sweep_assemble.h).
-    sweep_index_refresh(path);
-    const SweepIndex index = sweep_index_read(path);
+    const SweepIndexView view = sweep_index_refresh(path);
+    if (!view.unsaved.empty())
+      std::fprintf(stderr, "moerl: warning: inspect: %s: the index is assembled in memory, not saved: %s\n",
+                   path.c_str(), view.unsaved.c_str());
+    const SweepIndex index = view.sweep ? view.index : sweep_index_read(path);
+    for (const std::string& w : sweep_index_warnings(path, index))
+      std::fprintf(stderr, "moerl: warning: inspect: %s\n", w.c_str());
+    std::fflush(stderr);
     std::printf("== sweep %s ==\n%s\n", path.c_str(), sweep_index_table(index).c_str());
     for (const SweepIndexRow& r : index.rows)
-      if (std::filesystem::exists(std::filesystem::path(path) / r.file))
+      if (std::filesystem::exists(std::filesystem::path(path) / r.file)) {
         run_files.push_back((std::filesystem::path(path) / r.file).string());
+        if (r.status == "mismatched" || r.status == "unplanned") (*flagged)[run_files.back()] = r.status;
+      }
   }
   return run_files;
 }
@@ -215,6 +259,16 @@ void inspect_print_tables(const std::vector<Headline>& rows) {
               "would drop, active or not): means over all steps; burst|g|, burst_r: the run's largest mini-batch gradient "
               "norm and negative-advantage ratio (grad_norm_max, ratio_max_neg_adv); first precursor: flag@step "
               "(docs/metrics.md)\n");
+  // infinite values are values: each mean above that met one shows inf (nan: both signs), and says where
+  bool any = false;
+  for (const Headline& h : rows)
+    if (!h.nonfinite.empty()) {
+      if (!any) std::printf("\nnon-finite values (counted in the means above, never averaged away):\n");
+      any = true;
+      std::string what;
+      for (const std::string& n : h.nonfinite) what += (what.empty() ? "" : "; ") + n;
+      std::printf("  %s: %s\n", h.file.c_str(), what.c_str());
+    }
 }
 
 }  // namespace
@@ -232,7 +286,8 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!cli_parse(comms, "inspect", "FILE.h5|SWEEP_DIR [FILE.h5]... [--show-scenario]", desc, pos, args, &vm)) return 0;
   if (!comms.is_root) return 0;
-  files = inspect_run_files(files);
+  std::map<std::string, std::string> flagged;
+  files = inspect_run_files(files, &flagged);
   if (files.empty()) return 0;
   bool any_run = false;
   for (const std::string& path : files) any_run = any_run || !is_other(path);
@@ -241,6 +296,7 @@ int cmd_inspect(const Comms& comms, const std::vector<std::string>& args) {
     if (describe_other(path)) continue;  // a checkpoint or score file: described alone
     std::string scenario;
     rows.push_back(read(path, &scenario));
+    if (flagged.count(path)) rows.back().status = flagged[path];  // not the run its name says (the index says why)
     if (show_scenario) std::printf("== %s ==\n%s\n", path.c_str(), scenario.c_str());
   }
   if (any_run) inspect_print_tables(rows);

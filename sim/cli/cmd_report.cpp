@@ -7,7 +7,9 @@
 // package installed with `pip install -e .` (pyproject.toml). Never a path fixed at build time:
 // a moved binary finds its own tree's package or says it found none. The command says which one
 // it uses (stderr). Exit status is the report's. A sweep directory's index is first assembled from
-// its plan and run files (sim/sweep/sweep_assemble.h), so the pieces of a job array report whole.
+// its plan and run files (sim/sweep/sweep_assemble.h), so the pieces of a job array report whole;
+// a directory it cannot write (read-only) gets its index assembled in memory and passed to the
+// report in a temporary file (MOERL_SWEEP_INDEX_FOR), with a one-line warning.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -23,7 +25,9 @@
 #include <vector>
 
 #include "sim/cli/cli.h"
+#include "sim/io/text_io.h"
 #include "sim/sweep/sweep_assemble.h"
+#include "sim/sweep/sweep_index.h"
 
 extern char** environ;
 
@@ -98,6 +102,31 @@ std::vector<std::string> report_environment(const std::string& root) {
   env_store.push_back("MOERL_PROG=moerl report");
   return env_store;
 }
+// The indexes of sweep directories that could not be saved, each in a temporary index.json that
+// the report reads instead of the directory's (removed when the report ends). env: one
+// "<directory, real path>\t<temporary index>" line each.
+struct UnsavedIndexes {
+  std::vector<std::string> files;
+  std::string env;
+  void add(const std::string& dir, const SweepIndexView& view) {
+    std::string tmp = (std::filesystem::temp_directory_path() / "moerl-index-XXXXXX.json").string();
+    const int fd = mkstemps(tmp.data(), 5);
+    if (fd < 0)
+      throw ExitError(1, "report: " + dir + ": " + view.unsaved + ", and no temporary index can be written (" +
+                             std::strerror(errno) + ")");
+    close(fd);
+    files.push_back(tmp);
+    text_write_atomic(tmp, sweep_index_json(view.index));
+    std::error_code ec;
+    env += std::filesystem::weakly_canonical(dir, ec).string() + "\t" + tmp + "\n";
+    std::fprintf(stderr, "moerl: warning: report: %s: its index is not saved (%s); the report reads it from memory\n",
+                 dir.c_str(), view.unsaved.c_str());
+  }
+  ~UnsavedIndexes() {
+    std::error_code ec;
+    for (const std::string& f : files) std::filesystem::remove(f, ec);
+  }
+};
 }  // namespace
 
 constexpr const char* kReportUsage = "SWEEP_DIR | RUN.h5 [RUN.h5 ...] [--group-by KEY ...] [--out DIR] ...";
@@ -115,15 +144,20 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   // Every sweep directory among the arguments gets its index assembled from its plan and run files
   // first (array tasks write none; sim/sweep/sweep_assemble.h). Only directories that hold a plan
   // are touched, so options and their values pass through unharmed.
+  // A directory that cannot be written keeps its plan: its index, assembled in memory, goes to the
+  // report through a temporary file named in MOERL_SWEEP_INDEX_FOR (analysis/runs.py).
+  UnsavedIndexes unsaved;
   for (const std::string& a : args) {
     try {
-      sweep_index_refresh(a);
+      const SweepIndexView view = sweep_index_refresh(a);
+      if (!view.unsaved.empty()) unsaved.add(a, view);
     } catch (const std::exception& e) {
       throw ExitError(1, "report: " + a + ": cannot assemble its index: " + e.what());
     }
   }
   const auto [root, how] = analysis_root();
   std::vector<std::string> env_store = report_environment(root);
+  if (!unsaved.env.empty()) env_store.push_back("MOERL_SWEEP_INDEX_FOR=" + unsaved.env);
   std::vector<char*> envp;
   for (std::string& e : env_store) envp.push_back(e.data());
   envp.push_back(nullptr);

@@ -9,6 +9,7 @@
 #include "sim/rl/corrections.h"
 #include "sim/rl/registry.h"
 #include "sim/jobs/run.h"
+#include "store/path_checks.h"
 
 namespace po = boost::program_options;
 
@@ -67,6 +68,7 @@ int cmd_run(const Comms& comms, const std::vector<std::string>& args) {
       throw usage_error("run: --max-steps " + std::to_string(opt.max_steps) +
                         ": must be a positive number of steps (or -1, the default: all)");
     cli_check_ranks_per_run("run", vm, ranks_per_run);
+    path_check_output_dir(opt.cache_dir, "--cache");
     s = Scenario::load(sa.path, sa.sets);
   });
   if (!go) return 0;

@@ -10,8 +10,10 @@
 #include <string>
 
 #include "sim/cli/cli.h"
+#include "store/path_checks.h"
 #include "sim/process/preempt.h"
 #include "sim/sweep/sweep.h"
+#include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 
 namespace po = boost::program_options;
@@ -98,6 +100,8 @@ bool sweep_parse(const Comms& comms, const std::vector<std::string>& args, Sweep
     go = cli_parse(comms, "sweep", kSweepUsage, desc, a->grid.positional, args, &vm);
     if (!go) return;
     sweep_check_options(vm, a);
+    // a --cache that cannot hold the base policies fails every run: refused before anything is written
+    if (!a->list && !a->dry_run) path_check_output_dir(a->opt.cache_dir, "--cache");
     SweepSelection select;
     // Given, even empty: an empty list is refused, not read as "the grid's own" (it is not what was asked).
     if (vm.count("seeds")) select.seeds = sweep_seed_list("--seeds", a->seeds);
@@ -148,7 +152,8 @@ void sweep_print_summary(const SweepSummary& sum, const std::string& out, bool s
            " (exit status " + std::to_string(kExitPreempted) + "); continue with: moerl sweep GRID --resume --out " + out;
   std::printf("moerl sweep: %d runs (%d complete, %d collapsed, %d failed%s%s%s%s) → %s/index.csv\n  %s\n", sum.runs,
               sum.complete, sum.collapsed, sum.failed, count(sum.preempted, "preempted").c_str(),
-              (count(sum.running, "running") + count(sum.unreadable, "unreadable")).c_str(),
+              (count(sum.running, "running") + count(sum.unreadable, "unreadable") +
+               count(sum.mismatched, "mismatched") + count(sum.unplanned, "unplanned")).c_str(),
               count(sum.pending, "not started").c_str(),
               count(sum.skipped, "finished before").c_str(), out.c_str(), next.c_str());
 }
@@ -172,6 +177,20 @@ int cmd_sweep(const Comms& comms, const std::vector<std::string>& args) {
   const int status = stopped ? kExitPreempted : a.opt.index_only ? 0 : sum.failed > 0 ? 1 : 0;
   if (a.opt.task >= 0) return status;  // the task printed its line; it writes no index to show
   if (comms.is_root) sweep_print_summary(sum, a.opt.out, stopped);
+  // Files of other runs under planned names were left alone and not counted: named, as an error
+  // of --resume (their runs are not done), as a warning of --index-only (it did its job).
+  if (sum.mismatched + sum.unplanned > 0 && !stopped) {
+    comms_checked(comms, [&] {
+      if (!comms.is_root) return;
+      const std::vector<std::string> w = sweep_index_warnings(a.opt.out, sweep_index_read(a.opt.out));
+      if (a.opt.index_only) {
+        for (const std::string& line : w) std::fprintf(stderr, "moerl: warning: sweep: %s\n", line.c_str());
+      } else if (!w.empty()) {
+        throw ExitError(1, "sweep: " + w[0] + (w.size() > 1 ? " (and " + std::to_string(w.size() - 1) +
+                                                                 " more: " + a.opt.out + "/index.csv names each)" : ""));
+      }
+    });
+  }
   return status;
 }
 

@@ -18,6 +18,7 @@
 
 #include "store/h5io.h"
 #include "sim/io/results.h"
+#include "sim/io/run_identity.h"
 #include "store/output_lock.h"
 #include "sim/process/preempt.h"
 #include "sim/jobs/run.h"
@@ -107,8 +108,9 @@ double sum_finite(const H5File& f, const std::string& name) {
 }
 
 // An index's runs counted by status, as one vector that a broadcast carries: runs, complete,
-// collapsed, failed, skipped, preempted, pending, running, unreadable (summary_of reads it back).
-constexpr size_t kTallySize = 9;
+// collapsed, failed, skipped, preempted, pending, running, unreadable, mismatched, unplanned
+// (summary_of reads it back).
+constexpr size_t kTallySize = 11;
 std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skipped) {
   std::vector<int> t(kTallySize, 0);
   t[0] = static_cast<int>(rows.size());
@@ -120,6 +122,8 @@ std::vector<int> status_tally(const std::vector<SweepIndexRow>& rows, int skippe
     t[6] += r.status == "pending";
     t[7] += r.status == "running";
     t[8] += r.status == "unreadable";
+    t[9] += r.status == "mismatched";
+    t[10] += r.status == "unplanned";
   }
   t[4] = skipped;
   return t;
@@ -136,6 +140,8 @@ SweepSummary summary_of(const std::vector<int>& t) {
   sum.pending = t[6];
   sum.running = t[7];
   sum.unreadable = t[8];
+  sum.mismatched = t[9];
+  sum.unplanned = t[10];
   return sum;
 }
 
@@ -145,10 +151,13 @@ bool read_previous(const std::string& path, const SweepRun& run, SweepIndexRow* 
   if (!fs::exists(path)) return false;
   try {
     const H5File f = H5File::open(path);
-    const std::string scenario = f.has_attr("/", "scenario") ? f.attr_string("/", "scenario") : "";
-    if (sweep_scenario_body(scenario) != sweep_scenario_body(run.scenario.effective_text())) {
-      row->status = "failed";
-      row->error = path + " holds a run of a different scenario (the grid changed?); move it away to redo this run";
+    // the check every reader of the directory makes (sweep_assemble.h): a file of another run is
+    // never resumed, overwritten or counted as this one
+    const std::string why = sweep_run_mismatch(f.has_attr("/", "scenario") ? f.attr_string("/", "scenario") : "",
+                                               run.scenario.effective_text(), run.keys);
+    if (!why.empty()) {
+      row->status = "mismatched";
+      row->error = sweep_mismatch_message(fs::path(path).filename().string(), run.id, why);
       return true;
     }
     const std::string status = f.attr_string("/", "status");
@@ -175,6 +184,7 @@ SweepIndexRow pending_row(const SweepRun& r) {
   row.file = r.id + ".h5";
   row.keys = r.keys;
   row.status = "pending";
+  row.scenario_hash = run_scenario_hash(r.scenario.effective_text());
   return row;
 }
 
@@ -267,7 +277,15 @@ std::vector<int> Sweep::prepare_index() {
   index_.grid = g_.path;
   index_.base = g_.base;
   index_.swept_keys = g_.swept_keys;
+  // Refusals come before any write: a refused command leaves the directory as it was.
+  if (!o_.resume)
+    for (const SweepRun& r : g_.runs)
+      if (has_index || fs::exists(fs::path(o_.out) / (r.id + ".h5")))
+        throw usage_error("sweep: " + o_.out + " already holds a sweep (" + (has_index ? "index.csv" : r.id + ".h5") +
+                          "); --resume continues it, or choose another --out");
   if (o_.extend) extend_experiment();
+  if (!o_.extend) sweep_plan_check(o_.out, plan_of(g_));
+  sweep_experiment_check(o_.out, g_);
   sweep_plan_publish(o_.out, plan_of(g_));
   // one experiment per directory: every run of this grid is the directory's (or it is recorded now)
   sweep_experiment_publish(o_.out, g_);
@@ -283,11 +301,8 @@ std::vector<int> Sweep::prepare_index() {
   for (const SweepRun& r : g_.runs) {
     SweepIndexRow row = pending_row(r);
     const std::string path = (fs::path(o_.out) / row.file).string();
-    if (!o_.resume && (has_index || fs::exists(path)))
-      throw usage_error("sweep: " + o_.out + " already holds a sweep (" + (has_index ? "index.csv" : row.file) +
-                        "); --resume continues it, or choose another --out");
     if (o_.resume && read_previous(path, r, &row)) {
-      if (row.status != "failed") ++skipped_;
+      if (row.status == "complete" || row.status == "collapsed") ++skipped_;
       if (before.count(r.id) && before[r.id].status == row.status) {
         row.seconds = before[r.id].seconds;
         row.rank = before[r.id].rank;
@@ -558,8 +573,9 @@ SweepSummary Sweep::execute_index_only() {
                         " holds no sweep (no plan.csv: no sweep or array task of a grid has started there)");
     lock_ = OutputLock::take((fs::path(o_.out) / "index.csv").string(), "--out");
     if (o_.extend) extend_experiment();
+    if (!o_.extend) sweep_plan_check(o_.out, plan_of(g_));
+    sweep_experiment_check(o_.out, g_);  // refused before anything is written
     sweep_plan_publish(o_.out, plan_of(g_));
-    sweep_experiment_check(o_.out, g_);
     SweepIndex idx = sweep_index_assemble(o_.out);
     idx.grid = g_.path;
     sweep_index_write(o_.out, idx);
@@ -583,6 +599,14 @@ SweepSummary Sweep::execute_task() {
                         ": a task is one run on all the job's " + std::to_string(c_.size) +
                         " rank(s); leave --ranks-per-run out or give the rank count");
     if (!c_.is_root) return;
+    // refused before anything is written: a run that is not the directory's, a file of another
+    // run under this run's name
+    sweep_plan_check(o_.out, plan_of(g_));
+    sweep_experiment_check(o_.out, g_, {o_.task});
+    SweepIndexRow probe;
+    const SweepRun& r = g_.runs[static_cast<size_t>(o_.task)];
+    if (read_previous((fs::path(o_.out) / (r.id + ".h5")).string(), r, &probe) && probe.status == "mismatched")
+      throw usage_error("sweep: --task " + std::to_string(o_.task) + ": " + o_.out + ": " + probe.error);
     fs::create_directories(o_.out);
     sweep_plan_publish(o_.out, plan_of(g_));
     // this run must be the directory's (the first task records the experiment for the others)

@@ -52,6 +52,8 @@ struct SweepSummary {
   int pending = 0;    // not started (a sweep stopped by a signal before their turn; an array's runs to come)
   int running = 0;    // an array's runs whose files say running (a task in progress, or killed)
   int unreadable = 0; // an array's runs whose results file is damaged (--index-only)
+  int mismatched = 0; // runs whose file holds another run than the plan's (sweep_assemble.h): left alone
+  int unplanned = 0;  // run files the plan does not list (--index-only)
 };
 
 // Collective over comms.world; every rank returns the same summary.

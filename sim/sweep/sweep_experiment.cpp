@@ -1,6 +1,7 @@
 // sweep_experiment.cpp — see sweep_experiment.h.
 #include "sim/sweep/sweep_experiment.h"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +12,11 @@
 #include "sim/comm/comms.h"
 #include "sim/io/run_identity.h"
 #include "sim/io/text_io.h"
+#include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
+#include "store/h5io.h"
 #include "store/output_lock.h"
+#include "store/path_checks.h"
 
 namespace fs = std::filesystem;
 
@@ -51,6 +55,15 @@ std::string run_difference(const SweepRun& before, const SweepRun& now) {
   return msg;
 }
 
+// Why `now` names the runs of `before` otherwise: the swept keys (and the variants axis) it adds.
+std::string renamed_why(const SweepGrid& before, const SweepGrid& now) {
+  std::string added;
+  for (const std::string& k : now.swept_keys)
+    if (std::find(before.swept_keys.begin(), before.swept_keys.end(), k) == before.swept_keys.end())
+      added += (added.empty() ? "" : ", ") + k;
+  return added.empty() ? " (its run ids are made otherwise)" : " (it sweeps " + added + " too, which every run id names)";
+}
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -73,8 +86,56 @@ bool sweep_experiment_recorded(const std::string& dir) {
   return in && head == kResolvedHead;
 }
 
+std::map<std::string, SweepRun> sweep_experiment_runs(const std::string& dir) {
+  std::map<std::string, SweepRun> out;
+  if (!sweep_experiment_recorded(dir)) return out;
+  try {
+    for (const SweepRun& r : recorded_grid(dir).runs) out.emplace(r.id, r);
+  } catch (const std::exception&) {
+    out.clear();  // a grid.ini that no longer expands: the plan's keys are checked instead
+  }
+  return out;
+}
+
+namespace {
+// A directory whose experiment is not recorded (grid.ini missing, or an older directory's grid
+// text) is what its run files say: every run of `grid` whose file is there must be the run that
+// file holds (sweep_run_mismatch), else usage_error naming the file and the keys. A grid.ini that
+// is there but cannot be read is refused as such: the directory's identity is unknown.
+void check_by_run_files(const std::string& dir, const SweepGrid& grid) {
+  const std::string where = sweep_experiment_path(dir);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(where, ec)) && (!fs::is_regular_file(where, ec) || !std::ifstream(where)))
+    throw usage_error("sweep: " + where + ": cannot be read (" + path_kind(where) +
+                      "); it records the directory's experiment, so nothing is run or written there until it is a "
+                      "readable grid again");
+  const std::string name = grid.path.empty() ? "this grid" : grid.path;
+  for (const SweepRun& r : grid.runs) {
+    const std::string path = (fs::path(dir) / (r.id + ".h5")).string();
+    if (!fs::exists(path, ec)) continue;
+    std::string stored;
+    try {
+      const H5File f = H5File::open(path);
+      if (f.has_attr("/", "scenario")) stored = f.attr_string("/", "scenario");
+    } catch (const H5Error&) {
+      continue;  // a damaged file says nothing of the experiment (the index names it unreadable)
+    }
+    const std::string why = sweep_run_mismatch(stored, r.scenario.effective_text(), r.keys);
+    if (!why.empty())
+      throw usage_error("sweep: " + dir + ": " + (sweep_experiment_recorded(dir) ? "" : "has no grid.ini, and ") +
+                        "its run file " + r.id + ".h5 is not run " + r.id + " as " + name +
+                        " and --set make it (the grid's → the file's: " + why +
+                        "); give the grid and --set the directory was made with, or choose another --out; "
+                        "nothing was written");
+  }
+}
+}  // namespace
+
 void sweep_experiment_check(const std::string& dir, const SweepGrid& grid, const std::vector<int>& indices) {
-  if (!sweep_experiment_recorded(dir)) return;
+  if (!sweep_experiment_recorded(dir)) {
+    check_by_run_files(dir, grid);
+    return;
+  }
   const SweepGrid before = recorded_grid(dir);
   std::map<std::string, const SweepRun*> by_id;
   for (const SweepRun& r : before.runs) by_id[r.id] = &r;
@@ -105,7 +166,10 @@ void sweep_experiment_publish(const std::string& dir, const SweepGrid& grid, con
     sweep_experiment_check(dir, grid, indices);
     return;
   }
-  text_write_atomic(path, grid.resolved);  // none yet, or an older directory's grid text
+  // None yet, or an older directory's grid text: recorded from this grid once every run file there
+  // agrees with it (rebuilt from the run files), never stamped on a directory they contradict.
+  check_by_run_files(dir, grid);
+  text_write_atomic(path, grid.resolved);
 }
 
 int sweep_experiment_extend(const std::string& dir, const SweepGrid& grid, const std::string& plan_text,
@@ -123,11 +187,21 @@ int sweep_experiment_extend(const std::string& dir, const SweepGrid& grid, const
   // Every run the directory has stays, as it was.
   for (const SweepRun& b : before.runs) {
     const auto it = now_by_id.find(b.id);
-    if (it == now_by_id.end())
-      throw usage_error("sweep: --extend: " + dir + "'s run " + b.id + " is not in " +
-                        (grid.path.empty() ? "this grid" : grid.path) +
-                        " with these options; an extension keeps every run of the directory (give all its seeds and "
+    if (it == now_by_id.end()) {
+      const std::string name = grid.path.empty() ? "this grid" : grid.path;
+      // The same run under another id: the grid renames runs (a swept key or variants added).
+      for (const SweepRun& r : grid.runs)
+        if (run_difference(b, r).empty())
+          throw usage_error("sweep: --extend: " + dir + "'s run " + b.id + " would be renamed " + r.id + " by " + name +
+                            renamed_why(before, grid) +
+                            "; an extension adds seeds or variants and keeps every run's id: give the directory's "
+                            "swept keys and variants, or start the new grid in another --out");
+      throw usage_error("sweep: --extend: " + dir + "'s run " + b.id + " is not in " + name +
+                        " with these options, under its id or any other (" + std::to_string(grid.runs.size()) +
+                        " runs, e.g. " + (grid.runs.empty() ? std::string("none") : grid.runs[0].id) +
+                        "); an extension keeps every run of the directory (give all its seeds and "
                         "variants, and the same swept lists, plus the new ones)");
+    }
     const std::string diff = run_difference(b, *it->second);
     if (!diff.empty())
       throw usage_error("sweep: --extend: " + dir + "'s run " + b.id + " would change (" + diff +

@@ -17,7 +17,6 @@
 
 #include <boost/program_options.hpp>
 
-#include "sim/io/run_identity.h"
 #include "sim/io/text_io.h"
 
 namespace po = boost::program_options;
@@ -94,8 +93,6 @@ struct Axis {
 };
 
 }  // namespace
-
-std::string sweep_scenario_body(const std::string& effective_text) { return run_scenario_body(effective_text); }
 
 std::vector<std::string> sweep_name_list(const std::string& key, const std::string& text) {
   std::vector<std::string> out = split(text, ',');

@@ -77,8 +77,4 @@ std::vector<std::string> sweep_name_list(const std::string& key, const std::stri
 // A seed list as given to --seeds: "0,1,2", "100-109", or both ("0-4, 10"); throws naming `key`.
 std::vector<std::string> sweep_seed_list(const std::string& key, const std::string& text);
 
-// The effective scenario text without its comment lines (the "# effective scenario (source …)"
-// header names the file it came from; two runs are the same run when the rest is equal).
-std::string sweep_scenario_body(const std::string& effective_text);
-
 }  // namespace moerl

@@ -105,7 +105,7 @@ double parse_double(const std::string& s) {
 
 }  // namespace
 
-void sweep_index_write(const std::string& dir, const SweepIndex& index) {
+std::string sweep_index_json(const SweepIndex& index) {
   std::string js = "{\n  \"format\": \"moerl-sweep-index\",\n  \"version\": 1,\n";
   js += "  \"grid\": " + json_string(index.grid) + ",\n  \"base\": " + json_string(index.base) + ",\n";
   js += "  \"swept_keys\": [";
@@ -121,12 +121,16 @@ void sweep_index_write(const std::string& dir, const SweepIndex& index) {
     js += "}, \"steps\": " + std::to_string(x.steps) + ", \"collapse_step\": " + std::to_string(x.collapse_step) +
           ", \"final_reward\": " + number(x.final_reward, "null") + ", \"final_eval\": " +
           number(x.final_eval, "null") + ", \"seconds\": " + number(x.seconds, "null") +
-          ", \"rank\": " + std::to_string(x.rank) + ", \"error\": " + json_string(x.error) + "}";
+          ", \"rank\": " + std::to_string(x.rank) + ", \"error\": " + json_string(x.error) +
+          ", \"scenario_hash\": " + json_string(x.scenario_hash) + "}";
   }
   js += "\n  ]\n}\n";
+  return js;
+}
 
+void sweep_index_write(const std::string& dir, const SweepIndex& index) {
   const std::filesystem::path d(dir);
-  text_write_atomic((d / "index.json").string(), js);
+  text_write_atomic((d / "index.json").string(), sweep_index_json(index));
   text_write_atomic((d / "index.csv").string(), sweep_index_csv(index));
 }
 
@@ -231,23 +235,32 @@ SweepIndex sweep_plan_read(const std::string& dir) {
   return idx;
 }
 
-void sweep_plan_publish(const std::string& dir, const SweepIndex& index) {
-  const std::string path = sweep_plan_path(dir), text = sweep_plan_text(index);
-  // The runs (rows) must agree; the header (the grid's path as given) may differ between tasks.
+namespace {
+// Whether dir holds this plan (false: none there); throws when it holds another. The runs (rows)
+// must agree; the header (the grid's path as given) may differ between tasks.
+bool same_plan_there(const std::string& dir, const SweepIndex& index, const std::string& text) {
+  const std::string path = sweep_plan_path(dir);
   const auto rows_of = [](const std::string& t) {
     size_t p = 0;
     while (t.compare(p, 2, "# ") == 0) p = t.find('\n', p) + 1;
     return t.substr(p);
   };
-  const auto same_plan_there = [&] {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return false;
-    if (rows_of(file_text(path, path + ": cannot be read")) == rows_of(text)) return true;
-    throw std::invalid_argument(dir + ": holds the sweep of another grid (plan.csv lists other runs than " +
-                                (index.grid.empty() ? std::string("this grid") : index.grid) +
-                                " with these options); choose another --out");
-  };
-  if (same_plan_there()) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return false;
+  if (rows_of(file_text(path, path + ": cannot be read")) == rows_of(text)) return true;
+  throw std::invalid_argument(dir + ": holds the sweep of another grid (plan.csv lists other runs than " +
+                              (index.grid.empty() ? std::string("this grid") : index.grid) +
+                              " with these options); choose another --out");
+}
+}  // namespace
+
+void sweep_plan_check(const std::string& dir, const SweepIndex& index) {
+  same_plan_there(dir, index, sweep_plan_text(index));
+}
+
+void sweep_plan_publish(const std::string& dir, const SweepIndex& index) {
+  const std::string path = sweep_plan_path(dir), text = sweep_plan_text(index);
+  if (same_plan_there(dir, index, text)) return;
   // Tasks of one array may get here together: each writes the same text under its own temporary
   // name and renames it, so the file is always whole and always the same. A task on another node
   // may take this one's temporary for a dead process's and remove it: then the other's rename
@@ -255,7 +268,7 @@ void sweep_plan_publish(const std::string& dir, const SweepIndex& index) {
   try {
     text_write_atomic(path, text);
   } catch (const std::runtime_error&) {
-    if (!same_plan_there()) throw;
+    if (!same_plan_there(dir, index, text)) throw;
   }
 }
 
@@ -270,15 +283,16 @@ std::string sweep_index_table(const SweepIndex& index) {
   out += buf;
   // every state counted by its name (an unknown one, from a foreign index, as itself is not lost:
   // the rows say it)
-  constexpr int kStates = 7;
-  int counts[kStates] = {0, 0, 0, 0, 0, 0, 0};
-  const char* names[kStates] = {"complete", "collapsed", "failed", "preempted", "running", "pending", "unreadable"};
+  constexpr int kStates = 9;
+  int counts[kStates] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const char* names[kStates] = {"complete", "collapsed", "failed",     "preempted", "running",
+                                "pending",  "unreadable", "mismatched", "unplanned"};
   for (const SweepIndexRow& x : index.rows) {
     std::string keys;
     for (const auto& [k, v] : x.keys) keys += (keys.empty() ? "" : " ") + k + "=" + v;
     if (!x.error.empty()) {
       std::string e = x.error.substr(0, x.error.find('\n'));
-      keys += "  error: " + (e.size() > 100 ? e.substr(0, 100) + "…" : e);
+      keys += "  error: " + (e.size() > 160 ? e.substr(0, 160) + "…" : e);
     }
     std::string status = x.status;
     if (x.collapse_step >= 0) status.append("@").append(std::to_string(x.collapse_step));

@@ -20,7 +20,9 @@ struct SweepIndexRow {
   std::string file;    // results file, relative to the sweep directory
   // pending | running | complete | collapsed | failed | preempted (stopped by a signal, resumable;
   // sim/process/preempt.h). Assembled from files (sweep_assemble.h), "running" is also a run whose process
-  // was killed: resumable as well; "unreadable", a run whose results file is damaged.
+  // was killed: resumable as well; "unreadable", a run whose results file is damaged; "mismatched",
+  // a run whose file holds another scenario than the plan's (a swapped or copied-in file: never
+  // counted as the planned run, never overwritten); "unplanned", a run file the plan does not list.
   std::string status;
   std::vector<std::pair<std::string, std::string>> keys;  // swept key → value
   int64_t steps = 0;          // steps recorded in the results file
@@ -30,7 +32,11 @@ struct SweepIndexRow {
   double final_reward = kSweepNaN, final_eval = kSweepNaN;
   double seconds = kSweepNaN;  // wall time of the run in the invocation that last ran it
   int rank = -1;               // world rank that led the run's group (-1: not run by this invocation)
-  std::string error;           // why a failed run failed
+  std::string error;           // why a failed run failed (a mismatched run: the keys that differ)
+  // The planned run's scenario hash (run_scenario_hash of its effective scenario; "" when the
+  // directory does not record it): index.json only, so readers of the index (analysis/runs.py)
+  // check each run file's scenario_hash against the run it fills.
+  std::string scenario_hash;
 };
 
 struct SweepIndex {
@@ -42,6 +48,8 @@ struct SweepIndex {
 
 // Writes <dir>/index.json and <dir>/index.csv.
 void sweep_index_write(const std::string& dir, const SweepIndex& index);
+// index.json's text.
+std::string sweep_index_json(const SweepIndex& index);
 // Reads <dir>/index.csv back (every column; numbers that were empty come back as NaN).
 SweepIndex sweep_index_read(const std::string& dir);
 // index.csv's text.
@@ -57,6 +65,9 @@ SweepIndex sweep_plan_read(const std::string& dir);
 // Writes the plan unless the directory has it already; throws naming the directory when the plan
 // there lists other runs (another grid, other --seeds or --variants).
 void sweep_plan_publish(const std::string& dir, const SweepIndex& index);
+// The same refusal without the write (nothing when the directory has no plan): checked before any
+// other check may refuse, so a refused command writes nothing.
+void sweep_plan_check(const std::string& dir, const SweepIndex& index);
 
 // The index as a terminal table (one line per run), for `moerl sweep` and `moerl inspect DIR`.
 std::string sweep_index_table(const SweepIndex& index);

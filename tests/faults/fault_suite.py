@@ -32,6 +32,11 @@ data (docs/reliability.md), tried the way a reliability engineer would.
             --index-only of an empty or unrelated directory writes nothing; --extend is recorded
   report    an array in progress (pending is not failed), a damaged file in a sweep directory
             (skipped and listed), DIR DIR/ (each run once), --out onto a file (one line)
+  round4, round4b  issue 51: --out of sft, score, audit; SIGHUP, SIGPIPE; lengths near INT_MAX;
+            run files checked against their plan rows (swapped, copied in, not in the plan) by
+            report, analysis, inspect, --index-only, --resume and --task; infinite values counted;
+            --cache a file; --extend renaming runs; a run file without status; a symlinked --out;
+            grid.ini missing or unreadable; a report of a read-only directory
 
 Each case ends as one of: ok (the promised result), clear error (exit 1 or 2 and one line
 "moerl: error: ..." that says what is wrong, in visible characters), crash (a signal, a
@@ -1143,6 +1148,238 @@ class Suite:
             self.t.add("round4", name, "silent" if o == "ok" else o if o != "clear" or "model.max_seq_len" in line
                        else "crash", line[:200])
 
+    def round4b(self):
+        """Round 4, second part (issue 51): every reader checks each run file against the run its
+        plan row expects (a swapped file, another experiment's run copied in: `mismatched`, named
+        with the keys, never counted); a run file the plan does not list is indexed (`unplanned`);
+        infinite values are counted, never averaged away; a --cache that is a file, an --extend that
+        renames runs, a run file without a status, a symlinked --out; a directory whose grid.ini is
+        missing is checked by its run files and nothing is written by a refused command; a report
+        of a read-only directory keeps its plan."""
+        g = "round4b"
+        w = os.path.join(self.work, g)
+        os.makedirs(w)
+        grid = os.path.join(w, "grid.ini")
+        shutil.copy(SCENARIO, os.path.join(w, "tiny.ini"))
+        shutil.copy(GRID, grid)
+        src = os.path.join(w, "sweep")
+        sargs = lambda d, *x: ["sweep", grid, "--out", d, "--cache", self.cache, "--quiet", *x]
+        o, rc, out = self.m.run(sargs(src))
+        other = os.path.join(w, "other")  # the same grid with another learning rate: another experiment
+        o2, rc2, out2 = self.m.run(sargs(other, "--set", "optim.lr=2e-3"))
+        if o != "ok" or o2 != "ok":
+            self.t.add(g, "the sweeps the cases start from", "crash", error_line(out if o != "ok" else out2))
+            return
+        runs_of = lambda d: {p: open(p, "rb").read() for p in glob.glob(os.path.join(d, "*.h5"))}
+
+        def copy(name, swap=False):
+            d = os.path.join(w, name)
+            shutil.copytree(src, d)
+            if swap:  # the grpo and r3 files of seed 0 trade places
+                a, b = os.path.join(d, "grpo-seed0.h5"), os.path.join(d, "r3-seed0.h5")
+                os.rename(a, a + ".x")
+                os.rename(b, a)
+                os.rename(a + ".x", b)
+            return d
+
+        def case(name, args, d, want, expect, check=None, whole=None):
+            """want: "refused" (a clear error holding `expect`, every file of d byte-identical),
+            "error" (exit 1 with that line after the work, the run files byte-identical) or "ok"
+            (exit 0, the output holding `expect`, the run files byte-identical). check(out): None
+            or what is wrong."""
+            snap = snapshot if want == "refused" else runs_of
+            before = snap(d)
+            o, rc, out = self.m.run(args, timeout=300)
+            line = error_line(out)
+            if want in ("refused", "error"):
+                if o == "ok":
+                    return self.t.add(g, name, "silent", "accepted: " + " / ".join(out.strip().splitlines()[-2:]))
+                if o == "clear" and want == "error" and rc != 1:
+                    return self.t.add(g, name, "crash", f"exit {rc}: " + line)
+                if o == "clear" and not all(e in line for e in expect):
+                    return self.t.add(g, name, "crash", f"unclear (lacks {expect}): " + line)
+                if o == "clear" and snap(d) != before:
+                    return self.t.add(g, name, "silent", "refused, but the files changed: " + line)
+                bad = check(out) if check and o == "clear" else None
+                return self.t.add(g, name, "silent" if bad else o, bad or line)
+            if o != "ok":
+                return self.t.add(g, name, "crash", f"exit {rc}, not the promised result: " + line)
+            bad = None if all(e in out for e in expect) else f"the output lacks {expect}"
+            bad = bad or (check(out) if check else None) or ("a run file changed" if snap(d) != before else None)
+            self.t.add(g, name, "silent" if bad else "ok", bad or "")
+
+        def index_states(d):
+            return {r["id"]: r["status"] for r in csv.DictReader(open(os.path.join(d, "index.csv")))}
+
+        def summary(out_dir):
+            rows = list(csv.DictReader(open(os.path.join(out_dir, "summary.csv"))))
+            return rows, open(os.path.join(out_dir, "summary.md")).read()
+
+        def counts(out_dir, *states):
+            rows, md = summary(out_dir)
+            return {s: sum(int(r.get(s) or 0) for r in rows) for s in states}, md  # a state it lacks: 0
+
+        # 1. reports and indexes check every run file against the plan
+        swap_keys = "rl.algorithm: grpo → r3"
+        d = copy("swap-report", swap=True)
+        rep = os.path.join(w, "swap-report.out")
+
+        def swapped_report(out):
+            c, md = counts(rep, "complete", "mismatched", "failed")
+            if c != {"complete": 2, "mismatched": 2, "failed": 0}:
+                return f"counted {c}"
+            return None if "Skipped files" in md and swap_keys in md else "the swapped files are not listed"
+        case("report of a sweep whose grpo and r3 files of a seed were swapped", ["report", d, "--quiet", "--out", rep],
+             d, "ok", [swap_keys], swapped_report)
+        d = copy("swap-python", swap=True)
+        rep = os.path.join(w, "swap-python.out")
+        p = subprocess.run([sys.executable, "-m", "analysis", d, "--quiet", "--out", rep], capture_output=True, text=True,
+                           cwd=os.path.dirname(os.path.dirname(HERE)), timeout=300)
+        bad = p.returncode != 0 and "exit " + str(p.returncode) or swapped_report(p.stdout)
+        self.t.add(g, "python3 -m analysis of that sweep (its index written before the swap)",
+                   "silent" if bad else "ok", bad or "")
+        rep = os.path.join(w, "group-by.out")
+        d = copy("group-by", swap=True)
+
+        def grouped(out):
+            rows, md = summary(rep)
+            got = {r["group"]: (int(r.get("complete") or 0), int(r.get("mismatched") or 0)) for r in rows}
+            return None if got == {"grpo": (1, 1), "r3": (1, 1)} else f"groups {got}"
+        case("report --group-by rl.algorithm of that sweep", ["report", d, "--quiet", "--group-by", "rl.algorithm",
+                                                             "--out", rep], d, "ok", [], grouped)
+        d = copy("swap-inspect", swap=True)
+
+        def inspected(out):
+            table = out[out.find("== sweep"):]
+            per_run = [l for l in table.splitlines() if l.startswith(d) or "…" in l]
+            if table.count("mismatched") < 3 or not any("mismatched" in l for l in per_run):
+                return "the index table and the per-run table do not both say mismatched"
+            return None
+        case("inspect of that sweep", ["inspect", d], d, "ok", [swap_keys, "moerl: warning:"], inspected)
+        d = copy("swap-index", swap=True)
+        case("--index-only of that sweep", sargs(d, "--index-only"), d, "ok", [swap_keys],
+             lambda out: None if sorted(index_states(d).values()) == ["complete", "complete", "mismatched", "mismatched"]
+             else f"index {index_states(d)}")
+        d = copy("swap-resume", swap=True)
+        case("--resume of that sweep", sargs(d, "--resume"), d, "error", ["holds another run than the plan's", swap_keys],
+             lambda out: None if index_states(d)["r3-seed0"] == "mismatched" else f"index {index_states(d)}")
+        case("--task 1 (r3-seed0) of that sweep", sargs(d, "--task", "1"), d, "refused",
+             ["r3-seed0.h5 holds another run", "rl.algorithm: r3 → grpo"])
+        d = copy("foreign")
+        shutil.copy(os.path.join(other, "r3-seed1.h5"), os.path.join(d, "r3-seed1.h5"))
+        rep = os.path.join(w, "foreign.out")
+        case("report of a sweep with another experiment's run copied in", ["report", d, "--quiet", "--out", rep], d,
+             "ok", ["optim.lr: 0.001 → 0.002"],
+             lambda out: None if counts(rep, "complete", "mismatched")[0] == {"complete": 3, "mismatched": 1}
+             else "counted " + str(counts(rep, "complete", "mismatched")[0]))
+        # 7. a row deleted from plan.csv: the run is indexed as not in the plan, never dropped
+        d = copy("plan-row")
+        plan = os.path.join(d, "plan.csv")
+        open(plan, "w").write("".join(l for l in open(os.path.join(src, "plan.csv")) if "grpo-seed1" not in l))
+        rep = os.path.join(w, "plan-row.out")
+        case("report of a sweep whose plan.csv lost a finished run's row", ["report", d, "--quiet", "--out", rep], d,
+             "ok", ["grpo-seed1.h5", "plan.csv does not list"],
+             lambda out: None if counts(rep, "complete", "unplanned")[0] == {"complete": 3, "unplanned": 1}
+             and index_states(d).get("grpo-seed1") == "unplanned" else "counted " + str(counts(rep, "unplanned")[0]))
+        # 5. infinite values are counted and shown, never averaged away
+        d = os.path.join(w, "inf")
+        os.makedirs(d)
+        run = os.path.join(d, "r.h5")
+        shutil.copy(os.path.join(src, "grpo-seed0.h5"), run)
+        rewrite(run)
+        with h5py.File(run, "r+") as f:
+            n = f["metrics/kl_rollout_train"].shape[0]
+            kl = np.zeros(n)
+            kl[:3] = [1e308, np.inf, 0.0]
+            del f["metrics/kl_rollout_train"]
+            f["metrics/kl_rollout_train"] = kl
+        case("inspect of a run whose KL is [1e308, inf, 0, ...]", ["inspect", run], d, "ok",
+             [f"kl_rollout_train: inf in 1 of {n} steps"],
+             lambda out: None if re.search(r"r\.h5 .* inf ", out) and "e+307" not in out else "the KL mean is not inf")
+        rep = os.path.join(w, "inf.out")
+        case("report of that run", ["report", run, "--quiet", "--out", rep], d, "ok", [],
+             lambda out: None if "Non-finite values" in summary(rep)[1] and f"inf in 1 of {n} steps" in summary(rep)[1]
+             and "| inf |" in summary(rep)[1] else "summary.md shows no inf")
+        # 12. misleading outcomes
+        cache_file = os.path.join(w, "cache-file")
+        open(cache_file, "w").write("mine\n")
+        d = os.path.join(w, "cache-is-a-file")
+        case("sweep --cache FILE", ["sweep", grid, "--out", d, "--cache", cache_file, "--quiet"], w, "refused",
+             ["--cache", "not a directory"], lambda out: "the sweep directory was made" if os.path.exists(d) else None)
+        d = copy("extend-renames")
+        lr_grid = os.path.join(w, "grid-lr.ini")
+        open(lr_grid, "w").write(open(GRID).read().replace("rl.algorithm = grpo, r3", "rl.algorithm = grpo, r3\n"
+                                                                                      "optim.lr = 1e-3, 2e-3"))
+        case("--extend with a grid that renames every run", ["sweep", lr_grid, "--out", d, "--cache", self.cache,
+                                                            "--quiet", "--extend"], d, "refused",
+             ["grpo-seed0 would be renamed grpo_lr-1e-3-seed0", "optim.lr"])
+        d = copy("no-status")
+        rewrite(os.path.join(d, "r3-seed1.h5"), drop=("status",))
+        rep = os.path.join(w, "no-status.out")
+        case("report of a sweep with a run file without a status attribute", ["report", d, "--quiet", "--out", rep], d,
+             "ok", ["no 'status' attribute"],
+             lambda out: None if counts(rep, "unreadable", "failed")[0] == {"unreadable": 1, "failed": 0}
+             else "counted " + str(counts(rep, "unreadable", "failed")[0]))
+        d = os.path.join(w, "link")
+        shutil.copytree(self.half, os.path.join(d, "real"))
+        for f in ("r.h5", "r.ckpt.h5"):
+            os.symlink(os.path.join("real", f), os.path.join(d, f))
+
+        def links_kept(out):
+            kept = all(os.path.islink(os.path.join(d, f)) for f in ("r.h5", "r.ckpt.h5"))
+            return None if kept and snapshot(os.path.join(d, "real")) == real_before else "the links or their targets changed"
+        real_before = snapshot(os.path.join(d, "real"))
+        case("run --resume --out a symbolic link", self.run_args(os.path.join(d, "r.h5"), "--resume"), d, "refused",
+             ["r.h5: is a symbolic link to real/r.h5"], links_kept)
+        # 3. no directory stamped with a foreign experiment
+        for what, extra in (("--resume", ["--resume"]), ("--task 2", ["--task", "2"]), ("--index-only", ["--index-only"])):
+            d = copy("no-grid-" + what.strip("-").split()[0])
+            os.remove(os.path.join(d, "grid.ini"))
+            case(f"{what} --set optim.lr=5e-3 of a sweep without grid.ini", sargs(d, *extra, "--set", "optim.lr=5e-3"),
+                 d, "refused", ["has no grid.ini", "optim.lr: 0.005 → 0.001"])
+        d = copy("no-grid-rebuilt")
+        os.remove(os.path.join(d, "grid.ini"))
+        case("--resume of a sweep without grid.ini, with its own grid", sargs(d, "--resume"), d, "ok", [],
+             lambda out: None if open(os.path.join(d, "grid.ini")).read() == open(os.path.join(src, "grid.ini")).read()
+             and set(index_states(d).values()) == {"complete"} else "grid.ini not rebuilt as it was")
+        d = copy("grid-unreadable")
+        os.remove(os.path.join(d, "grid.ini"))
+        os.makedirs(os.path.join(d, "grid.ini"))
+        case("--resume of a sweep whose grid.ini is a directory", sargs(d, "--resume"), d, "refused",
+             ["grid.ini: cannot be read", "a directory"])
+        d = os.path.join(w, "fresh-refused")
+        os.makedirs(d)
+        shutil.copy(os.path.join(other, "grpo-seed0.h5"), d)
+        case("a fresh sweep into a directory that holds a run file", sargs(d), d, "refused", ["already holds a sweep"])
+        # 4. a report of a directory it cannot write still reads the plan
+        d = os.path.join(w, "array")
+        for k in ("0", "1"):
+            self.m.run(sargs(d, "--task", k))
+        ro = os.path.join(w, "ro")
+        os.makedirs(ro)
+        how = None
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", ro], capture_output=True).returncode == 0:
+            shutil.copytree(d, os.path.join(ro, "array"))
+            if subprocess.run(["mount", "-o", "remount,ro", ro], capture_output=True).returncode == 0:
+                how = "a read-only tmpfs"
+        elif shutil.which("chattr"):
+            shutil.copytree(d, os.path.join(ro, "array"))
+            if subprocess.run(["chattr", "+i", os.path.join(ro, "array")], capture_output=True).returncode == 0:
+                how = "chattr +i"
+        try:
+            if how:
+                rep = os.path.join(w, "ro.out")
+                case(f"report of an array with 2 of 4 runs done, on {how}",
+                     ["report", os.path.join(ro, "array"), "--quiet", "--out", rep], os.path.join(ro, "array"), "ok",
+                     ["moerl: warning: report:", "not saved"],
+                     lambda out: None if counts(rep, "complete", "pending")[0] == {"complete": 2, "pending": 2}
+                     else "counted " + str(counts(rep, "complete", "pending")[0]))
+            else:
+                print(f"  [{g}] report of a read-only directory: not tried (no read-only mount or chattr here)")
+        finally:
+            subprocess.run(["umount", ro], capture_output=True)
+            subprocess.run(["chattr", "-i", os.path.join(ro, "array")], capture_output=True)
+
     def base_file(self):
         return glob.glob(os.path.join(self.cache, "base-*.h5"))[0]
 
@@ -1193,7 +1430,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="seed of the random fault points (default: time)")
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input,"
-                                           "signal,experiment,report,round4")
+                                           "signal,experiment,report,round4,round4b")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
@@ -1239,6 +1476,8 @@ def main():
             s.reports()
         if want("round4"):
             s.round4()
+        if want("round4b"):
+            s.round4b()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,8 @@
 #include "sim/cli/cli.h"
 #include "sim/jobs/run.h"
 #include "sim/sweep/sweep.h"
+#include "sim/sweep/sweep_assemble.h"
+#include "sim/sweep/sweep_experiment.h"
 #include "sim/sweep/sweep_grid.h"
 #include "sim/sweep/sweep_index.h"
 #include "../sim_test_util.h"
@@ -356,12 +358,43 @@ TEST_F(SweepRunner, ResumeSkipsFinishedRunsAndContinuesPartialOnesToTheSameNumbe
   expect_throw_with<ExitError>([&] { sweep_execute(comms_, other, o); }, {"not the directory's experiment", "rl.steps: 2 → 3"});
   EXPECT_EQ(read_text(d_.file("sweep/index.csv")), index_before);
   // and in a directory that records none (an older moerl's: grid.ini held the grid's text), a
-  // results file from another scenario is still never overwritten: that run fails with a reason
+  // results file from another scenario is still never overwritten: its run files are the
+  // directory's identity, so the grid they contradict is refused naming the file and the key, and
+  // nothing is written (no grid.ini stamped with the other grid; issue 51, item 3)
   write_text(d_.file("sweep/grid.ini"), "[sweep]\n");
-  const SweepSummary s2 = sweep_execute(comms_, other, o);
-  EXPECT_EQ(s2.failed, 4);
-  EXPECT_NE(sweep_index_read(d_.file("sweep")).rows[0].error.find("different scenario"), std::string::npos);
+  expect_throw_with<ExitError>([&] { sweep_execute(comms_, other, o); },
+                               {"grpo_n_experts-4.h5 is not run grpo_n_experts-4", "rl.steps: 3 → 2"});
+  EXPECT_EQ(read_text(d_.file("sweep/grid.ini")), "[sweep]\n");
+  EXPECT_EQ(read_text(d_.file("sweep/index.csv")), index_before);
   EXPECT_EQ(series(d_.file("sweep/grpo_n_experts-4.h5"), "reward_mean").size(), 2u);
+  // the directory's own grid, which every run file agrees with, records it again
+  EXPECT_EQ(sweep_execute(comms_, g, o).skipped, 3);
+  EXPECT_TRUE(sweep_experiment_recorded(d_.file("sweep")));
+  // a file of another run under a planned name (two runs' files swapped) is never resumed,
+  // overwritten or counted as the planned run: "mismatched", naming the key that differs
+  std::filesystem::rename(d_.file("sweep/grpo_n_experts-4.h5"), d_.file("sweep/x.h5"));
+  std::filesystem::rename(d_.file("sweep/r3_n_experts-4.h5"), d_.file("sweep/grpo_n_experts-4.h5"));
+  std::filesystem::rename(d_.file("sweep/x.h5"), d_.file("sweep/r3_n_experts-4.h5"));
+  const auto swapped = std::filesystem::last_write_time(d_.file("sweep/r3_n_experts-4.h5"));
+  const SweepSummary s3 = sweep_execute(comms_, g, o);
+  EXPECT_EQ(s3.mismatched, 2);
+  EXPECT_EQ(std::filesystem::last_write_time(d_.file("sweep/r3_n_experts-4.h5")), swapped);
+  const SweepIndex idx = sweep_index_assemble(d_.file("sweep"));
+  EXPECT_EQ(idx.rows[0].status, "mismatched");
+  EXPECT_NE(idx.rows[0].error.find("rl.algorithm: grpo → r3"), std::string::npos) << idx.rows[0].error;
+}
+
+TEST(SweepAssemble, ARunFileIsCheckedAgainstThePlannedRun) {
+  const std::string planned = "# effective scenario (source a.ini)\nrl.algorithm = r3\noptim.lr = 0.0001\n";
+  // the same run: equal, whatever the comment lines say
+  EXPECT_EQ(sweep_run_mismatch("# source b.ini\nrl.algorithm = r3\noptim.lr = 0.0001\n", planned, {}), "");
+  EXPECT_EQ(sweep_run_mismatch("rl.algorithm = grpo\noptim.lr = 0.0001\n", planned, {}), "rl.algorithm: r3 → grpo");
+  // without the planned scenario (an older directory): the plan's swept keys, numbers by value
+  const std::vector<std::pair<std::string, std::string>> keys{{"variant", "r3"}, {"optim.lr", "1e-4"}};
+  EXPECT_EQ(sweep_run_mismatch("rl.algorithm = r3\noptim.lr = 0.0001\n", "", keys), "");
+  EXPECT_EQ(sweep_run_mismatch("rl.algorithm = r3\noptim.lr = 0.0002\n", "", keys), "optim.lr: 1e-4 → 0.0002");
+  // a file of the format before runs recorded their scenario cannot be checked
+  EXPECT_EQ(sweep_run_mismatch("", planned, keys), "");
 }
 
 }  // namespace
