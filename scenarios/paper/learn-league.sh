@@ -3,7 +3,10 @@
 # directory each: a sweep trains all of its base policies before its first run, so a chunk gives
 # complete seeds within the hour instead of after 40 base policies). Two runs at a time (mpirun
 # -np 2, a rank per run). Run it again, or after a stop, and every chunk resumes where it stopped
-# (bit-identical: docs/reliability.md); a stop signal (exit 75) ends the script after its chunk.
+# (bit-identical: docs/reliability.md). Stop it cleanly with SIGUSR1 to its mpirun (Open MPI's
+# mpirun forwards SIGUSR1; its SIGTERM kills the ranks: docs/clusters.md): the runs in flight write
+# their checkpoints and the script exits 75. Any chunk that does not finish clean ends the script
+# with its exit status (1: some runs failed; --resume runs them again).
 #   scenarios/paper/learn-league.sh [OUT_ROOT]          (default results/paper)
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-league-{700,705,710,715} --out docs/league
 set -uo pipefail
@@ -18,6 +21,6 @@ for lo in 700 705 710 715; do
     --out "$out/learn-league-$lo" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
   rc=$?
   [ $rc -eq 75 ] && { echo "learn-league.sh: stopped during seeds $lo-$((lo + 4)); run again to resume"; exit 75; }
-  [ $rc -ne 0 ] && echo "learn-league.sh: seeds $lo-$((lo + 4)): exit $rc (failed runs are listed in its index.csv)"
+  [ $rc -ne 0 ] && { echo "learn-league.sh: seeds $lo-$((lo + 4)): exit $rc (see its index.csv); run again to resume"; exit $rc; }
 done
 exit 0
