@@ -6,13 +6,12 @@ per audit — e.g. one nondeterminism source switched on at a time (docs/tutoria
 
 Rows keep the order of the arguments; a row is named by its file's stem.
 """
-import json
 import os
 import sys
 
 if not __package__:  # run as a script (python3 analysis/audits.py): make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from analysis.cli import AnalysisError, Entry  # noqa: E402
+from analysis.cli import AnalysisError, Entry, read_json  # noqa: E402
 
 entry = Entry(__name__, "analysis.audits")
 with entry.imports():
@@ -35,15 +34,7 @@ def load_audit(path):
     """An audit as a dict with the JSON names (flip_rate as a list). Raises AnalysisError naming the
     file and what is wrong: unreadable, not JSON or HDF5, not an audit, a field missing or mistyped."""
     if path.endswith(".json"):
-        try:
-            with open(path, encoding="utf-8") as f:
-                a = json.load(f)
-        except OSError as e:
-            raise AnalysisError(f"{path}: cannot read: {e.strerror or e}")
-        except UnicodeDecodeError as e:
-            raise AnalysisError(f"{path}: not a moerl audit output: not UTF-8 text (byte {e.start})")
-        except ValueError as e:  # json.JSONDecodeError
-            raise AnalysisError(f"{path}: not a moerl audit output: not valid JSON ({e})")
+        a = read_json(path, "a moerl audit output")
     else:
         if not os.path.isfile(path):
             raise AnalysisError(f"{path}: no such audit file (moerl audit --out writes .json or .h5)")

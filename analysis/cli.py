@@ -49,6 +49,21 @@ DEBIAN_PACKAGES = {
 }
 
 
+def read_json(path, what, bad_json_hint=""):
+    """A JSON file's value. Raises AnalysisError naming the file and what it should have been
+    (`what`: "a moerl audit output"): unreadable, not UTF-8, not JSON (with `bad_json_hint`)."""
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read {what}: {e.strerror or e}")
+    except UnicodeDecodeError as e:
+        raise AnalysisError(f"{path}: not {what}: not UTF-8 text (byte {e.start})")
+    except ValueError as e:  # json.JSONDecodeError
+        raise AnalysisError(f"{path}: not {what}: not valid JSON ({e}){bad_json_hint}")
+
+
 def missing_module_message(e):
     """One line for an ImportError: the module, the interpreter, and the Debian package to install."""
     name = (getattr(e, "name", None) or "").split(".")[0]

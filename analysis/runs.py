@@ -4,7 +4,6 @@ files; the effective scenario of each run as a dict; grouping runs by scenario k
 Files and attributes are those of docs/hdf5-schema.md ("Run results", "Sweep directory").
 """
 import glob
-import json
 import os
 import sys
 import zlib
@@ -16,7 +15,7 @@ import numpy as np
 # AnalysisError: input the analysis cannot use (a missing or empty directory, no readable run, an
 # unknown --group-by key, an --out that is a file, a damaged index.json). Defined beside the entry
 # points' helper, which needs no numpy; an ordinary exception, so a notebook can catch it.
-from .cli import AnalysisError  # noqa: F401
+from .cli import AnalysisError, read_json  # noqa: F401
 
 
 # The states a run can be in, in the order reports count them (docs/sweeps.md): the index's six,
@@ -321,16 +320,8 @@ def read_index(path):
     """A sweep's index.json (docs/hdf5-schema.md "Sweep directory"), checked for what load_sweep
     reads: a "runs" list whose rows each name their "id" and "file". Raises AnalysisError naming
     the file and what is wrong (not JSON — e.g. truncated by a full disk —, a missing key)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            idx = json.load(f)
-    except OSError as e:
-        raise AnalysisError(f"{path}: cannot read the sweep index: {e.strerror or e}")
-    except UnicodeDecodeError as e:
-        raise AnalysisError(f"{path}: not a sweep index: not UTF-8 text (byte {e.start})")
-    except ValueError as e:  # json.JSONDecodeError
-        raise AnalysisError(f"{path}: not a valid sweep index (damaged or truncated JSON: {e}); "
-                            "`moerl sweep GRID --out DIR --index-only` assembles it again from the run files")
+    idx = read_json(path, "a valid sweep index",
+                    " (damaged or truncated?); `moerl sweep GRID --out DIR --index-only` assembles it again from the run files")
     if not isinstance(idx, dict) or not isinstance(idx.get("runs"), list):
         raise AnalysisError(f"{path}: not a sweep index: no \"runs\" list")
     for i, row in enumerate(idx["runs"]):
