@@ -1,14 +1,14 @@
 // path_checks.cpp — see path_checks.h.
 #include "store/path_checks.h"
 
-#include "store/h5io.h"
-
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+
+#include "store/h5io.h"
 
 namespace moerl {
 
@@ -100,10 +100,6 @@ void path_check_not_an_input(const std::string& out, const std::string& out_what
                                   " this command reads; writing it would replace its input (choose another " +
                                   out_what + ")");
 }
-
-}  // namespace moerl
-
-namespace moerl {
 
 std::string path_describe(const std::string& path) {
   struct stat st;
