@@ -137,19 +137,20 @@ Headline read(const std::string& path, std::string* scenario) {
   h.reward_last = final_reward_of(reward);  // the one "final reward" (sim/io/results.h)
   h.eval_last = last_finite(series(f, "eval_accuracy"));
   // means over all steps, with every infinite value counted in h.nonfinite
-  std::vector<std::string>* nf = &h.nonfinite;
-  h.kl = step_mean(series(f, "kl_rollout_train"), "kl_rollout_train", nf);
-  h.flip = step_mean(series(f, "flip_rate_mean"), "flip_rate_mean", nf);
-  h.extreme = step_mean(series(f, "extreme_token_frac"), "extreme_token_frac", nf);
-  h.clip = step_mean(series(f, "clip_frac"), "clip_frac", nf);
-  h.step_time = step_mean(series(f, "time_step"), "time_step", nf);
-  h.ess_token = step_mean(series(f, "rc_ess_token"), "rc_ess_token", nf);
-  h.ess_seq = step_mean(series(f, "rc_ess_seq"), "rc_ess_seq", nf);
-  h.chi2_seq = step_mean(series(f, "rc_chi2_seq"), "rc_chi2_seq", nf);
-  h.seq_mis = step_mean(series(f, "rc_seq_mis_masked_frac"), "rc_seq_mis_masked_frac", nf);
-  h.seq_k3 = step_mean(series(f, "rc_seq_max_k3_masked_frac"), "rc_seq_max_k3_masked_frac", nf);
-  h.burst_norm = step_max(series(f, "grad_norm_max"), "grad_norm_max", nf);
-  h.burst_ratio = step_max(series(f, "ratio_max_neg_adv"), "ratio_max_neg_adv", nf);
+  const auto mean_of = [&](const char* name) { return step_mean(series(f, name), name, &h.nonfinite); };
+  const auto max_of = [&](const char* name) { return step_max(series(f, name), name, &h.nonfinite); };
+  h.kl = mean_of("kl_rollout_train");
+  h.flip = mean_of("flip_rate_mean");
+  h.extreme = mean_of("extreme_token_frac");
+  h.clip = mean_of("clip_frac");
+  h.step_time = mean_of("time_step");
+  h.ess_token = mean_of("rc_ess_token");
+  h.ess_seq = mean_of("rc_ess_seq");
+  h.chi2_seq = mean_of("rc_chi2_seq");
+  h.seq_mis = mean_of("rc_seq_mis_masked_frac");
+  h.seq_k3 = mean_of("rc_seq_max_k3_masked_frac");
+  h.burst_norm = max_of("grad_norm_max");
+  h.burst_ratio = max_of("ratio_max_neg_adv");
   int64_t first = -1;
   for (const char* flag : {"pre_k3_rise", "pre_grad_norm_spike", "pre_grad_norm_drop", "pre_entropy_spike",
                            "pre_clip_burst", "pre_ess_drop", "pre_length_surge"}) {
