@@ -126,6 +126,32 @@ void OpCrossings::kv_cache_keep(float* kcache, float* vcache, const int32_t* fro
   inout(vcache, cache, K::kv_cache);
 }
 
+void OpCrossings::kv_cache_write(float* kcache, float* vcache, const float* k, const float* v, int B, int T,
+                                 int D, int /*Tc*/, int /*t0*/) const {
+  if (B <= 0 || T <= 0 || D <= 0) return;
+  const size_t rows = n_of(int64_t{B} * T, D) * f4;
+  in(k, rows, K::activations);
+  in(v, rows, K::activations);
+  // a host cache: the written positions down (the CUDA backend writes them into a host copy)
+  this->out(kcache, rows, K::kv_cache);
+  this->out(vcache, rows, K::kv_cache);
+}
+
+void OpCrossings::round_format(float* x, int64_t n, Format f) const {
+  if (f != Format::fp32) inout(x, n_of(n) * f4, K::activations);
+}
+
+void OpCrossings::add_round(float* out, const float* a, const float* b, int64_t n, Format) const {
+  in(a, n_of(n) * f4, K::activations);
+  in(b, n_of(n) * f4, K::activations);
+  this->out(out, n_of(n) * f4, K::activations);
+}
+
+void OpCrossings::divide_scalar(float* out, const float* x, int64_t n, float) const {
+  in(x, n_of(n) * f4, K::activations);
+  this->out(out, n_of(n) * f4, K::activations);
+}
+
 void OpCrossings::softmax_forward(float* out, const float* x, int N, int C) const {
   in(x, n_of(N, C) * f4, K::activations);
   this->out(out, n_of(N, C) * f4, K::activations);

@@ -8,10 +8,16 @@ namespace moerl {
 namespace {
 void swiglu_and_round(FfnActs* a, size_t rows, int F, Format fmt, const Backend& be) {
   const int64_t n = static_cast<int64_t>(rows) * F;
-  round_array(a->g.data(), n, fmt);
-  round_array(a->u.data(), n, fmt);
+  be.round_format(a->g.data(), n, fmt);
+  be.round_format(a->u.data(), n, fmt);
   be.swiglu_forward(a->a.data(), a->g.data(), a->u.data(), static_cast<int>(rows), F);
-  round_array(a->a.data(), n, fmt);
+  be.round_format(a->a.data(), n, fmt);
+}
+
+void acts_resize(FfnActs* a, size_t n, const Backend& be) {
+  a->g.resize(be, n);
+  a->u.resize(be, n);
+  a->a.resize(be, n);
 }
 }  // namespace
 
@@ -20,26 +26,37 @@ void ffn_forward(float* y, FfnActs* a, const float* h, const PackedWeight& w_gat
                  const Backend& be) {
   const int F = w_gate.N, D = w_gate.K;
   const size_t rows = static_cast<size_t>(N);
-  a->g.resize(rows * F); a->u.resize(rows * F); a->a.resize(rows * F);
+  acts_resize(a, rows * F, be);
   be.linear_forward(a->g.data(), h, w_gate, N, nm.gate);
   be.linear_forward(a->u.data(), h, w_up, N, nm.up);
   swiglu_and_round(a, rows, F, nm.activations, be);
   be.linear_forward(y, a->a.data(), w_down, N, nm.down);
-  round_array(y, static_cast<int64_t>(rows) * D, nm.activations);
+  be.round_format(y, static_cast<int64_t>(rows) * D, nm.activations);
 }
 
 namespace {
+// The backward's gradients of a, g, u [rows, F], zeroed ('+=' outputs), in the backend's memory.
+struct FfnGrads {
+  FfnGrads(size_t n, const Backend& be) {
+    for (ActBuffer<float>* b : {&da, &dg, &du}) {
+      b->resize(be, n);
+      be.mem_zero(b->data(), n * sizeof(float));
+    }
+  }
+  ActBuffer<float> da, dg, du;
+};
+
 // ffn_backward on rows whose saved activations are g, u, a [N, F].
 void ffn_backward_rows(float* dh, float* dw_gate, float* dw_up, float* dw_down, const float* dy,
                        const float* g, const float* u, const float* a, const float* h,
                        const float* w_gate, const float* w_up, const float* w_down, int N, int F,
                        int D, const Backend& be) {
   const size_t n = static_cast<size_t>(N) * F;
-  std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
-  be.linear_backward(da.data(), dw_down, dy, a, w_down, N, D, F);  // y = a·W_downᵀ
-  be.swiglu_backward(dg.data(), du.data(), da.data(), g, u, N, F);
-  be.linear_backward(dh, dw_gate, dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
-  be.linear_backward(dh, dw_up, du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
+  FfnGrads s(n, be);
+  be.linear_backward(s.da.data(), dw_down, dy, a, w_down, N, D, F);  // y = a·W_downᵀ
+  be.swiglu_backward(s.dg.data(), s.du.data(), s.da.data(), g, u, N, F);
+  be.linear_backward(dh, dw_gate, s.dg.data(), h, w_gate, N, F, D);  // g = h·W_gateᵀ
+  be.linear_backward(dh, dw_up, s.du.data(), h, w_up, N, F, D);      // u = h·W_upᵀ
 }
 }  // namespace
 
@@ -68,12 +85,12 @@ void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWei
                          int E, const FfnNumerics& nm, const Backend& be) {
   const int F = w_gate[0].N, D = w_gate[0].K;
   const size_t rows = static_cast<size_t>(offsets[E]);
-  a->g.resize(rows * F); a->u.resize(rows * F); a->a.resize(rows * F);
+  acts_resize(a, rows * F, be);
   be.linear_forward_grouped(a->g.data(), xe, w_gate, offsets, E, nm.gate);
   be.linear_forward_grouped(a->u.data(), xe, w_up, offsets, E, nm.up);
   swiglu_and_round(a, rows, F, nm.activations, be);
   be.linear_forward_grouped(ye, a->a.data(), w_down, offsets, E, nm.down);
-  round_array(ye, static_cast<int64_t>(rows) * D, nm.activations);
+  be.round_format(ye, static_cast<int64_t>(rows) * D, nm.activations);
 }
 
 void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_down,
@@ -81,11 +98,11 @@ void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_do
                           const float* w_gate, const float* w_up, const float* w_down,
                           const int* offsets, int E, int F, int D, const Backend& be) {
   const size_t n = static_cast<size_t>(offsets[E]) * F;
-  std::vector<float> da(n, 0.0f), dg(n, 0.0f), du(n, 0.0f);
-  be.linear_backward_grouped(da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
-  be.swiglu_backward(dg.data(), du.data(), da.data(), a.g.data(), a.u.data(), offsets[E], F);
-  be.linear_backward_grouped(dxe, dw_gate, dg.data(), xe, w_gate, offsets, E, F, D);
-  be.linear_backward_grouped(dxe, dw_up, du.data(), xe, w_up, offsets, E, F, D);
+  FfnGrads s(n, be);
+  be.linear_backward_grouped(s.da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
+  be.swiglu_backward(s.dg.data(), s.du.data(), s.da.data(), a.g.data(), a.u.data(), offsets[E], F);
+  be.linear_backward_grouped(dxe, dw_gate, s.dg.data(), xe, w_gate, offsets, E, F, D);
+  be.linear_backward_grouped(dxe, dw_up, s.du.data(), xe, w_up, offsets, E, F, D);
 }
 
 }  // namespace moerl

@@ -13,7 +13,8 @@
 namespace moerl {
 
 struct FfnActs {
-  Workspace<float> g, u, a;  // [rows, F] gate pre-activation, up, silu(g)·u (all as stored)
+  // [rows, F] gate pre-activation, up, silu(g)·u (all as stored), in the backend's memory
+  ActBuffer<float> g, u, a;
 };
 
 struct FfnNumerics {

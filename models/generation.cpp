@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "kernels/kv_cache.h"
-#include "kernels/precision.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
 
@@ -76,12 +76,13 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   const int L = cfg.n_layers, K = cfg.top_k, D = cfg.d_model;
   const NumericsProfile& p = st->profile;
   const PackedSet& ps = model_packed(im, cfg, m.params(), p, m.expert_range());
-  const size_t NK = static_cast<size_t>(rows) * K;
+  const size_t NK = static_cast<size_t>(rows) * K, ND = static_cast<size_t>(rows) * D;
+  const Backend& be = m.backend();
   std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
-  std::vector<float> x_out(static_cast<size_t>(rows) * D);
+  st->x_next.resize(be, ND);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = st->layers[l];
-    a.x_in.assign(st->x.begin(), st->x.end());
+    act_copy(be, &a.x_in, st->x.data(), ND);
     LayerCall c;
     c.cfg = &cfg; c.profile = &p; c.params = &m.params(); c.packed = &ps.layers[l];
     c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
@@ -92,38 +93,30 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     c.training = false;
     c.dispatcher = im->dispatcher.get();
     c.control = &m.router_control();
-    c.backend = &m.backend();
+    c.backend = &be;
     float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
-    layer_forward(&a, x_out.data(), rl, nullptr, c);
+    layer_forward(&a, st->x_next.data(), rl, nullptr, c);
     if (cfg.is_moe() && topk_ids)
       std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
-    if (!decode) {  // prefill: the prompt's k, v go into the cache's positions 0..T-1
-      // Keys transposed on the host ([B][D][T]), then B·D rows of T into the cache's [B][D][Tc];
-      // values B blocks of T·D into [B][Tc][D]. Host k, v rows up: activations.
-      const size_t Tc = static_cast<size_t>(st->cache_len), f4 = sizeof(float);
-      std::vector<float> kT(static_cast<size_t>(B) * D * T);
-      for (int b = 0; b < B; ++b)
-        for (int t = 0; t < T; ++t)
-          for (int d = 0; d < D; ++d)
-            kT[(static_cast<size_t>(b) * D + d) * T + t] = a.k[(static_cast<size_t>(b) * T + t) * D + d];
-      const Backend& be = m.backend();
-      be.mem_copy_2d(st->kcache[l].data(), Tc * f4, kT.data(), T * f4, T * f4, static_cast<size_t>(B) * D,
-                     CopyDir::to_device, CrossKind::activations);
-      be.mem_copy_2d(st->vcache[l].data(), Tc * D * f4, a.v.data(), T * D * f4, T * D * f4, B,
-                     CopyDir::to_device, CrossKind::activations);
-    }
-    st->x.swap(x_out);
+    if (!decode)  // prefill: the prompt's k, v into the cache's positions 0..T-1, on the device
+      be.kv_cache_write(st->kcache[l].data(), st->vcache[l].data(), a.k.data(), a.v.data(), B, T, D,
+                        st->cache_len, 0);
+    std::swap(st->x, st->x_next);
   }
-  // logits of one row per sequence: the last prompt position (prefill) or the new token (decode)
-  std::vector<float> xl(static_cast<size_t>(B) * D);
-  for (int b = 0; b < B; ++b) {
-    const size_t row = decode ? b : static_cast<size_t>(b) * T + (T - 1);
-    std::memcpy(xl.data() + static_cast<size_t>(b) * D, st->x.data() + row * D, sizeof(float) * D);
+  // logits of one row per sequence: the last prompt position (prefill: rows b·T + T − 1, one
+  // strided copy within the backend's memory) or the new token (decode: every row)
+  const size_t f4 = sizeof(float);
+  const float* xl = st->x.data();
+  if (!decode) {
+    st->x_last.resize(be, static_cast<size_t>(B) * D);
+    be.mem_copy_2d(st->x_last.data(), D * f4, st->x.data() + static_cast<size_t>(T - 1) * D, static_cast<size_t>(T) * D * f4,
+                   D * f4, B, CopyDir::on_device, CrossKind::activations);
+    xl = st->x_last.data();
   }
-  st->h_final.resize(static_cast<size_t>(B) * D);
-  st->rstd_final.resize(B);
-  final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl.data(), ps.lm_head,
-                m.params(), cfg, p, B, call, m.backend());
+  st->h_final.resize(be, static_cast<size_t>(B) * D);
+  st->rstd_final.resize(be, B);
+  final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
+                m.params(), cfg, p, B, call, be);
 }
 }  // namespace
 
@@ -141,9 +134,9 @@ void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk
                                   " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
   std::vector<int32_t> positions(N);
   for (int i = 0; i < N; ++i) positions[i] = i % P;
-  st->x.resize(static_cast<size_t>(N) * D);
+  st->x.resize(backend(), static_cast<size_t>(N) * D);
   backend().embedding_forward(st->x.data(), prompt, params_.get("embed"), N, D);
-  round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
+  backend().round_format(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   // call 0: the same noise entity as a training forward with call 0 over the same rows
   run_layers(*this, impl_.get(), st, N, B, P, positions.data(), false, 0, topk_ids, router_logp,
              replay_ids, logits);
@@ -161,9 +154,9 @@ void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_id
       throw std::invalid_argument("generation_step: token " + std::to_string(tokens[b]) +
                                   " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
   std::vector<int32_t> positions(B, st->pos);
-  st->x.resize(static_cast<size_t>(B) * D);
+  st->x.resize(backend(), static_cast<size_t>(B) * D);
   backend().embedding_forward(st->x.data(), tokens, params_.get("embed"), B, D);
-  round_array(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
+  backend().round_format(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   run_layers(*this, impl_.get(), st, B, B, 1, positions.data(), true,
              static_cast<uint64_t>(st->pos), topk_ids, router_logp, replay_ids, logits);
   st->pos += 1;

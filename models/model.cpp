@@ -44,7 +44,17 @@ ExpertRange Model::expert_range() const {
 
 void Model::invalidate_packed_weights() { impl_->packed.clear(); }
 
-void Model::set_backend(const Backend& backend) { impl_->backend = &backend; }
+void Model::set_backend(const Backend& backend) {
+  Impl& im = *impl_;
+  if (&backend == im.backend) return;
+  // The activations live in the old backend's memory: freed by it now, while it is alive.
+  im.layers.clear();
+  im.scratch = LayerActs{};
+  for (ActBuffer<float>* b : {&im.x, &im.x_final, &im.h_final, &im.rstd_final, &im.logits, &im.scaled, &im.dlogits})
+    *b = ActBuffer<float>{};
+  im.saved = false;
+  im.backend = &backend;
+}
 
 const Backend& Model::backend() const { return backend_or_cpu(impl_->backend); }
 

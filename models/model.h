@@ -151,8 +151,10 @@ class Model {
   void invalidate_packed_weights();
 
   // Where every op of this model runs (kernels/backend.h); the CPU backend until set. The backend
-  // must outlive the model. Packed weights are cached per (profile, backend), so switching back and
-  // forth (moerl audit across backends) does not repack.
+  // must outlive the model (its activations live in the backend's memory, freed by it). Packed
+  // weights are cached per (profile, backend), so switching back and forth (moerl audit across
+  // backends) does not repack; the activations of the last forward are released on a switch (a
+  // backward needs a forward on the new backend first).
   void set_backend(const Backend& backend);
   const Backend& backend() const;
 

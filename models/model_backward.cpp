@@ -29,8 +29,11 @@ class Backward {
         bounds_(im.rows.bounds()), C_(im.rows.groups()),
         direct_(!im.rows.canonical() && m.parallel().dp_size() == 1),
         N_(im.seq_begin[im.B]), ND_(static_cast<size_t>(N_) * cfg_.d_model),
-        partials_(direct_ ? 0 : static_cast<size_t>(C_) * im.dense_size, 0.0f),
-        dx_(ND_, 0.0f), dh_(ND_, 0.0f), dq_(ND_), dk_(ND_), dv_(ND_), dctx_(ND_) {}
+        partials_(direct_ ? 0 : static_cast<size_t>(C_) * im.dense_size, 0.0f) {
+    for (ActBuffer<float>* b : {&dx_, &dh_, &dq_, &dk_, &dv_, &dctx_}) b->resize(be_, ND_);
+    zero(dx_);
+    zero(dh_);
+  }
 
   void head(const float* dlogp);
   void layer(int l);
@@ -43,6 +46,7 @@ class Backward {
   void norm(float* dinp, const std::string& name, const float* dout, const float* inp, const float* rstd);
   void ffn(int l, const LayerActs& a);
   void attention(const LayerActs& a);
+  void zero(const ActBuffer<float>& b) const { be_.mem_zero(b.data(), b.bytes()); }
 
   Model& m_;
   Model::Impl& im_;
@@ -55,7 +59,9 @@ class Backward {
   const int N_;
   const size_t ND_;
   std::vector<float> partials_;  // [C, dense_size] per-chunk dense gradients (unless direct_)
-  std::vector<float> dx_, dh_, dq_, dk_, dv_, dctx_;  // [N, D]: the residual's gradient, scratch
+  // [N, D] in the backend's memory: the residual's gradient, scratch
+  ActBuffer<float> dx_, dh_, dq_, dk_, dv_, dctx_;
+  std::vector<float> dy_host_, dh_host_;  // the MoE layer's host side (on a device only)
 };
 
 // The gradient pointer of dense tensor `name`, per chunk.
@@ -101,14 +107,15 @@ void Backward::head(const float* dlogp) {
   for (int b = 0; b < B; ++b)
     for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
       dlp[im_.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
-  std::vector<float> dlogits(static_cast<size_t>(N_) * V, 0.0f);
+  const int64_t NV = static_cast<int64_t>(N_) * V;
+  ActBuffer<float>& dlogits = im_.dlogits;
+  dlogits.resize(be_, static_cast<size_t>(NV));
+  zero(dlogits);
   if (im_.temperature == 1.0f) {
     be_.logprob_backward(dlogits.data(), dlp.data(), im_.logits.data(), im_.targets.data(), N_, V);
-  } else {  // logprobs of softmax(logits / τ): the chain rule adds 1/τ
-    std::vector<float> scaled(im_.logits);
-    for (float& z : scaled) z /= im_.temperature;
-    be_.logprob_backward(dlogits.data(), dlp.data(), scaled.data(), im_.targets.data(), N_, V);
-    for (float& d : dlogits) d /= im_.temperature;
+  } else {  // logprobs of softmax(logits / τ) (the forward's im_.scaled): the chain rule adds 1/τ
+    be_.logprob_backward(dlogits.data(), dlp.data(), im_.scaled.data(), im_.targets.data(), N_, V);
+    be_.divide_scalar(dlogits.data(), dlogits.data(), NV, im_.temperature);
   }
   lin(dh_.data(), "lm_head", dlogits.data(), im_.h_final.data(), V, D);
   norm(dx_.data(), "final_norm", dh_.data(), im_.x_final.data(), im_.rstd_final.data());
@@ -120,7 +127,7 @@ void Backward::ffn(int l, const LayerActs& a) {
   const int D = cfg_.d_model, K = cfg_.top_k, T = im_.T;
   const std::string pre = layer_prefix(l);
   const ParamStore& params = m_.params();
-  std::fill(dh_.begin(), dh_.end(), 0.0f);
+  zero(dh_);
   if (!cfg_.is_moe()) {
     ffn_backward_chunks(dh_.data(), sink(pre + "mlp.w_gate"), sink(pre + "mlp.w_up"),
                         sink(pre + "mlp.w_down"), dx_.data(), a.ffn, a.h_mlp.data(),
@@ -146,16 +153,25 @@ void Backward::ffn(int l, const LayerActs& a) {
     g.shared_up = sink(pre + "moe.shared.w_up");
     g.shared_down = sink(pre + "moe.shared.w_down");
   }
-  moe_backward(dh_.data(), g, dx_.data(), a.moe, a.h_mlp.data(), moe_weights(cfg_, params, ps_.layers[l], l), N_, mc);
+  // The MoE layer's backward runs on the host, as its forward (model_forward.cpp): on a device the
+  // layer's output gradient crosses down, dh (accumulated from zero on the host) back up, and the
+  // input is the host copy the forward kept.
+  const bool staged = be_.memory_space() == MemorySpace::device;
+  const float* dy = act_to_host(be_, &dy_host_, dx_.data(), ND_);
+  if (staged) dh_host_.assign(ND_, 0.0f);
+  float* dh = staged ? dh_host_.data() : dh_.data();
+  const float* h = staged ? a.h_mlp_host.data() : a.h_mlp.data();
+  moe_backward(dh, g, dy, a.moe, h, moe_weights(cfg_, params, ps_.layers[l], l), N_, mc);
+  if (staged) be_.mem_copy(dh_.data(), dh, ND_ * sizeof(float), CopyDir::to_device, CrossKind::activations);
 }
 
 // ctx = attention(q, k, v), per run of sequences of one length as the forward: dctx_ → dq_, dk_,
 // dv_; then q, k = rope(·) backward.
 void Backward::attention(const LayerActs& a) {
   const int D = cfg_.d_model, H = cfg_.n_heads, Dh = cfg_.head_dim();
-  std::fill(dq_.begin(), dq_.end(), 0.0f);
-  std::fill(dk_.begin(), dk_.end(), 0.0f);
-  std::fill(dv_.begin(), dv_.end(), 0.0f);
+  zero(dq_);
+  zero(dk_);
+  zero(dv_);
   for (const SeqRun& r : im_.runs) {
     const size_t o = static_cast<size_t>(r.row0) * D;
     be_.attention_backward(dq_.data() + o, dk_.data() + o, dv_.data() + o, dctx_.data() + o, a.att.data() + r.att0,
@@ -174,11 +190,11 @@ void Backward::layer(int l) {
   // h_mlp = rmsnorm(x_mid)
   norm(dx_.data(), pre + "mlp_norm", dh_.data(), a.x_mid.data(), a.rstd_mlp.data());
   // x_mid = x_in + o ; o = ctx·W_oᵀ
-  std::fill(dctx_.begin(), dctx_.end(), 0.0f);
+  zero(dctx_);
   lin(dctx_.data(), pre + "attn.wo", dx_.data(), a.ctx.data(), D, D);
   attention(a);
   // q, k = rope(h·W_qᵀ), rope(h·W_kᵀ) ; v = h·W_vᵀ
-  std::fill(dh_.begin(), dh_.end(), 0.0f);
+  zero(dh_);
   lin(dh_.data(), pre + "attn.wq", dq_.data(), a.h_attn.data(), D, D);
   lin(dh_.data(), pre + "attn.wk", dk_.data(), a.h_attn.data(), D, D);
   lin(dh_.data(), pre + "attn.wv", dv_.data(), a.h_attn.data(), D, D);

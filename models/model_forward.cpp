@@ -6,7 +6,6 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels/precision.h"
 #include "models/layer_forward.h"
 #include "models/model_impl.h"
 
@@ -22,10 +21,6 @@ const NumericsProfile& default_profile() {
   return p;
 }
 
-void add_round(float* out, const float* a, const float* b, size_t n, Format f) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-  round_array(out, static_cast<int64_t>(n), f);
-}
 }  // namespace
 
 float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* load,
@@ -41,36 +36,37 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   auto key = [&](Site s) { return site_key(p, l, s, c.call); };
   auto lin = [&](Site s) { return site_linear_numerics(p, LinearKind::matmul, key(s)); };
   for (auto* v : {&a->h_attn, &a->q, &a->k, &a->v, &a->ctx, &a->o, &a->x_mid, &a->h_mlp, &a->y})
-    v->resize(ND);
-  a->rstd_attn.resize(N);
-  a->rstd_mlp.resize(N);
+    v->resize(be, ND);
+  a->rstd_attn.resize(be, N);
+  a->rstd_mlp.resize(be, N);
+  const int64_t nd = static_cast<int64_t>(ND);
 
   // attention block
   be.rmsnorm_forward(a->h_attn.data(), a->rstd_attn.data(), a->x_in.data(),
                      params.get(pre + "attn_norm"), N, D, cfg.norm_eps,
                      site_reduce(p, p.norm_order, key(Site::attn_norm)));
-  round_array(a->h_attn.data(), ND, p.activations);
+  be.round_format(a->h_attn.data(), nd, p.activations);
   be.linear_forward(a->q.data(), a->h_attn.data(), pl.wq, N, lin(Site::wq));
   be.linear_forward(a->k.data(), a->h_attn.data(), pl.wk, N, lin(Site::wk));
   be.linear_forward(a->v.data(), a->h_attn.data(), pl.wv, N, lin(Site::wv));
-  round_array(a->q.data(), ND, p.activations);
-  round_array(a->k.data(), ND, p.activations);
-  round_array(a->v.data(), ND, p.activations);
+  be.round_format(a->q.data(), nd, p.activations);
+  be.round_format(a->k.data(), nd, p.activations);
+  be.round_format(a->v.data(), nd, p.activations);
   be.rope_forward(a->q.data(), c.positions, N, H, Dh, cfg.rope_theta);
   be.rope_forward(a->k.data(), c.positions, N, H, Dh, cfg.rope_theta);
-  round_array(a->q.data(), ND, p.attention);
-  round_array(a->k.data(), ND, p.attention);
-  round_array(a->v.data(), ND, p.attention);
+  be.round_format(a->q.data(), nd, p.attention);
+  be.round_format(a->k.data(), nd, p.attention);
+  be.round_format(a->v.data(), nd, p.attention);
   // Attention rows draw their order noise by (sequence, position, head): call 0 in both modes.
   const ReduceCtx attn_ctx = site_reduce(p, p.attn_order, site_key(p, l, Site::attention, 0));
   if (c.decode) {
-    // The new position into the cache (which lives in the backend's memory, generation.cpp): a
-    // column of the keys, a row of the values, per sequence; one strided copy of each when every
-    // sequence is at the same position (generation_step), else one per sequence.
+    // The new position into the cache (in the backend's memory, generation.cpp, as k and v are):
+    // one write of every sequence when all are at the same position (generation_step), else one
+    // per sequence.
     GenerationState* st = c.decode;
     float* kc = st->kcache[l].data();
     float* vc = st->vcache[l].data();
-    const size_t Tc = static_cast<size_t>(st->cache_len), f4 = sizeof(float), Du = static_cast<size_t>(D);
+    const size_t Tc = static_cast<size_t>(st->cache_len), Du = static_cast<size_t>(D);
     std::vector<int32_t> len(N);
     bool same = true;
     for (int b = 0; b < N; ++b) {
@@ -78,38 +74,35 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
       same = same && c.positions[b] == c.positions[0];
     }
     for (int b0 = 0; b0 < N; b0 += same ? N : 1) {
-      const int nb = same ? N : 1;
-      const size_t t = static_cast<size_t>(c.positions[b0]), b = static_cast<size_t>(b0);
-      be.mem_copy_2d(kc + b * Du * Tc + t, Tc * f4, a->k.data() + b * Du, f4, f4, nb * Du, CopyDir::to_device,
-                     CrossKind::activations);
-      be.mem_copy_2d(vc + (b * Tc + t) * Du, Tc * Du * f4, a->v.data() + b * Du, Du * f4, Du * f4, nb,
-                     CopyDir::to_device, CrossKind::activations);
+      const size_t b = static_cast<size_t>(b0);
+      be.kv_cache_write(kc + b * Du * Tc, vc + b * Tc * Du, a->k.data() + b * Du, a->v.data() + b * Du,
+                        same ? N : 1, 1, D, st->cache_len, c.positions[b0]);
     }
     be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->cache_len, H, Dh,
                         attn_ctx);
   } else if (!c.runs) {
-    a->att.resize(static_cast<size_t>(c.B) * H * c.T * c.T);
+    a->att.resize(be, static_cast<size_t>(c.B) * H * c.T * c.T);
     be.attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
                          c.B, c.T, H, Dh, attn_ctx);
   } else {  // each run of sequences of one length over its own rows (one run: the call above)
     const SeqRun last = c.runs->empty() ? SeqRun{} : c.runs->back();  // no sequence on this rank: none
-    a->att.resize(last.att0 + static_cast<size_t>(last.B) * H * last.T * last.T);
+    a->att.resize(be, last.att0 + static_cast<size_t>(last.B) * H * last.T * last.T);
     for (const SeqRun& r : *c.runs) {
       const size_t o = static_cast<size_t>(r.row0) * D;
       be.attention_forward(a->ctx.data() + o, a->att.data() + r.att0, a->q.data() + o, a->k.data() + o,
                            a->v.data() + o, r.B, r.T, H, Dh, attn_ctx);
     }
   }
-  round_array(a->ctx.data(), ND, p.activations);
+  be.round_format(a->ctx.data(), nd, p.activations);
   be.linear_forward(a->o.data(), a->ctx.data(), pl.wo, N, lin(Site::wo));
-  round_array(a->o.data(), ND, p.activations);
-  add_round(a->x_mid.data(), a->x_in.data(), a->o.data(), ND, p.activations);
+  be.round_format(a->o.data(), nd, p.activations);
+  be.add_round(a->x_mid.data(), a->x_in.data(), a->o.data(), nd, p.activations);
 
   // feed-forward block
   be.rmsnorm_forward(a->h_mlp.data(), a->rstd_mlp.data(), a->x_mid.data(),
                      params.get(pre + "mlp_norm"), N, D, cfg.norm_eps,
                      site_reduce(p, p.norm_order, key(Site::mlp_norm)));
-  round_array(a->h_mlp.data(), ND, p.activations);
+  be.round_format(a->h_mlp.data(), nd, p.activations);
   float aux = 0.0f;
   if (cfg.is_moe()) {
     MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
@@ -118,13 +111,19 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
     mc.router.probe_ids = c.probe_ids;
     mc.router.own_ids = c.own_ids;
     if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
-    aux = moe_forward(a->y.data(), &a->moe, router_logp, load, a->h_mlp.data(),
-                      moe_weights(cfg, params, pl, l), N, mc);
+    // The MoE layer runs on the host (its router, dispatch and combine): on a device, h_mlp
+    // crosses down and the layer's output back up (LayerActs::h_mlp_host, y_host).
+    const bool staged = be.memory_space() == MemorySpace::device;
+    const float* h = act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND);
+    if (staged) a->y_host.resize(ND);
+    float* y = staged ? a->y_host.data() : a->y.data();
+    aux = moe_forward(y, &a->moe, router_logp, load, h, moe_weights(cfg, params, pl, l), N, mc);
+    if (staged) be.mem_copy(a->y.data(), y, ND * sizeof(float), CopyDir::to_device, CrossKind::activations);
   } else {
     ffn_forward(a->y.data(), &a->ffn, a->h_mlp.data(), pl.mlp_gate, pl.mlp_up, pl.mlp_down, N,
                 ffn_numerics(p, l, Site::mlp_gate, Site::mlp_up, Site::mlp_down, c.call), be);
   }
-  add_round(x_out, a->x_mid.data(), a->y.data(), ND, p.activations);
+  be.add_round(x_out, a->x_mid.data(), a->y.data(), nd, p.activations);
   return aux;
 }
 
@@ -134,7 +133,7 @@ void final_forward(float* logits, float* h_final, float* rstd_final, const float
   const int L = cfg.n_layers;
   be.rmsnorm_forward(h_final, rstd_final, x, params.get("final_norm"), N, cfg.d_model,
                      cfg.norm_eps, site_reduce(p, p.norm_order, site_key(p, L, Site::final_norm, call)));
-  round_array(h_final, static_cast<int64_t>(N) * cfg.d_model, p.activations);
+  be.round_format(h_final, static_cast<int64_t>(N) * cfg.d_model, p.activations);
   // Logits stay FP32 (samplers upcast them): only the LM head's operands are rounded.
   be.linear_forward(logits, h_final, lm_head, N,
                     site_linear_numerics(p, LinearKind::lm_head, site_key(p, L, Site::lm_head, call)));
@@ -216,7 +215,6 @@ class Forward {
   int N_ = 0;                  // the rows: every sequence's own positions
   std::vector<int32_t> probe_; // probe ids in the row layout (RSPO)
   std::vector<double> a2a_;    // per layer: bytes sent, rows received
-  std::vector<float> x_;       // [N, D] the residual stream
 };
 
 // 1. The request: sizes, this rank's data-parallel block, tokens in the vocabulary.
@@ -339,14 +337,16 @@ void Forward::layers() {
   ps_ = &model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
   im_.layers.resize(L);
   a2a_.assign(moe ? 2 * L : 0, 0.0);
-  x_.resize(static_cast<size_t>(N_) * D);
-  be_.embedding_forward(x_.data(), im_.tokens.data(), m_.params().get("embed"), N_, D);
-  round_array(x_.data(), static_cast<int64_t>(x_.size()), p_.activations);
+  const size_t ND = static_cast<size_t>(N_) * D;
+  ActBuffer<float>& x = im_.x;  // the residual stream [N, D], in the backend's memory
+  x.resize(be_, ND);
+  be_.embedding_forward(x.data(), im_.tokens.data(), m_.params().get("embed"), N_, D);
+  be_.round_format(x.data(), static_cast<int64_t>(ND), p_.activations);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = req_.save_for_backward ? im_.layers[l] : im_.scratch;
-    a.x_in.assign(x_.begin(), x_.end());
+    act_copy(be_, &a.x_in, x.data(), ND);
     const size_t lo = static_cast<size_t>(l) * N_ * K;
-    out_->aux_loss += layer_forward(&a, x_.data(), moe ? &out_->router_logp[lo] : nullptr,
+    out_->aux_loss += layer_forward(&a, x.data(), moe ? &out_->router_logp[lo] : nullptr,
                                     moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, layer_call(l, *ps_));
     if (moe) record_layer(l, a);
   }
@@ -390,25 +390,30 @@ void Forward::exchange_stats() {
 // 6. The final norm and LM head, the log-probs of the targets, the outputs in the [B, T] layout.
 void Forward::head() {
   const int L = cfg_.n_layers, D = cfg_.d_model, V = cfg_.vocab_size, K = cfg_.top_k, E = cfg_.n_experts;
-  im_.x_final = x_;
-  im_.h_final.resize(static_cast<size_t>(N_) * D);
-  im_.rstd_final.resize(N_);
-  im_.logits.resize(static_cast<size_t>(N_) * V);
-  final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), x_.data(), ps_->lm_head,
+  const size_t ND = static_cast<size_t>(N_) * D, NV = static_cast<size_t>(N_) * V;
+  act_copy(be_, &im_.x_final, im_.x.data(), ND);
+  im_.h_final.resize(be_, ND);
+  im_.rstd_final.resize(be_, N_);
+  im_.logits.resize(be_, NV);
+  final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), im_.x.data(), ps_->lm_head,
                 m_.params(), cfg_, p_, N_, req_.call, be_);
+  // the targets' log-probs come back to the host (N floats); the logits stay where they are
   std::vector<float> lp(N_);
   if (req_.temperature == 1.0f) {
     be_.logprob_forward(lp.data(), im_.logits.data(), im_.targets.data(), N_, V);
   } else {
-    std::vector<float> scaled(im_.logits);
-    for (float& z : scaled) z /= req_.temperature;
-    be_.logprob_forward(lp.data(), scaled.data(), im_.targets.data(), N_, V);
+    im_.scaled.resize(be_, NV);
+    be_.divide_scalar(im_.scaled.data(), im_.logits.data(), static_cast<int64_t>(NV), req_.temperature);
+    be_.logprob_forward(lp.data(), im_.scaled.data(), im_.targets.data(), N_, V);
   }
   out_->logprobs.assign(static_cast<size_t>(B_) * (T_ - 1), 0.0f);
   for (int b = 0; b < B_; ++b)
     for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
       out_->logprobs[static_cast<size_t>(b) * (T_ - 1) + t] = lp[im_.seq_begin[b] + t];
-  if (req_.want_logits) out_->logits = im_.logits;
+  if (req_.want_logits) {
+    out_->logits.resize(NV);
+    be_.mem_copy(out_->logits.data(), im_.logits.data(), NV * sizeof(float), CopyDir::to_host, CrossKind::activations);
+  }
   if (im_.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
     rows_unpack(&out_->topk_ids, L, B_, T_, im_.seq_begin, K);
     rows_unpack(&out_->router_logp, L, B_, T_, im_.seq_begin, K);

@@ -28,22 +28,27 @@ struct PackedSet {
   PackedWeight lm_head;
 };
 
-// Activations of one layer, as stored (rounded to the profile's formats).
-// Every buffer is a Workspace (workspace.h): written whole by its op before it is read.
+// Activations of one layer, as stored (rounded to the profile's formats), in the backend's memory
+// (workspace.h, ActBuffer): on a GPU they stay there and the ops chain on them. Each is written
+// whole by its op before it is read.
 struct LayerActs {
-  Workspace<float> x_in;       // [N, D] residual entering the layer
-  Workspace<float> h_attn;     // [N, D] attn_norm output
-  Workspace<float> rstd_attn;  // [N]
-  Workspace<float> q, k, v;    // [N, D] after RoPE, attention operand format
-  Workspace<float> att;        // [B, H, T, T] probabilities per SeqRun (training mode only)
-  Workspace<float> ctx;        // [N, D] attention output before W_o
-  Workspace<float> o;          // [N, D] W_o output
-  Workspace<float> x_mid;      // [N, D] residual after attention
-  Workspace<float> h_mlp;      // [N, D] mlp_norm output
-  Workspace<float> rstd_mlp;   // [N]
-  Workspace<float> y;          // [N, D] FFN / MoE output
+  ActBuffer<float> x_in;       // [N, D] residual entering the layer
+  ActBuffer<float> h_attn;     // [N, D] attn_norm output
+  ActBuffer<float> rstd_attn;  // [N]
+  ActBuffer<float> q, k, v;    // [N, D] after RoPE, attention operand format
+  ActBuffer<float> att;        // [B, H, T, T] probabilities per SeqRun (training mode only)
+  ActBuffer<float> ctx;        // [N, D] attention output before W_o
+  ActBuffer<float> o;          // [N, D] W_o output
+  ActBuffer<float> x_mid;      // [N, D] residual after attention
+  ActBuffer<float> h_mlp;      // [N, D] mlp_norm output
+  ActBuffer<float> rstd_mlp;   // [N]
+  ActBuffer<float> y;          // [N, D] FFN / MoE output
   MoeActs moe;
   FfnActs ffn;
+  // The MoE layer (router, dispatch, combine) runs on the host: where the backend's memory is a
+  // device's, h_mlp crosses down into h_mlp_host (kept for the backward) and the layer's output up
+  // from y_host. Empty on the CPU backend, whose memory the MoE layer reads where it lies.
+  Workspace<float> h_mlp_host, y_host;
 };
 
 // Consecutive sequences of one length in the training forward's row layout: B sequences of T rows
@@ -67,7 +72,9 @@ struct GenerationState {
   std::vector<DeviceArray<float>> kcache, vcache;
   DeviceArray<int32_t> keep_from;                  // [B] generation_keep's sources, in the backend's memory
   std::vector<LayerActs> layers;                   // workspace for the current rows
-  std::vector<float> x, h_final, rstd_final;
+  // in the backend's memory: the residual stream of the current rows, the next layer's, the rows
+  // whose logits are taken, and the final norm's output
+  ActBuffer<float> x, x_next, x_last, h_final, rstd_final;
 };
 
 struct Model::Impl {
@@ -97,13 +104,15 @@ struct Model::Impl {
   std::vector<float> kl_full_target, kl_topk_target;
   RouterControl control;
   RowSums rows;  // how sums over the batch's rows are formed (parallel.h)
-  // The layers' activations of a forward that saves them (kept between forwards: a Workspace
+  // The layers' activations of a forward that saves them (kept between forwards: an ActBuffer
   // reuses its memory), and the one layer's worth a forward that saves nothing reuses for every
   // layer (π_old, scoring): no buffer is freed and reallocated, and that forward holds one layer
   // of activations instead of all.
   std::vector<LayerActs> layers;
   LayerActs scratch;
-  std::vector<float> x_final, h_final, rstd_final, logits;
+  // in the backend's memory: the residual stream, the final norm's input and output, the logits,
+  // the logits over the temperature (a forward at τ ≠ 1; the backward reads them), their gradient
+  ActBuffer<float> x, x_final, h_final, rstd_final, logits, scaled, dlogits;
 };
 
 // Packs (once per parameter version) the weights of `profile`.

@@ -1,5 +1,6 @@
-// workspace.h — the activations' buffers (Workspace, host memory), and arrays in the backend's own
-// memory (DeviceArray: the KV cache).
+// workspace.h — buffers: Workspace (host memory, growable), ActBuffer (the backend's memory,
+// growable: the activations the model's ops chain on) and DeviceArray (the backend's memory, fixed:
+// the KV cache).
 //
 // Workspace: a std::vector whose resize leaves new elements
 // uninitialised instead of zeroing them. Every element of an activation buffer is written ('=')
@@ -12,6 +13,8 @@
 // "The reference grid, side by side").
 #pragma once
 
+#include <algorithm>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -86,5 +89,76 @@ class DeviceArray {
   T* p_ = nullptr;
   size_t n_ = 0;
 };
+
+// A growable array in a backend's own memory (kernels/backend.h, mem_*), the activations'
+// buffer: host memory on the CPU backend (used there as a Workspace is), the device's on a GPU,
+// where consecutive ops chain on it without a crossing (docs/gpu.md, "What crosses"). The host
+// reaches its elements only through the backend's ops and mem_copy_2d. resize(be, n) keeps the
+// memory while n fits and the backend is the same; otherwise it allocates anew, and the contents
+// are then undefined (every element is written by its op before it is read, as a Workspace's).
+// Under MOERL_POISON_WORKSPACE new host memory is filled with quiet NaNs, as a Workspace's.
+template <class T>
+class ActBuffer {
+ public:
+  ActBuffer() = default;
+  ~ActBuffer() { release(); }
+  ActBuffer(const ActBuffer&) = delete;
+  ActBuffer& operator=(const ActBuffer&) = delete;
+  ActBuffer(ActBuffer&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_), cap_(o.cap_) { o.forget(); }
+  ActBuffer& operator=(ActBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      be_ = o.be_; p_ = o.p_; n_ = o.n_; cap_ = o.cap_;
+      o.forget();
+    }
+    return *this;
+  }
+  void resize(const Backend& be, size_t n) {
+    if (&be == be_ && n <= cap_) {
+      n_ = n;
+      return;
+    }
+    release();
+    be_ = &be;
+    cap_ = std::max<size_t>(n, 1);
+    p_ = static_cast<T*>(be.mem_alloc(cap_ * sizeof(T)));
+    n_ = n;
+#ifdef MOERL_POISON_WORKSPACE
+    if constexpr (std::is_floating_point_v<T>)
+      if (be.memory_space() == MemorySpace::host) std::fill_n(p_, cap_, std::numeric_limits<T>::quiet_NaN());
+#endif
+  }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+  size_t bytes() const { return n_ * sizeof(T); }
+  bool empty() const { return n_ == 0; }
+
+ private:
+  void release() {
+    if (be_) be_->mem_free(p_);
+    forget();
+  }
+  void forget() { be_ = nullptr; p_ = nullptr; n_ = cap_ = 0; }
+  const Backend* be_ = nullptr;
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+
+// dst = src, n elements of backend memory (resized to n): one copy within it.
+template <class T>
+void act_copy(const Backend& be, ActBuffer<T>* dst, const T* src, size_t n) {
+  dst->resize(be, n);
+  if (n) be.mem_copy(dst->data(), src, n * sizeof(T), CopyDir::on_device, CrossKind::activations);
+}
+
+// The host's copy of n elements of backend memory: downloaded into *host (activations) where the
+// backend's memory is the device's; src itself where it is the host's (nothing crosses).
+template <class V, class T>
+const T* act_to_host(const Backend& be, V* host, const T* src, size_t n) {
+  if (be.memory_space() == MemorySpace::host) return src;
+  host->resize(n);
+  if (n) be.mem_copy(host->data(), src, n * sizeof(T), CopyDir::to_host, CrossKind::activations);
+  return host->data();
+}
 
 }  // namespace moerl

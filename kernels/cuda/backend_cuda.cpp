@@ -27,16 +27,22 @@ class CudaBackend final : public Backend {
   std::string describe() const override { return "cuda: " + device_description() + "; " + gemm_describe(); }
 
   MemorySpace memory_space() const override { return MemorySpace::device; }
+  // The model's activation buffers come and go per call (models/workspace.h, ActBuffer): from the
+  // device's stream-ordered pool where it has one (cudaMallocAsync on the default stream every op
+  // runs on: a freed block is reused without a device-wide synchronisation), else cudaMalloc.
   void* mem_alloc(size_t bytes) const override {
     void* p = nullptr;
-    MOERL_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    if (pools_) MOERL_CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 1, cudaStreamLegacy));
+    else MOERL_CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
     device_block_register(p, bytes);
     return p;
   }
   void mem_free(void* p) const override {
     if (!p) return;
     device_block_unregister(p);
-    cudaFree(p);  // errors at teardown are ignored (the runtime may be shutting down)
+    // errors at teardown are ignored (the runtime may be shutting down)
+    if (pools_) cudaFreeAsync(p, cudaStreamLegacy);
+    else cudaFree(p);
   }
   void mem_zero(void* p, size_t bytes) const override {
     if (bytes) MOERL_CUDA_CHECK(cudaMemset(p, 0, bytes));
@@ -72,6 +78,12 @@ class CudaBackend final : public Backend {
 #include "kernels/ops.def"
 
  private:
+  static bool memory_pools() {
+    int dev = 0, on = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&on, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && on != 0;
+  }
+  const bool pools_ = memory_pools();
   mutable TransferLog log_;
 };
 

@@ -30,6 +30,7 @@
 #include "kernels/cuda/hd/reduce.h"
 #include "kernels/cuda/hd/rmsnorm.h"
 #include "kernels/cuda/hd/rope.h"
+#include "kernels/cuda/hd/round.h"
 #include "kernels/cuda/hd/softmax.h"
 #include "kernels/cuda/hd/swiglu.h"
 #include "kernels/cuda/hd/topk.h"
@@ -90,6 +91,31 @@ __global__ void kv_cache_keep_kernel(float* kcache, float* vcache, const int32_t
   } else {
     vcache[i * block + j] = vcache[f * block + j];
   }
+}
+
+// kcache [B, D, Tc] (keys transposed), vcache [B, Tc, D]; element e of k, v [B·T, D] (row b·T + t,
+// component d) goes to position t0 + t of sequence b.
+__global__ void kv_cache_write_kernel(float* kcache, float* vcache, const float* k, const float* v, int T,
+                                      int D, int Tc, int t0, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t row = e / D, d = e % D, b = row / T, t = row % T;
+  kcache[(b * D + d) * Tc + t0 + t] = k[e];
+  vcache[(b * Tc + t0 + t) * D + d] = v[e];
+}
+
+// ---- storage glue (hd/round.h: the CPU's roundings bit for bit) --------------------------------
+__global__ void round_format_kernel(float* x, int64_t n, Format f) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = hd_round_to_format(x[i], f);
+}
+__global__ void add_round_kernel(float* out, const float* a, const float* b, int64_t n, Format f) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = hd_round_to_format(hd_add(a[i], b[i]), f);
+}
+__global__ void divide_scalar_kernel(float* out, const float* x, int64_t n, float s) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = hd_div(x[i], s);
 }
 
 // ---- embedding ---------------------------------------------------------------------------------
@@ -731,7 +757,6 @@ void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
   download(dlogits, d_dl, sz(elems(N, V)));
 }
 
-// w[n], m[n], v[n] updated; g[n]
 void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc, int held) {
   if (n <= 0 || held <= 0 || D <= 0) return;
   if (held > Tc) throw std::invalid_argument("cuda::kv_cache_keep: held " + std::to_string(held) + " > Tc " + std::to_string(Tc));
@@ -754,6 +779,65 @@ void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int
   finish_out(vcache, static_cast<const float*>(d_v), cache);
 }
 
+// kcache [B, D, Tc], vcache [B, Tc, D] at positions t0.., from k, v [B·T, D]. The generation's
+// resident cache is written by one kernel; a host cache (the harness's) is a copy on the host.
+void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v, int B, int T, int D, int Tc,
+                    int t0) {
+  if (B <= 0 || T <= 0 || D <= 0) return;
+  if (t0 < 0 || t0 + T > Tc)
+    throw std::invalid_argument("cuda::kv_cache_write: positions " + std::to_string(t0) + ".." +
+                                std::to_string(t0 + T - 1) + " outside the cache's " + std::to_string(Tc));
+  const int64_t n = static_cast<int64_t>(B) * T * D;
+  if (is_device_pointer(kcache) && is_device_pointer(vcache)) {
+    const float* d_k = dev_in(0, k, sz(n));
+    const float* d_v = dev_in(1, v, sz(n));
+    launch(kv_cache_write_kernel, grid_for(n, kThreads), kThreads, kcache, vcache, d_k, d_v, T, D, Tc, t0, n);
+    return;
+  }
+  std::vector<float> hk(sz(n)), hv(sz(n));
+  if (is_device_pointer(k)) download(hk.data(), k, sz(n)); else std::copy(k, k + n, hk.begin());
+  if (is_device_pointer(v)) download(hv.data(), v, sz(n)); else std::copy(v, v + n, hv.begin());
+  std::vector<float> kc, vc;  // a device cache beside a host one: through the host
+  const size_t cache = sz(static_cast<int64_t>(B) * D * Tc);
+  float* K = kcache;
+  float* V = vcache;
+  if (is_device_pointer(kcache)) { kc.resize(cache); download(kc.data(), static_cast<const float*>(kcache), cache); K = kc.data(); }
+  if (is_device_pointer(vcache)) { vc.resize(cache); download(vc.data(), static_cast<const float*>(vcache), cache); V = vc.data(); }
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t row = e / D, d = e % D, b = row / T, t = row % T;
+    K[(b * D + d) * Tc + t0 + t] = hk[sz(e)];
+    V[(b * Tc + t0 + t) * D + d] = hv[sz(e)];
+  }
+  if (!kc.empty()) MOERL_CUDA_CHECK(cudaMemcpy(kcache, kc.data(), cache * sizeof(float), cudaMemcpyHostToDevice));
+  if (!vc.empty()) MOERL_CUDA_CHECK(cudaMemcpy(vcache, vc.data(), cache * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void round_format(float* x, int64_t n, Format f) {
+  if (n <= 0 || f == Format::fp32) return;
+  float* d = dev_in(0, x, sz(n));
+  launch(round_format_kernel, grid_for(n, kThreads), kThreads, d, n, f);
+  finish_out(x, static_cast<const float*>(d), sz(n));
+}
+
+// out = round(a + b); out may alias a or b (element-wise: each element read before it is written).
+void add_round(float* out, const float* a, const float* b, int64_t n, Format f) {
+  if (n <= 0) return;
+  const float* d_a = dev_in(0, a, sz(n));
+  const float* d_b = dev_in(1, b, sz(n));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  launch(add_round_kernel, grid_for(n, kThreads), kThreads, d_out, d_a, d_b, n, f);
+  finish_out(out, static_cast<const float*>(d_out), sz(n));
+}
+
+void divide_scalar(float* out, const float* x, int64_t n, float s) {
+  if (n <= 0) return;
+  const float* d_x = dev_in(0, x, sz(n));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(n) * sizeof(float)));
+  launch(divide_scalar_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, n, s);
+  finish_out(out, static_cast<const float*>(d_out), sz(n));
+}
+
+// w[n], m[n], v[n] updated; g[n]
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
                   float beta2, double bc1, double bc2, float lr, float decay, float eps) {
   if (n <= 0) return;

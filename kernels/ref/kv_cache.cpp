@@ -1,4 +1,5 @@
-// kv_cache.cpp — the scalar reference of the KV cache's decode compaction (kernels/ref/ops.h).
+// kv_cache.cpp — the scalar references of the KV cache's writes and decode compaction
+// (kernels/ref/ops.h).
 #include <cstddef>
 
 #include "kernels/ref/ops.h"
@@ -15,6 +16,17 @@ void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int
         kcache[i * block + static_cast<size_t>(d) * Tc + t] = kcache[f * block + static_cast<size_t>(d) * Tc + t];
     for (size_t j = 0; j < static_cast<size_t>(held) * D; ++j) vcache[i * block + j] = vcache[f * block + j];
   }
+}
+
+void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v, int B, int T, int D,
+                    int Tc, int t0) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int d = 0; d < D; ++d) {
+        const size_t row = (static_cast<size_t>(b) * T + t) * D + d;
+        kcache[(static_cast<size_t>(b) * D + d) * Tc + t0 + t] = k[row];
+        vcache[(static_cast<size_t>(b) * Tc + t0 + t) * D + d] = v[row];
+      }
 }
 
 }  // namespace moerl::ref

@@ -53,6 +53,18 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 // consecutive floats) become row from[i]'s. The caller guarantees from[i] is i or >= n.
 void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int D, int Tc, int held);
 
+// The new positions into that cache: for b < B, t < T, kcache[b][d][t0 + t] = k[b·T + t][d] and
+// vcache[b][t0 + t][d] = v[b·T + t][d] (k, v [B·T, D]); every other element is left as it is.
+void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v, int B, int T, int D,
+                    int Tc, int t0);
+
+// x[n] rounded in place to format f (round_to_format, element by element).
+void round_format(float* x, int64_t n, Format f);
+// out[n] = round_to_format(a[i] + b[i], f) (the sum in FP32); out may alias a or b.
+void add_round(float* out, const float* a, const float* b, int64_t n, Format f);
+// out[n] = x[i] / s (IEEE division, not a multiplication by 1/s); out may alias x.
+void divide_scalar(float* out, const float* x, int64_t n, float s);
+
 // Row-wise softmax and log-softmax of x[N,C] (max-subtracted).
 void softmax_forward(float* out, const float* x, int N, int C);
 void log_softmax_forward(float* out, const float* x, int N, int C);

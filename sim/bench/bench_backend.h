@@ -39,11 +39,11 @@ class TimingBackend : public Backend {
   BackendKind kind() const override { return inner_.kind(); }
   std::string describe() const override { return inner_.describe(); }
   MOERL_BACKEND_FORWARD_MEMORY(inner_)
-#define MOERL_OP(name, params, args)           \
-  void name params const override {            \
-    const Clock::time_point t0 = Clock::now(); \
-    inner_.name args;                          \
-    add_time(Op::name, t0);                    \
+#define MOERL_OP(name, params, args)                     \
+  void name params const override {                      \
+    const Clock::time_point moerl_start_ = Clock::now(); \
+    inner_.name args;                                    \
+    add_time(Op::name, moerl_start_);                    \
   }
 #include "kernels/ops.def"
 

@@ -415,6 +415,69 @@ std::vector<Case> cases_kv_cache_keep() {
   return {c};
 }
 
+// The prompt's positions (t0 = 0) and one decode position into seeded caches; copies: bits.
+std::vector<Case> cases_kv_cache_write() {
+  const int B = 3, D = 24, Tc = 40;
+  const auto k0 = normals(sz(B, D, Tc), 45), v0 = normals(sz(B, Tc, D), 46);
+  std::vector<Case> cases;
+  for (const auto [T, t0] : {std::pair{17, 0}, std::pair{1, 29}}) {
+    const auto k = normals(sz(B, T, D), 47 + t0), v = normals(sz(B, T, D), 48 + t0);
+    Case c(label("kv cache write T=%d at %d", T, t0));
+    c.outs = {accumulated("kcache", k0, bits()), accumulated("vcache", v0, bits())};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.kv_cache_write(o.f[0].data(), o.f[1].data(), k.data(), v.data(), B, T, D, Tc, t0);
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Values over every format's range: normals scaled from 2^-30 to 2^20 (the FP8 and FP16
+// subnormals, the FP16 and E5M2 overflow to inf, E4M3's saturation), and ties. hd/round.h is the
+// CPU's rounding step for step: bits, in every format.
+std::vector<float> storage_values(size_t n, uint64_t seed) {
+  auto x = normals(n, seed);
+  for (size_t i = 0; i < n; ++i) x[i] = std::ldexp(x[i], static_cast<int>(i % 51) - 30);
+  x[0] = 1.0f + 1.0f / 256;  // a bf16 tie (to even: 1)
+  x[1] = 70000.0f;           // past FP16's 65504
+  x[2] = -1.0e6f;            // E4M3 saturates at -448
+  return x;
+}
+constexpr Format kStorageFormats[] = {Format::fp32, Format::bf16, Format::fp16, Format::fp8_e4m3, Format::fp8_e5m2};
+constexpr int64_t kStorageN = 4099;
+
+std::vector<Case> cases_round_format() {
+  std::vector<Case> cases;
+  for (Format f : kStorageFormats) {
+    Case c(label("round_format %s", format_name(f)));
+    c.outs = {accumulated("x", storage_values(kStorageN, 91), bits())};
+    c.run = [=](const Backend& b, Bufs& o) { b.round_format(o.f[0].data(), kStorageN, f); };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<Case> cases_add_round() {
+  const auto a = storage_values(kStorageN, 92), bb = storage_values(kStorageN, 93);
+  std::vector<Case> cases;
+  for (Format f : kStorageFormats) {
+    Case c(label("add_round %s", format_name(f)));
+    c.outs = {written("out", kStorageN, bits())};
+    c.run = [=](const Backend& b, Bufs& o) { b.add_round(o.f[0].data(), a.data(), bb.data(), kStorageN, f); };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// IEEE division on both sides (the device's __fdiv_rn): bits.
+std::vector<Case> cases_divide_scalar() {
+  const auto x = storage_values(kStorageN, 94);
+  Case c("divide_scalar by 0.6");
+  c.outs = {written("out", kStorageN, bits())};
+  c.run = [=](const Backend& b, Bufs& o) { b.divide_scalar(o.f[0].data(), x.data(), kStorageN, 0.6f); };
+  return {c};
+}
+
 std::vector<Case> cases_attention_backward() {
   return per_size(kShapes, [&](const Shape& s) {
     const size_t n = sz(s.B, s.T, s.H, s.Dh), na = sz(s.B, s.H, s.T, s.T);

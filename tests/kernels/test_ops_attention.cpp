@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -350,6 +351,35 @@ TEST(OpsKvCache, KeepEqualsRefAndTouchesOnlyTheKeptPrefix) {
       ASSERT_EQ(kc[i * block + j], k0[src_k]) << "key row " << i << " d " << d << " t " << t;
       ASSERT_EQ(vc[i * block + j], v0[src_v]) << "value row " << i << " at " << j;
     }
+}
+
+// The cache's writes (kv_cache_write): the CPU kernel equals the reference bit for bit, puts row
+// b·T + t at position t0 + t of sequence b (the keys transposed), and leaves every other float.
+TEST(OpsKvCache, WriteEqualsRefAndTouchesOnlyItsPositions) {
+  const int B = 3, D = 10, Tc = 24;
+  const size_t size = static_cast<size_t>(B) * D * Tc;
+  std::vector<float> k0(size), v0(size);
+  for (size_t i = 0; i < size; ++i) {
+    k0[i] = static_cast<float>(i) * 0.25f;
+    v0[i] = -static_cast<float>(i);
+  }
+  for (const auto [T, t0] : {std::pair{9, 0}, std::pair{1, 17}, std::pair{5, 19}}) {
+    const auto k = normals(static_cast<size_t>(B) * T * D, 31, T), v = normals(k.size(), 32, T);
+    std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0;
+    cpu::kv_cache_write(kc.data(), vc.data(), k.data(), v.data(), B, T, D, Tc, t0);
+    ref::kv_cache_write(kr.data(), vr.data(), k.data(), v.data(), B, T, D, Tc, t0);
+    EXPECT_EQ(kc, kr) << "T " << T;
+    EXPECT_EQ(vc, vr) << "T " << T;
+    for (int b = 0; b < B; ++b)
+      for (int d = 0; d < D; ++d)
+        for (int t = 0; t < Tc; ++t) {
+          const size_t kat = (static_cast<size_t>(b) * D + d) * Tc + t, vat = (static_cast<size_t>(b) * Tc + t) * D + d;
+          const bool written = t >= t0 && t < t0 + T;
+          const size_t row = (static_cast<size_t>(b) * T + (t - t0)) * D + d;
+          ASSERT_EQ(kc[kat], written ? k[row] : k0[kat]) << "key b " << b << " d " << d << " t " << t;
+          ASSERT_EQ(vc[vat], written ? v[row] : v0[vat]) << "value b " << b << " d " << d << " t " << t;
+        }
+  }
 }
 
 }  // namespace

@@ -194,6 +194,19 @@ TEST(SimdTargets, QuantisationEqualsScalarRounding) {
       round_array(y.data(), static_cast<int64_t>(y.size()), f);
       return y;
     });
+    // the backend's storage ops over it (kernels/cpu/storage.cpp): the references' bits
+    std::vector<float> sum(x.size());
+    ref::add_round(sum.data(), x.data(), ref.data(), static_cast<int64_t>(x.size()), f);
+    for_each_target(ref, std::string("round_format ") + format_name(f), [&] {
+      std::vector<float> y = x;
+      cpu::round_format(y.data(), static_cast<int64_t>(y.size()), f);
+      return y;
+    });
+    for_each_target(sum, std::string("add_round ") + format_name(f), [&] {
+      std::vector<float> y(x.size());
+      cpu::add_round(y.data(), x.data(), ref.data(), static_cast<int64_t>(x.size()), f);
+      return y;
+    });
     for (Scaling sc : {Scaling::tensor, Scaling::row, Scaling::block}) {
       auto run = [&] {
         std::vector<float> y(x.size()), scales(64);

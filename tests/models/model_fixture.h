@@ -30,7 +30,7 @@ inline NumericsProfile builtin(const char* name) {
   return p;
 }
 
-// What backends are compared on: one training forward + backward of tok[B, T] (dLoss/dlogp a
+// What backends are compared on: one training forward + backward of tok[B, T] at temperature 0.8 (dLoss/dlogp a
 // fixed pattern) and teacher-forced generation of the same tokens (prefill P, then `steps` decode
 // steps, then, where B >= 2 and the tokens go on, a decode compaction — row 0 leaves, row B-1
 // takes its place — and one more step of the B-1 kept rows), on model m under profile p. Grads
@@ -45,6 +45,7 @@ inline StepOutputs forward_backward_generate(Model& m, const NumericsProfile& p,
   const int V = m.config().vocab_size;
   ForwardRequest req;
   req.tokens = tok.data(); req.B = B; req.T = T; req.profile = &p; req.save_for_backward = true;
+  req.temperature = 0.8f;  // as an RL step's forward at the rollout's temperature (logits / τ)
   ForwardResult r;
   m.forward(&r, req);
   std::vector<float> dlogp(r.logprobs.size());

@@ -44,10 +44,10 @@ TEST(GenerationDevice, CacheOnTheDeviceGivesTheCpuBitsAndNeverCrosses) {
     ModelConfig cfg = test::tiny_moe_config();
     if (!moe) cfg.n_experts = 0;
     const NumericsProfile p = test::builtin("fp32-ref");
+    TestDeviceBackend be;  // outlives the model, whose activations live in its memory
     Model cpu(cfg), dev(cfg);
     params_init(&cpu.params(), cfg, 21);
     params_init(&dev.params(), cfg, 21);
-    TestDeviceBackend be;
     dev.set_backend(be);
     const std::vector<float> a = generate(cpu, p), b = generate(dev, p);
     ASSERT_EQ(a.size(), b.size());

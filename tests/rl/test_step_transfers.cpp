@@ -4,16 +4,19 @@
 // TestDeviceBackend, the CPU kernels with a device the host cannot touch, against the same step
 // on the CPU backend.
 //
-// The contract asserted here is the part of docs/gpu.md's "What crosses" that is resident today:
-//  * the KV cache never crosses (it lives in device memory for the whole rollout; the host only
-//    writes each new position into it);
+// The contract asserted here is the part of docs/gpu.md's "Where memory lives" that is resident
+// today:
+//  * the KV cache never crosses (it lives in device memory for the whole rollout; prefill and
+//    decode write their positions into it from the resident keys and values);
 //  * the optimizer moments never cross (device-resident from AdamW::set_backend on);
+//  * the activations outside the MoE layer never cross: the dense twin's train phase moves one
+//    activation copy each way per mini-batch (the log-probs down, their gradient up);
 //  * the step changes no bit: the parameters after it equal the CPU backend's.
-// What still crosses is counted and printed (activations, parameters, gradients, indices per op:
-// the ops take host activations), and the optimizer phase's parameters and gradients are checked
-// to the byte: each AdamW moves every parameter up and down and every gradient up, once per
-// mini-batch. The CUDA backend counts with the same table (kernels/op_crossings.h); its numbers
-// on a GPU come from tests/gpu/device_checks.sh.
+// What still crosses is counted and printed (the MoE layer's activations, parameters, gradients,
+// indices per op), and the optimizer phase's parameters and gradients are checked to the byte:
+// each AdamW moves every parameter up and down and every gradient up, once per mini-batch. The
+// CUDA backend counts with the same table (kernels/op_crossings.h); its numbers on a GPU come
+// from tests/gpu/device_checks.sh.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -57,10 +60,10 @@ TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
   for (const char* engines : {"fp32-ref", "fp8-rollout"}) {
     const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines});
     const RlSetup setup = setup_of(s);
+    TestDeviceBackend dev;  // outlives the model, whose activations live in its memory
     Model cpu(s.model), dev_model(s.model);
     params_init(&cpu.params(), s.model, 5);
     params_init(&dev_model.params(), s.model, 5);
-    TestDeviceBackend dev;
     dev_model.set_backend(dev);
     RlTrainer on_cpu(setup, &cpu), on_dev(setup, &dev_model);
     TransferLog& log = *dev.transfers();
@@ -96,6 +99,46 @@ TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
     // two save_state calls on the device run, each downloading both moments
     EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::optimizer, CrossDir::down), 4 * n);
     EXPECT_EQ(log.total(), 4 * n);
+  }
+}
+
+// The dense twin's step (no router, no experts: nothing of the MoE layer's host side). Its
+// activations stay on the device from the embedding to the logits: in the train phase exactly one
+// activation copy crosses each way per mini-batch forward and backward — the targets' log-probs
+// down (rows × 4 bytes), their gradients up (the same rows) — and the bits are the CPU's.
+TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
+  const Scenario s = test::tiny_scenario({"model.n_experts=0"});
+  const RlSetup setup = setup_of(s);
+  TestDeviceBackend dev;
+  Model cpu(s.model), dev_model(s.model);
+  params_init(&cpu.params(), s.model, 6);
+  params_init(&dev_model.params(), s.model, 6);
+  dev_model.set_backend(dev);
+  RlTrainer on_cpu(setup, &cpu), on_dev(setup, &dev_model);
+  TransferLog& log = *dev.transfers();
+  log.reset();
+  RunResults rc, rd;
+  const int64_t steps = 2;
+  for (int64_t step = 0; step < steps; ++step) {
+    on_cpu.step(step, &rc);
+    on_dev.step(step, &rd);
+  }
+  expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
+  std::printf("dense model: crossings of 2 RL steps on the test device\n%s", log.table().c_str());
+  const int64_t passes = steps * s.rl.minibatches;  // forward + backward pairs
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::activations, CrossDir::down), passes);
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::activations, CrossDir::up), passes);
+  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::up),
+            log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down));
+  // the rows: every sequence's prompt and response, at most S·T per step
+  const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size;
+  const int64_t T = s.model.max_seq_len;
+  EXPECT_GT(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down), 0);
+  EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down), steps * S * T * 4);
+  for (int p = 0; p < kTransferPhases; ++p) {
+    const auto ph = static_cast<TransferPhase>(p);
+    EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
+    EXPECT_EQ(log.bytes(ph, CrossKind::optimizer), 0) << transfer_phase_name(ph);
   }
 }
 

@@ -215,9 +215,9 @@ ModelConfig tiny_long_model() {
 
 TEST(Bench, LongRolloutEndsAtTheScheduledLengths) {
   const ModelConfig cfg = tiny_long_model();
+  BenchBackend watch(cpu_backend());  // outlives the model (kernels/backend.h)
   Model model(cfg);
   params_init(&model.params(), cfg, 2);
-  BenchBackend watch(cpu_backend());
   model.set_backend(watch);
   const LongRollout lr = long_rollout(model, watch, cfg);
   EXPECT_EQ(lr.rb.len, lr.targets);
@@ -243,9 +243,9 @@ TEST(Bench, LongRolloutEndsAtTheScheduledLengths) {
 
 TEST(Bench, PaddingGetsNoGradientAndIsNotCounted) {
   const ModelConfig cfg = tiny_long_model();
+  BenchBackend watch(cpu_backend());  // outlives the model (kernels/backend.h)
   Model model(cfg);
   params_init(&model.params(), cfg, 2);
-  BenchBackend watch(cpu_backend());
   model.set_backend(watch);
   const LongRollout lr = long_rollout(model, watch, cfg);
   const int B = lr.B, P = lr.P, T = lr.rb.T;
