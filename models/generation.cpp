@@ -75,7 +75,8 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   const ModelConfig& cfg = m.config();
   const int L = cfg.n_layers, K = cfg.top_k, D = cfg.d_model;
   const NumericsProfile& p = st->profile;
-  const PackedSet& ps = model_packed(im, cfg, m.params(), p, m.expert_range());
+  const ParamView<const float> w = m.weights();
+  const PackedSet& ps = model_packed(im, cfg, w, p, m.expert_range());
   const size_t NK = static_cast<size_t>(rows) * K, ND = static_cast<size_t>(rows) * D;
   const Backend& be = m.backend();
   std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
@@ -84,7 +85,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     LayerActs& a = st->layers[l];
     act_copy(be, &a.x_in, st->x.data(), ND);
     LayerCall c;
-    c.cfg = &cfg; c.profile = &p; c.params = &m.params(); c.packed = &ps.layers[l];
+    c.cfg = &cfg; c.profile = &p; c.params = &w; c.packed = &ps.layers[l];
     c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
     c.decode = decode ? st : nullptr;
     c.router_mode = replay_ids ? RouterMode::replay : RouterMode::normal;
@@ -116,7 +117,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   st->h_final.resize(be, static_cast<size_t>(B) * D);
   st->rstd_final.resize(be, B);
   final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
-                m.params(), cfg, p, B, call, be);
+                w, cfg, p, B, call, be);
 }
 }  // namespace
 
@@ -135,7 +136,7 @@ void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk
   std::vector<int32_t> positions(N);
   for (int i = 0; i < N; ++i) positions[i] = i % P;
   st->x.resize(backend(), static_cast<size_t>(N) * D);
-  backend().embedding_forward(st->x.data(), prompt, params_.get("embed"), N, D);
+  backend().embedding_forward(st->x.data(), prompt, weights().get("embed"), N, D);
   backend().round_format(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   // call 0: the same noise entity as a training forward with call 0 over the same rows
   run_layers(*this, impl_.get(), st, N, B, P, positions.data(), false, 0, topk_ids, router_logp,
@@ -155,7 +156,7 @@ void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_id
                                   " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
   std::vector<int32_t> positions(B, st->pos);
   st->x.resize(backend(), static_cast<size_t>(B) * D);
-  backend().embedding_forward(st->x.data(), tokens, params_.get("embed"), B, D);
+  backend().embedding_forward(st->x.data(), tokens, weights().get("embed"), B, D);
   backend().round_format(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
   run_layers(*this, impl_.get(), st, B, B, 1, positions.data(), true,
              static_cast<uint64_t>(st->pos), topk_ids, router_logp, replay_ids, logits);

@@ -9,7 +9,7 @@ namespace moerl {
 struct LayerCall {
   const ModelConfig* cfg = nullptr;
   const NumericsProfile* profile = nullptr;
-  const ParamStore* params = nullptr;
+  const ParamView<const float>* params = nullptr;  // the weights where the ops read them (Model::weights)
   const PackedLayer* packed = nullptr;
   int layer = 0, N = 0;
   int B = 0, T = 0;                    // training mode: N = B·T (T is also the aux-loss seq_len)
@@ -38,7 +38,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
 
 // final norm + LM head: x[N, D] → logits[N, V] (FP32).
 void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
-                   const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
+                   const PackedWeight& lm_head, const ParamView<const float>& params, const ModelConfig& cfg,
                    const NumericsProfile& p, int N, uint64_t call, const Backend& be);
 
 }  // namespace moerl

@@ -47,6 +47,18 @@ void Model::invalidate_packed_weights() { impl_->packed.clear(); }
 void Model::set_backend(const Backend& backend) {
   Impl& im = *impl_;
   if (&backend == im.backend) return;
+  // The parameters and gradients come back to the host stores (where the old backend held the
+  // newer copies), then live in the new backend's device memory if it has one.
+  params();
+  grads();
+  im.dparams = DeviceArray<float>();
+  im.dgrads = DeviceArray<float>();
+  im.params_newer = im.grads_newer = Newer::none;
+  if (backend.memory_space() == MemorySpace::device) {
+    im.dparams = DeviceArray<float>(backend, static_cast<size_t>(params_.size()));
+    im.dgrads = DeviceArray<float>(backend, static_cast<size_t>(grads_.size()));
+    im.params_newer = im.grads_newer = Newer::host;  // uploaded by the first op that reads them
+  }
   // The activations live in the old backend's memory: freed by it now, while it is alive.
   im.layers.clear();
   im.scratch = LayerActs{};
@@ -54,6 +66,80 @@ void Model::set_backend(const Backend& backend) {
     *b = ActBuffer<float>{};
   im.saved = false;
   im.backend = &backend;
+}
+
+namespace {
+// The host store brought up to date from the device copy (one download) where that is newer.
+void refresh_host(ParamStore* host, const DeviceArray<float>& dev, Newer* newer, CrossKind kind) {
+  if (*newer != Newer::device) return;
+  dev.backend()->mem_copy(host->data().data(), dev.data(), dev.size() * sizeof(float), CopyDir::to_host, kind);
+  *newer = Newer::none;
+}
+// The device copy brought up to date from the host store (one upload) where that is newer.
+void refresh_device(const ParamStore& host, const DeviceArray<float>& dev, Newer* newer, CrossKind kind) {
+  if (*newer != Newer::host) return;
+  dev.backend()->mem_copy(dev.data(), host.data().data(), dev.size() * sizeof(float), CopyDir::to_device, kind);
+  *newer = Newer::none;
+}
+}  // namespace
+
+bool Model::resident() const { return impl_->dparams.data() != nullptr; }
+
+ParamStore& Model::params() {
+  Impl& im = *impl_;
+  refresh_host(&params_, im.dparams, &im.params_newer, CrossKind::weights);
+  if (resident()) im.params_newer = Newer::host;
+  return params_;
+}
+
+const ParamStore& Model::params() const {
+  refresh_host(&params_, impl_->dparams, &impl_->params_newer, CrossKind::weights);
+  return params_;
+}
+
+ParamStore& Model::grads() {
+  Impl& im = *impl_;
+  refresh_host(&grads_, im.dgrads, &im.grads_newer, CrossKind::grads);
+  if (resident()) im.grads_newer = Newer::host;
+  return grads_;
+}
+
+const ParamStore& Model::grads() const {
+  refresh_host(&grads_, impl_->dgrads, &impl_->grads_newer, CrossKind::grads);
+  return grads_;
+}
+
+void Model::zero_grads() {
+  Impl& im = *impl_;
+  if (!resident()) {
+    grads_.zero();
+    return;
+  }
+  im.dgrads.backend()->mem_zero(im.dgrads.data(), im.dgrads.size() * sizeof(float));
+  im.grads_newer = Newer::device;
+}
+
+ParamView<const float> Model::weights() const {
+  Impl& im = *impl_;
+  if (!resident()) return {params_, params_.data().data()};
+  refresh_device(params_, im.dparams, &im.params_newer, CrossKind::weights);
+  return {params_, im.dparams.data()};
+}
+
+float* Model::param_data() {
+  Impl& im = *impl_;
+  if (!resident()) return params_.data().data();
+  refresh_device(params_, im.dparams, &im.params_newer, CrossKind::weights);
+  im.params_newer = Newer::device;
+  return im.dparams.data();
+}
+
+ParamView<float> Model::grad_sinks() {
+  Impl& im = *impl_;
+  if (!resident()) return {grads_, grads_.data().data()};
+  refresh_device(grads_, im.dgrads, &im.grads_newer, CrossKind::grads);
+  im.grads_newer = Newer::device;
+  return {grads_, im.dgrads.data()};
 }
 
 const Backend& Model::backend() const { return backend_or_cpu(impl_->backend); }
@@ -64,7 +150,7 @@ LinearNumerics pack_numerics(const NumericsProfile& p, LinearKind kind) {
 }
 }  // namespace
 
-const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
+const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamView<const float>& params,
                               const NumericsProfile& p, ExpertRange owned) {
   const Backend& be = backend_or_cpu(impl->backend);
   for (const PackedSet& s : impl->packed)
@@ -161,7 +247,7 @@ void router_apply_control(RouterCall* rc, const RouterControl& ctl, int layer, i
   }
 }
 
-MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl,
+MoeWeights moe_weights(const ModelConfig& cfg, const ParamView<const float>& params, const PackedLayer& pl,
                        int layer) {
   const std::string pre = layer_prefix(layer);
   MoeWeights w;

@@ -112,9 +112,27 @@ class Model {
   void set_parallel(const ModelParallel& par);
   const ModelParallel& parallel() const { return par_; }
   ExpertRange expert_range() const;
-  ParamStore& params() { return params_; }
-  const ParamStore& params() const { return params_; }
-  ParamStore& grads() { return grads_; }
+  // The parameters and their gradients. On a backend whose memory is the device's they live there
+  // for the run (set_backend allocates them; the first op that reads them uploads them once), the
+  // ops read and write them where they lie, and the optimizer updates them there
+  // (sim/step/optimizer.h, adamw_step). These accessors give the host copy, brought up to date
+  // first (one download when the device's is newer); the non-const ones also take the host copy
+  // as the newer from then on (the caller may write it: it is uploaded before the next op reads
+  // it). On the CPU backend they are the stores themselves, and nothing is copied.
+  ParamStore& params();
+  const ParamStore& params() const;
+  ParamStore& grads();
+  const ParamStore& grads() const;
+  // Zeroes the gradients where they live.
+  void zero_grads();
+  // True when the parameters and gradients live in the backend's device memory.
+  bool resident() const;
+  // The arrays the ops use: the device copies when resident (brought up to date: an upload if the
+  // host's is newer), else the host stores. weights() only reads; param_data() and grad_sinks()
+  // hand out writable arrays, whose copy is then the newer.
+  ParamView<const float> weights() const;
+  float* param_data();
+  ParamView<float> grad_sinks();
   // Expert selection bias b [L, E] (only used when cfg.expert_bias); not a trained parameter.
   std::vector<float>& expert_bias() { return expert_bias_; }
   RouterControl& router_control() { return router_control_; }
@@ -163,7 +181,7 @@ class Model {
  private:
   ModelConfig cfg_;
   ModelParallel par_;
-  ParamStore params_, grads_;
+  mutable ParamStore params_, grads_;  // the host copies (a const read may refresh them)
   std::vector<float> expert_bias_;
   RouterControl router_control_;
   std::unique_ptr<Impl> impl_;

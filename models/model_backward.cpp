@@ -25,7 +25,7 @@ class Backward {
  public:
   Backward(Model& m, Model::Impl& im)
       : m_(m), im_(im), cfg_(m.config()), be_(m.backend()),
-        ps_(model_packed(&im, cfg_, m.params(), im.profile, m.expert_range())),
+        w_(m.weights()), g_(m.grad_sinks()), ps_(model_packed(&im, cfg_, w_, im.profile, m.expert_range())),
         bounds_(im.rows.bounds()), C_(im.rows.groups()),
         direct_(!im.rows.canonical() && m.parallel().dp_size() == 1),
         N_(im.seq_begin[im.B]), ND_(static_cast<size_t>(N_) * cfg_.d_model),
@@ -52,6 +52,8 @@ class Backward {
   Model::Impl& im_;
   const ModelConfig& cfg_;
   const Backend& be_;
+  const ParamView<const float> w_;  // the weights and the gradients where the ops use them
+  const ParamView<float> g_;
   const PackedSet& ps_;
   const std::vector<int>& bounds_;
   const int C_;
@@ -66,13 +68,13 @@ class Backward {
 
 // The gradient pointer of dense tensor `name`, per chunk.
 std::vector<float*> Backward::sink(const std::string& name) {
-  ParamStore& grads = m_.grads();
-  const ParamInfo& info = grads.info(name);
+  const ParamStore& layout = g_.layout();
+  const ParamInfo& info = layout.info(name);
   std::vector<float*> out(C_);
   for (int c = 0; c < C_; ++c)
-    out[c] = direct_ ? grads.data().data() + info.offset
+    out[c] = direct_ ? g_.data() + info.offset
                      : partials_.data() + static_cast<size_t>(c) * im_.dense_size +
-                           im_.dense_offset[static_cast<size_t>(&info - grads.infos().data())];
+                           im_.dense_offset[static_cast<size_t>(&info - layout.infos().data())];
   return out;
 }
 
@@ -83,7 +85,7 @@ void Backward::lin(float* dinp, const std::string& name, const float* dout, cons
   for (int c = 0; c < C_; ++c) {
     const size_t r0 = static_cast<size_t>(bounds_[c]);
     be_.linear_backward(dinp + r0 * n_in, g[c], dout + r0 * n_out, inp + r0 * n_in,
-                        m_.params().get(name), bounds_[c + 1] - bounds_[c], n_out, n_in);
+                        w_.get(name), bounds_[c + 1] - bounds_[c], n_out, n_in);
   }
 }
 
@@ -94,7 +96,7 @@ void Backward::norm(float* dinp, const std::string& name, const float* dout, con
   const std::vector<float*> g = sink(name);
   for (int c = 0; c < C_; ++c) {
     const size_t r0 = static_cast<size_t>(bounds_[c]);
-    be_.rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, m_.params().get(name),
+    be_.rmsnorm_backward(dinp + r0 * D, g[c], dout + r0 * D, inp + r0 * D, w_.get(name),
                          rstd + r0, bounds_[c + 1] - bounds_[c], D);
   }
 }
@@ -126,7 +128,7 @@ void Backward::head(const float* dlogp) {
 void Backward::ffn(int l, const LayerActs& a) {
   const int D = cfg_.d_model, K = cfg_.top_k, T = im_.T;
   const std::string pre = layer_prefix(l);
-  const ParamStore& params = m_.params();
+  const ParamView<const float>& params = w_;
   zero(dh_);
   if (!cfg_.is_moe()) {
     ffn_backward_chunks(dh_.data(), sink(pre + "mlp.w_gate"), sink(pre + "mlp.w_up"),
@@ -142,11 +144,10 @@ void Backward::ffn(int l, const LayerActs& a) {
                         im_.dispatcher.get(), &im_.rows);
   mc.router.backend = &be_;
   router_apply_control(&mc.router, im_.control, l, N_, cfg_.n_experts, true);
-  ParamStore& grads = m_.grads();
   MoeGrads g;
-  g.w_gate = grads.get(pre + "moe.w_gate");
-  g.w_up = grads.get(pre + "moe.w_up");
-  g.w_down = grads.get(pre + "moe.w_down");
+  g.w_gate = g_.get(pre + "moe.w_gate");
+  g.w_up = g_.get(pre + "moe.w_up");
+  g.w_down = g_.get(pre + "moe.w_down");
   g.router = sink(pre + "moe.router");
   if (cfg_.shared_expert_ff > 0) {
     g.shared_gate = sink(pre + "moe.shared.w_gate");
@@ -217,13 +218,12 @@ void Backward::combine_dense() {
   if (direct_) return;
   std::vector<float> total(static_cast<size_t>(im_.dense_size));
   im_.rows.combine(total.data(), partials_.data(), im_.dense_size);
-  ParamStore& grads = m_.grads();
-  const std::vector<ParamInfo>& infos = grads.infos();
+  // grads += total, tensor by tensor, where the gradients live (an FP32 add_round is the plain add)
+  const std::vector<ParamInfo>& infos = g_.layout().infos();
   for (size_t i = 0; i < infos.size(); ++i) {
     if (im_.dense_offset[i] < 0) continue;
-    float* g = grads.data().data() + infos[i].offset;
-    const float* t = total.data() + im_.dense_offset[i];
-    for (int64_t j = 0; j < infos[i].size; ++j) g[j] += t[j];
+    float* g = g_.data() + infos[i].offset;
+    be_.add_round(g, g, total.data() + im_.dense_offset[i], infos[i].size, Format::fp32);
   }
 }
 

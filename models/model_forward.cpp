@@ -27,7 +27,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
                     const LayerCall& c) {
   const ModelConfig& cfg = *c.cfg;
   const NumericsProfile& p = *c.profile;
-  const ParamStore& params = *c.params;
+  const ParamView<const float>& params = *c.params;
   const PackedLayer& pl = *c.packed;
   const int N = c.N, D = cfg.d_model, H = cfg.n_heads, Dh = cfg.head_dim(), l = c.layer;
   const size_t ND = static_cast<size_t>(N) * D;
@@ -128,7 +128,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
 }
 
 void final_forward(float* logits, float* h_final, float* rstd_final, const float* x,
-                   const PackedWeight& lm_head, const ParamStore& params, const ModelConfig& cfg,
+                   const PackedWeight& lm_head, const ParamView<const float>& params, const ModelConfig& cfg,
                    const NumericsProfile& p, int N, uint64_t call, const Backend& be) {
   const int L = cfg.n_layers;
   be.rmsnorm_forward(h_final, rstd_final, x, params.get("final_norm"), N, cfg.d_model,
@@ -184,7 +184,7 @@ class Forward {
  public:
   Forward(Model& m, Model::Impl& im, ForwardResult* out, const ForwardRequest& req, const NumericsProfile& p)
       : m_(m), im_(im), out_(out), req_(req), p_(p), cfg_(m.config()), be_(m.backend()),
-        B_(req.B), T_(req.T) {}
+        B_(req.B), T_(req.T), w_(m.weights()) {}
 
   void check() const;
   void layout();
@@ -212,6 +212,7 @@ class Forward {
   const Backend& be_;
   const int B_, T_;
   const PackedSet* ps_ = nullptr;  // the profile's packed weights (layers)
+  ParamView<const float> w_;       // the weights where the ops read them (Model::weights)
   int N_ = 0;                  // the rows: every sequence's own positions
   std::vector<int32_t> probe_; // probe ids in the row layout (RSPO)
   std::vector<double> a2a_;    // per layer: bytes sent, rows received
@@ -314,7 +315,7 @@ void Forward::outputs() {
 LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
   const int K = cfg_.top_k;
   LayerCall c;
-  c.cfg = &cfg_; c.profile = &p_; c.params = &m_.params(); c.packed = &ps.layers[l];
+  c.cfg = &cfg_; c.profile = &p_; c.params = &w_; c.packed = &ps.layers[l];
   c.layer = l; c.N = N_; c.B = B_; c.T = T_; c.runs = &im_.runs; c.positions = im_.positions.data(); c.call = req_.call;
   c.router_mode = req_.router_mode;
   c.replay_ids = req_.router_mode == RouterMode::replay ? im_.replay_ids.data() + static_cast<size_t>(l) * N_ * K : nullptr;
@@ -334,13 +335,13 @@ LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
 void Forward::layers() {
   const int L = cfg_.n_layers, D = cfg_.d_model, K = cfg_.top_k, E = cfg_.n_experts;
   const bool moe = cfg_.is_moe();
-  ps_ = &model_packed(&im_, cfg_, m_.params(), p_, m_.expert_range());
+  ps_ = &model_packed(&im_, cfg_, w_, p_, m_.expert_range());
   im_.layers.resize(L);
   a2a_.assign(moe ? 2 * L : 0, 0.0);
   const size_t ND = static_cast<size_t>(N_) * D;
   ActBuffer<float>& x = im_.x;  // the residual stream [N, D], in the backend's memory
   x.resize(be_, ND);
-  be_.embedding_forward(x.data(), im_.tokens.data(), m_.params().get("embed"), N_, D);
+  be_.embedding_forward(x.data(), im_.tokens.data(), w_.get("embed"), N_, D);
   be_.round_format(x.data(), static_cast<int64_t>(ND), p_.activations);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = req_.save_for_backward ? im_.layers[l] : im_.scratch;
@@ -396,7 +397,7 @@ void Forward::head() {
   im_.rstd_final.resize(be_, N_);
   im_.logits.resize(be_, NV);
   final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), im_.x.data(), ps_->lm_head,
-                m_.params(), cfg_, p_, N_, req_.call, be_);
+                w_, cfg_, p_, N_, req_.call, be_);
   // the targets' log-probs come back to the host (N floats); the logits stay where they are
   std::vector<float> lp(N_);
   if (req_.temperature == 1.0f) {

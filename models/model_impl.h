@@ -77,8 +77,15 @@ struct GenerationState {
   ActBuffer<float> x, x_next, x_last, h_final, rstd_final;
 };
 
+// Which copy of a resident array is current: both, or only the host's or the device's.
+enum class Newer : uint8_t { none = 0, host, device };
+
 struct Model::Impl {
   const Backend* backend = nullptr;        // null: the CPU backend
+  // The parameters and gradients in the backend's device memory (empty on a host-memory backend),
+  // and which copy is newer (model.h, params()).
+  DeviceArray<float> dparams, dgrads;
+  Newer params_newer = Newer::none, grads_newer = Newer::none;
   std::vector<PackedSet> packed;
   std::unique_ptr<Dispatcher> dispatcher;  // LocalDispatcher, or over the EP group
   // Dense (replicated) tensors in a compact layout, for per-chunk gradient partials: offset of
@@ -117,7 +124,7 @@ struct Model::Impl {
 
 // Packs (once per parameter version) the weights of `profile`.
 // Experts outside `owned` are left unpacked (they live on other ranks).
-const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamStore& params,
+const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const ParamView<const float>& params,
                               const NumericsProfile& profile, ExpertRange owned);
 
 // Numerics of the FFN sites of a layer.
@@ -130,7 +137,7 @@ MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, ui
                  bool training, const Dispatcher* dispatcher, const RowSums* rows);
 
 // Views of one layer's raw weights (MoE part).
-MoeWeights moe_weights(const ModelConfig& cfg, const ParamStore& params, const PackedLayer& pl, int layer);
+MoeWeights moe_weights(const ModelConfig& cfg, const ParamView<const float>& params, const PackedLayer& pl, int layer);
 
 std::string layer_prefix(int layer);
 

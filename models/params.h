@@ -42,6 +42,22 @@ class ParamStore {
   std::vector<float> data_;
 };
 
+// A store's named views over an array of its size that may live elsewhere — a backend's memory,
+// where Model keeps its parameters and gradients on a device (models/model.h) — for passing to
+// the backend's ops: get() is pointer arithmetic only, nothing is read through it on the host.
+template <class T>
+class ParamView {
+ public:
+  ParamView(const ParamStore& layout, T* base) : layout_(&layout), base_(base) {}
+  T* get(const std::string& name) const { return base_ + layout_->info(name).offset; }
+  T* data() const { return base_; }
+  const ParamStore& layout() const { return *layout_; }
+
+ private:
+  const ParamStore* layout_;
+  T* base_;
+};
+
 // Initialises weights ~ N(0, init_std²) from Stream::init keyed by (seed, parameter index, element),
 // norm weights to 1, expert biases to 0. Independent of thread count.
 void params_init(ParamStore* params, const ModelConfig& cfg, uint64_t seed);

@@ -4,7 +4,10 @@
 //
 // An op's array argument may be a host pointer (uploaded, or downloaded after the op) or the
 // backend's own device memory (used where it lies: dev_in / finish_out; kernels/backend.h). Buffers are cached per thread and grow only
-// (DeviceScratch), so a decode loop does not call cudaMalloc per op.
+// (DeviceScratch), so a decode loop does not call cudaMalloc per op. Every copy here is
+// cudaMemcpyDefault (unified addressing): an op that stages an operand through scratch is correct
+// for a resident (device) argument too — a copy within the device, no crossing — where it has not
+// yet been taught to use it in place.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,12 +54,14 @@ class DeviceBuffer {
   }
   T* get() const { return p_; }
   size_t capacity() const { return n_; }
-  void upload(const T* host, size_t n) {
+  // n elements from host memory or device memory (the backend's resident parameters: unified
+  // addressing tells them apart)
+  void upload(const T* src, size_t n) {
     resize(n);
-    if (n) MOERL_CUDA_CHECK(cudaMemcpy(p_, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    if (n) MOERL_CUDA_CHECK(cudaMemcpy(p_, src, n * sizeof(T), cudaMemcpyDefault));
   }
-  void download(T* host, size_t n) const {
-    if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, p_, n * sizeof(T), cudaMemcpyDeviceToHost));
+  void download(T* dst, size_t n) const {  // to host memory or device memory (cudaMemcpyDefault)
+    if (n) MOERL_CUDA_CHECK(cudaMemcpy(dst, p_, n * sizeof(T), cudaMemcpyDefault));
   }
   void zero(size_t n) {
     resize(n);
@@ -79,7 +84,7 @@ void* device_scratch(int slot, size_t bytes);
 template <class T>
 T* scratch_upload(int slot, const T* host, size_t n) {
   T* d = static_cast<T*>(device_scratch(slot, n * sizeof(T)));
-  if (n && host) MOERL_CUDA_CHECK(cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  if (n && host) MOERL_CUDA_CHECK(cudaMemcpy(d, host, n * sizeof(T), cudaMemcpyDefault));
   return d;
 }
 template <class T>
@@ -90,7 +95,7 @@ T* scratch_zeroed(int slot, size_t n) {
 }
 template <class T>
 void download(T* host, const T* dev, size_t n) {
-  if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDeviceToHost));
+  if (n) MOERL_CUDA_CHECK(cudaMemcpy(host, dev, n * sizeof(T), cudaMemcpyDefault));
 }
 
 // True when p lies in a block of the backend's own memory (Backend::mem_alloc, registered with

@@ -440,7 +440,7 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
     const int row0 = std::min(next_row, Bl_ - rows);
     next_row += rows;
     const Mark m0 = mark();
-    model_.grads().zero();
+    model_.zero_grads();
     ForwardResult res;
     ForwardRequest req;
     req.tokens = run.rb.tokens.data() + static_cast<size_t>(row0) * T;
@@ -459,7 +459,7 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
     const Mark m1 = mark();
     {
       TransferPhaseScope ph(model_.backend(), TransferPhase::optimizer);
-      adamw_.step(&model_.params(), &model_.grads(), oc_.lr, m);
+      adamw_step(adamw_, model_, oc_.lr, m);  // where the parameters live
     }
     model_.invalidate_packed_weights();
     barrier(par_);
@@ -477,6 +477,7 @@ TrainTimes BenchSession::train_phase(StepItem& it, BenchRun& run) {
 void BenchSession::run_step(StepItem& it, bool record) {
   BenchRun& run = runs_[static_cast<size_t>(it.run)];
   model_.params().data() = params0_;
+  model_.weights();  // on a device: the restored parameters uploaded now, outside the timed step
   adamw_.set_m(m0_);
   adamw_.set_v(v0_);
   model_.invalidate_packed_weights();

@@ -47,9 +47,9 @@ SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64
     double loss = res.aux_loss;
     for (int b = 0; b < B; ++b)
       for (int r = 0; r < len[b]; ++r) loss -= res.logprobs[answer.logprob_at(b, r)] / tokens;
-    model->grads().zero();
+    model->zero_grads();
     model->backward(dlogp.data());
-    adamw.step(&model->params(), &model->grads(), optim_lr_at(cfg.optim, step, cfg.steps), step);
+    adamw_step(adamw, *model, optim_lr_at(cfg.optim, step, cfg.steps), step);
     model->invalidate_packed_weights();
     rep.final_loss = loss;
     rep.steps = step + 1;

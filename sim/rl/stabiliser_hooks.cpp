@@ -80,9 +80,10 @@ class GradSurgery final : public StepHook {
     c.model.grads().zero();
     const std::vector<float> no_policy(mb.dlogp_positions.size(), 0.0f);
     c.model.backward(no_policy.data());
-    std::vector<float>& g = c.model.grads().data();
+    ParamStore& grads = c.model.grads();  // on the host (downloaded where they live on a device)
+    std::vector<float>& g = grads.data();
     for (int l = 0; l < c.step.shape.L; ++l) {
-      const ParamInfo& router = c.model.params().info("layers." + std::to_string(l) + ".moe.router");
+      const ParamInfo& router = grads.info("layers." + std::to_string(l) + ".moe.router");
       fired_ += surgery_project(g.data() + router.offset, g_policy.data() + router.offset, router.size) ? 1 : 0;
       checked_ += 1;
     }

@@ -574,7 +574,7 @@ void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
 void RlTrainer::minibatch_backward(StepState* st, Minibatch* mb) {
   HookContext c = hook_context(st);
   for (const auto& h : hooks_.active) h->before_backward(c, *mb);
-  model_->grads().zero();
+  model_->zero_grads();
   model_->backward(mb->dlogp_positions.data());
   for (const auto& h : hooks_.active) h->after_backward(c, *mb);
 }
@@ -582,11 +582,12 @@ void RlTrainer::minibatch_backward(StepState* st, Minibatch* mb) {
 // AdamW with the scheduled learning rate; the stale-rollout pipeline keeps the new weights.
 void RlTrainer::optimizer_step(Minibatch* mb) {
   const float lr = optim_lr_at(s_.optim, opt_step_, static_cast<int64_t>(s_.rl.steps) * s_.rl.minibatches);
-  mb->grad_norm = adamw_->step(&model_->params(), &model_->grads(), lr, opt_step_);
+  mb->grad_norm = adamw_step(*adamw_, *model_, lr, opt_step_);  // where the parameters live
   ++opt_step_;
   model_->invalidate_packed_weights();
-  if (rollout_model_) {
-    snapshots_.push_back({model_->params().data(), model_->expert_bias()});
+  if (rollout_model_) {  // a read of the parameters (a download where they live on a device)
+    const Model& updated = *model_;
+    snapshots_.push_back({updated.params().data(), model_->expert_bias()});
     while (static_cast<int>(snapshots_.size()) > s_.rl.rollout_staleness + 1) snapshots_.pop_front();
   }
 }

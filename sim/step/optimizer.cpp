@@ -125,9 +125,18 @@ double AdamW::grad_norm_sq(const float* g) const {
 }
 
 double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step) {
-  float* w = params->data().data();
-  float* g = grads->data().data();
-  const double norm = std::sqrt(grad_norm_sq(g));
+  return this->step(params->data().data(), grads->data().data(), grads->data().data(), lr, step);
+}
+
+double adamw_step(AdamW& opt, Model& model, float lr, int64_t step) {
+  float* w = model.param_data();
+  const float* g = model.grad_sinks().data();
+  const Model& read = model;
+  return opt.step(w, g, read.grads().data().data(), lr, step);
+}
+
+double AdamW::step(float* w, const float* g, const float* g_host, float lr, int64_t step) {
+  const double norm = std::sqrt(grad_norm_sq(g_host));
   const float clip = (cfg_.grad_clip > 0.0f && norm > cfg_.grad_clip && std::isfinite(norm))
                          ? static_cast<float>(cfg_.grad_clip / norm) : 1.0f;
   const double bc1 = 1.0 - std::pow(static_cast<double>(cfg_.beta1), static_cast<double>(step + 1));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "models/model.h"
 #include "models/parallel.h"
 #include "models/params.h"
 #include "models/workspace.h"
@@ -53,6 +54,10 @@ class AdamW {
   // Clips grads in place to cfg.grad_clip (global norm), then one AdamW step at lr.
   // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
   double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
+  // The same on arrays in the parameters' layout where they live (w, g: host memory or the
+  // backend's own; adamw_update takes either); the clip's norm is the serial sum over g_host, the
+  // gradients on the host (their bits: the norm and the clip are the CPU run's).
+  double step(float* w, const float* g, const float* g_host, float lr, int64_t step);
 
   // The moments, [params().size()] each, in the parameters' layout (copies: a checkpoint's, a
   // bench round's restore).
@@ -82,5 +87,10 @@ class AdamW {
   std::vector<float> m_, v_;
   DeviceArray<float> dm_, dv_;
 };
+
+// One AdamW step on the model's parameters where they live (Model::resident: the backend's device
+// memory, for the run): the update runs there on the resident gradients, and the gradients cross
+// once, down, for the clip's norm. On the CPU backend: opt.step(&params, &grads, ...).
+double adamw_step(AdamW& opt, Model& model, float lr, int64_t step);
 
 }  // namespace moerl

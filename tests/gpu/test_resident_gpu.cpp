@@ -146,8 +146,10 @@ TEST(ResidentGpu, AdamWOverResidentMoments) {
   EXPECT_EQ(std::memcmp(v1.data(), v2.data(), n * 4), 0);
 }
 
-// Two RL steps of the tiny scenario on the GPU: no KV cache and no optimizer moment crosses; the
-// crossings that remain are printed per phase (docs/gpu.md, "What crosses").
+// Two RL steps of the tiny scenario on the GPU: no KV cache and no optimizer moment crosses, the
+// parameters go up once and the gradients down once per update (tests/rl/test_step_transfers.cpp
+// on the hardware); the crossings that remain are printed per phase (docs/gpu.md, "Where memory
+// lives").
 TEST(ResidentGpu, RlStepTransfers) {
   MOERL_REQUIRE_GPU();
   const Scenario s = test::tiny_scenario({"run.backend=cuda"});
@@ -175,6 +177,20 @@ TEST(ResidentGpu, RlStepTransfers) {
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
     EXPECT_EQ(log.bytes(ph, CrossKind::optimizer), 0) << transfer_phase_name(ph);
   }
+  // parameters up once (the run's first op), gradients down once per update (the clip's norm)
+  const int64_t n = static_cast<int64_t>(m.weights().layout().size()) * 4, updates = 2 * s.rl.minibatches;
+  int64_t weights_up = 0, weights_down = 0, grads_up = 0, grads_down = 0;
+  for (int p = 0; p < kTransferPhases; ++p) {
+    const auto ph = static_cast<TransferPhase>(p);
+    weights_up += log.bytes(ph, CrossKind::weights, CrossDir::up);
+    weights_down += log.bytes(ph, CrossKind::weights, CrossDir::down);
+    grads_up += log.bytes(ph, CrossKind::grads, CrossDir::up);
+    grads_down += log.bytes(ph, CrossKind::grads, CrossDir::down);
+  }
+  EXPECT_EQ(weights_up, n);
+  EXPECT_EQ(weights_down, 0);
+  EXPECT_EQ(grads_up, 0);
+  EXPECT_EQ(grads_down, updates * n);
   for (float x : m.params().data()) ASSERT_TRUE(std::isfinite(x));
 }
 

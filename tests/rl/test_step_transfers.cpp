@@ -9,14 +9,15 @@
 //  * the KV cache never crosses (it lives in device memory for the whole rollout; prefill and
 //    decode write their positions into it from the resident keys and values);
 //  * the optimizer moments never cross (device-resident from AdamW::set_backend on);
+//  * the parameters cross once, up, at the run's first op, and the gradients only down, once per
+//    update, for the clip's norm (models/model.h, "resident"; sim/step/optimizer.h, adamw_step);
 //  * the activations outside the MoE layer never cross: the dense twin's train phase moves one
 //    activation copy each way per mini-batch (the log-probs down, their gradient up);
 //  * the step changes no bit: the parameters after it equal the CPU backend's.
-// What still crosses is counted and printed (the MoE layer's activations, parameters, gradients,
-// indices per op), and the optimizer phase's parameters and gradients are checked to the byte:
-// each AdamW moves every parameter up and down and every gradient up, once per mini-batch. The
-// CUDA backend counts with the same table (kernels/op_crossings.h); its numbers on a GPU come
-// from tests/gpu/device_checks.sh.
+// What still crosses is counted and printed (the MoE layer's activations, the log-probs, the
+// logits a sampler reads, indices per op), and the parameters' and gradients' crossings are
+// checked to the byte. The CUDA backend counts with the same table (kernels/op_crossings.h); its
+// numbers on a GPU come from tests/gpu/device_checks.sh.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -56,7 +57,7 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
 
-TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
+TEST(StepTransfers, TheStateStaysOnTheDevice) {
   for (const char* engines : {"fp32-ref", "fp8-rollout"}) {
     const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines});
     const RlSetup setup = setup_of(s);
@@ -73,7 +74,6 @@ TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
       on_cpu.step(step, &rc);
       on_dev.step(step, &rd);
     }
-    expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
     std::printf("%s rollout: crossings of 2 RL steps on the test device\n%s", engines, log.table(true).c_str());
 
     for (int p = 0; p < kTransferPhases; ++p) {
@@ -85,13 +85,34 @@ TEST(StepTransfers, TheCacheAndTheMomentsStayOnTheDevice) {
     for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout, TransferPhase::old_logprobs,
                              TransferPhase::train, TransferPhase::optimizer})
       EXPECT_GT(log.bytes(ph), 0) << transfer_phase_name(ph);
-    // AdamW: every parameter up and down, every gradient up, per mini-batch (2 steps × 2).
-    const int64_t n = dev_model.params().size() * static_cast<int64_t>(sizeof(float));
+    // The parameters: uploaded once, by the run's first op (the base evaluation), never again and
+    // never back during the steps. The gradients: never up; down once per update, for the clip's
+    // norm (the serial sum's bits on the host). AdamW moves nothing else.
+    const int64_t n = cpu.params().size() * static_cast<int64_t>(sizeof(float));
     const int64_t updates = 2 * s.rl.minibatches;
-    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::weights, CrossDir::up), updates * n);
-    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::weights, CrossDir::down), updates * n);
-    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::grads, CrossDir::up), updates * n);
+    int64_t weights_up = 0, weights_down = 0, grads_up = 0, grads_down = 0;
+    for (int p = 0; p < kTransferPhases; ++p) {
+      const auto ph = static_cast<TransferPhase>(p);
+      weights_up += log.bytes(ph, CrossKind::weights, CrossDir::up);
+      weights_down += log.bytes(ph, CrossKind::weights, CrossDir::down);
+      grads_up += log.bytes(ph, CrossKind::grads, CrossDir::up);
+      grads_down += log.bytes(ph, CrossKind::grads, CrossDir::down);
+    }
+    EXPECT_EQ(log.bytes(TransferPhase::eval, CrossKind::weights, CrossDir::up), n);
+    EXPECT_EQ(log.copies(TransferPhase::eval, CrossKind::weights, CrossDir::up), 1);
+    EXPECT_EQ(weights_up, n);
+    EXPECT_EQ(weights_down, 0);
+    EXPECT_EQ(grads_up, 0);
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::grads, CrossDir::down), updates * n);
+    EXPECT_EQ(log.copies(TransferPhase::optimizer, CrossKind::grads, CrossDir::down), updates);
+    EXPECT_EQ(grads_down, updates * n);
     EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::activations), 0);
+    EXPECT_EQ(log.bytes(TransferPhase::optimizer), updates * n);
+    // The parameters read back (a checkpoint, the end of the run): one download, the CPU run's bits.
+    log.reset();
+    expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
+    EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::weights, CrossDir::down), n);
+    EXPECT_EQ(log.total(), n);
     // The moments can still be read (a checkpoint): downloaded, with the CPU run's bits.
     log.reset();
     expect_same_bits(saved(on_cpu, "optim/m"), saved(on_dev, "optim/m"), "first moments");
