@@ -204,6 +204,42 @@ void OpCrossings::logprob_backward(float* dlogits, const float* dlogp, const flo
   inout(dlogits, n_of(N, V) * f4, K::activations);
 }
 
+void OpCrossings::moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D) const {
+  if (rows <= 0 || D <= 0) return;
+  in(h, n_of(N, D) * f4, K::activations);
+  in(row_token, n_of(rows) * 4, K::indices);
+  this->out(xe, n_of(rows, D) * f4, K::activations);
+}
+
+void OpCrossings::moe_combine(float* y, const float* ye, const float* gate, const float* extra,
+                              const int32_t* slot_row, const int32_t* order, int N, int K_, int D) const {
+  if (N <= 0 || D <= 0) return;
+  in(ye, n_of(int64_t{N} * K_, D) * f4, K::activations);
+  in(gate, n_of(N, K_) * f4, K::activations);
+  in(extra, n_of(N, D) * f4, K::activations);
+  in(slot_row, n_of(N, K_) * 4, K::indices);
+  in(order, n_of(N, K_) * 4, K::indices);
+  this->out(y, n_of(N, D) * f4, K::activations);
+}
+
+void OpCrossings::moe_combine_backward(float* dye, float* dgate, const float* dy, const float* ye, const float* gate,
+                                       const int32_t* slot_row, int N, int K_, int D) const {
+  if (N <= 0 || D <= 0) return;
+  in(dy, n_of(N, D) * f4, K::activations);
+  in(ye, n_of(int64_t{N} * K_, D) * f4, K::activations);
+  in(gate, n_of(N, K_) * f4, K::activations);
+  in(slot_row, n_of(N, K_) * 4, K::indices);
+  this->out(dye, n_of(int64_t{N} * K_, D) * f4, K::activations);
+  this->out(dgate, n_of(N, K_) * f4, K::activations);
+}
+
+void OpCrossings::moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N, int K_, int D) const {
+  if (N <= 0 || D <= 0) return;
+  in(dxe, n_of(int64_t{N} * K_, D) * f4, K::activations);
+  in(slot_row, n_of(N, K_) * 4, K::indices);
+  inout(dh, n_of(N, D) * f4, K::activations);
+}
+
 void OpCrossings::adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float, float, float, double,
                                double, float, float, float) const {
   inout(w, n_of(n) * f4, K::weights);

@@ -1,6 +1,7 @@
 // dispatcher.cpp — the dispatcher's local phases, and the single-process exchange (dispatcher.h).
 #include "models/dispatcher.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -9,7 +10,6 @@
 
 #include "kernels/cuda/hd/moe.h"
 #include "kernels/rng.h"
-#include "kernels/vec.h"
 
 namespace moerl {
 
@@ -33,7 +33,7 @@ void regroup_blocks(const DispatchPlan& p, Copy&& copy) {
 }  // namespace
 
 void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int32_t* ids, int N,
-                          int K, int E, int D) const {
+                          int K, int E, int D, const Backend& be) const {
   p->N = N; p->K = K; p->E = E;
   p->ranks = ranks();
   p->rank = rank();
@@ -46,10 +46,7 @@ void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int3
   cuda::hd_expert_offsets(p->offsets.data(), ids, N * K, E);
   std::vector<int> fill(static_cast<size_t>(E));
   cuda::hd_group_slots(p->slot_row.data(), p->row_token.data(), fill.data(), ids, p->offsets.data(), N * K, K, E);
-  tbb::parallel_for(0, N * K, [&](int row) {
-    std::memcpy(xe + static_cast<size_t>(row) * D, h + static_cast<size_t>(p->row_token[row]) * D,
-                sizeof(float) * D);
-  });
+  be.moe_gather(xe, h, p->row_token.data(), N, N * K, D);
 
   const int S = p->ranks, J = p->E_local;
   if (S == 1) {  // a group of one: the permuted buffer is the experts' buffer
@@ -101,55 +98,28 @@ void Dispatcher::from_experts(float* ye, const float* yg, const DispatchPlan& p,
 }
 
 void Dispatcher::combine(float* y, const float* ye, const float* gate, const float* y_extra,
-                         const DispatchPlan& p, int D, const ReduceCtx& ctx,
+                         const DispatchPlan& p, int D, const ReduceCtx& ctx, const Backend& be,
                          const int32_t* slot_order) const {
   const int K = p.K;
+  // each token's terms in their order (the device combine's too: hd/moe.h), then one op
+  std::vector<int32_t> order(static_cast<size_t>(p.N) * K);
   tbb::parallel_for(0, p.N, [&](int n) {
-    int order[64];  // the terms' order: the device combine's too (hd/moe.h)
-    cuda::hd_combine_order(order, slot_order ? slot_order + static_cast<size_t>(n) * K : nullptr, K, ctx.order.kind,
+    int o[64];
+    cuda::hd_combine_order(o, slot_order ? slot_order + static_cast<size_t>(n) * K : nullptr, K, ctx.order.kind,
                            ctx.key.seed, ctx.key.layer, ctx.key.site, ctx.key.call, n);
-    float* yn = y + static_cast<size_t>(n) * D;
-    std::fill(yn, yn + D, 0.0f);
-    for (int j = 0; j < K; ++j) {
-      const int k = order[j];
-      const float g = gate[static_cast<size_t>(n) * K + k];
-      const float* src = ye + static_cast<size_t>(p.slot_row[static_cast<size_t>(n) * K + k]) * D;
-      vec_fma_axpy(yn, g, src, D);  // yn[d] = fma(g, src[d], yn[d])
-    }
-    if (y_extra) {
-      const float* ex = y_extra + static_cast<size_t>(n) * D;
-      for (int d = 0; d < D; ++d) yn[d] += ex[d];
-    }
+    std::copy(o, o + K, order.begin() + static_cast<size_t>(n) * K);
   });
+  be.moe_combine(y, ye, gate, y_extra, p.slot_row.data(), order.data(), p.N, K, D);
 }
 
 void Dispatcher::combine_backward(float* dye, float* dgate, const float* dy, const float* ye,
-                                  const float* gate, const DispatchPlan& p, int D) const {
-  const int K = p.K;
-  tbb::parallel_for(0, p.N, [&](int n) {
-    const float* dyn = dy + static_cast<size_t>(n) * D;
-    for (int k = 0; k < K; ++k) {
-      const size_t slot = static_cast<size_t>(n) * K + k;
-      const size_t row = static_cast<size_t>(p.slot_row[slot]);
-      const float g = gate[slot];
-      const float* src = ye + row * D;
-      float* dst = dye + row * D;
-      for (int d = 0; d < D; ++d) dst[d] = g * dyn[d];
-      dgate[slot] = vec_fma_dot(dyn, src, D, 0.0f);  // fma chain over d = 0..D-1 from 0
-    }
-  });
+                                  const float* gate, const DispatchPlan& p, int D, const Backend& be) const {
+  be.moe_combine_backward(dye, dgate, dy, ye, gate, p.slot_row.data(), p.N, p.K, D);
 }
 
-void Dispatcher::dispatch_backward(float* dh, const float* dxe, const DispatchPlan& p, int D) const {
-  const int K = p.K;
-  // per token, its k rows in slot order: no two threads write the same row of dh
-  tbb::parallel_for(0, p.N, [&](int n) {
-    float* dst = dh + static_cast<size_t>(n) * D;
-    for (int k = 0; k < K; ++k) {
-      const float* src = dxe + static_cast<size_t>(p.slot_row[static_cast<size_t>(n) * K + k]) * D;
-      for (int d = 0; d < D; ++d) dst[d] += src[d];
-    }
-  });
+void Dispatcher::dispatch_backward(float* dh, const float* dxe, const DispatchPlan& p, int D,
+                                   const Backend& be) const {
+  be.moe_scatter_add(dh, dxe, p.slot_row.data(), p.N, p.K, D);
 }
 
 void LocalDispatcher::exchange(float* recv, const int* recv_rows, const float* send,

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/numerics.h"
 #include "models/collectives.h"
 
@@ -51,9 +52,11 @@ class Dispatcher {
   virtual int rank() const = 0;
 
   // Phases 1–2 (+ the count exchange of phase 3): plan from ids[N, K]; xe[N*K, D] = h rows in
-  // expert order ('='). Experts [e0, e0 + E/ranks) are this rank's.
+  // expert order ('='). Experts [e0, e0 + E/ranks) are this rank's. The row copies, the combine
+  // and their backward are the backend's ops (moe_gather, moe_combine, moe_combine_backward,
+  // moe_scatter_add: kernels/ops.def) on h, xe, ye, y where they lie; the plan is the host's.
   void dispatch(float* xe, DispatchPlan* plan, const float* h, const int32_t* ids, int N, int K,
-                int E, int D) const;
+                int E, int D, const Backend& be) const;
 
   // Phases 3–4: xg[received, D] = the rows for this rank's experts, regrouped by local expert
   // ('='). Phases 5 (reverse): ye[N*K, D] = the rows of yg[received, D] sent back to their
@@ -65,14 +68,14 @@ class Dispatcher {
   // terms added in ctx's order over the base order `slot_order` [N*K] (null: k ascending; see
   // ep_layout in kernels/numerics.h) — fixed: as given; reversed; split_k: seeded shuffle per token.
   void combine(float* y, const float* ye, const float* gate, const float* y_extra,
-               const DispatchPlan& plan, int D, const ReduceCtx& ctx,
+               const DispatchPlan& plan, int D, const ReduceCtx& ctx, const Backend& be,
                const int32_t* slot_order = nullptr) const;
 
   // Backward of combine: dye[N*K, D] = gate·dy ('='), dgate[N, K] = <dy, ye> ('=').
   void combine_backward(float* dye, float* dgate, const float* dy, const float* ye,
-                        const float* gate, const DispatchPlan& plan, int D) const;
+                        const float* gate, const DispatchPlan& plan, int D, const Backend& be) const;
   // Backward of dispatch: dh[n] += Σ over the token's rows of dxe.
-  void dispatch_backward(float* dh, const float* dxe, const DispatchPlan& plan, int D) const;
+  void dispatch_backward(float* dh, const float* dxe, const DispatchPlan& plan, int D, const Backend& be) const;
 
  protected:
   // Phases 3 and 5: rows to / from the other ranks (rank-major blocks).

@@ -154,11 +154,11 @@ void Backward::ffn(int l, const LayerActs& a) {
     g.shared_up = sink(pre + "moe.shared.w_up");
     g.shared_down = sink(pre + "moe.shared.w_down");
   }
-  // The MoE layer's backward runs on the host, as its forward (model_forward.cpp): on a device the
-  // layer's output gradient crosses down, dh (accumulated from zero on the host) back up, and the
-  // input is the host copy the forward kept.
-  const bool staged = be_.memory_space() == MemorySpace::device;
-  const float* dy = act_to_host(be_, &dy_host_, dx_.data(), ND_);
+  // The MoE layer's backward runs where its forward ran (model_forward.cpp): with several EP ranks
+  // on a device the layer's output gradient crosses down, dh (accumulated from zero on the host)
+  // back up, and the input is the host copy the forward kept.
+  const bool staged = be_.memory_space() == MemorySpace::device && im_.dispatcher->ranks() > 1;
+  const float* dy = staged ? act_to_host(be_, &dy_host_, dx_.data(), ND_) : dx_.data();
   if (staged) dh_host_.assign(ND_, 0.0f);
   float* dh = staged ? dh_host_.data() : dh_.data();
   const float* h = staged ? a.h_mlp_host.data() : a.h_mlp.data();

@@ -111,10 +111,12 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
     mc.router.probe_ids = c.probe_ids;
     mc.router.own_ids = c.own_ids;
     if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
-    // The MoE layer runs on the host (its router, dispatch and combine): on a device, h_mlp
-    // crosses down and the layer's output back up (LayerActs::h_mlp_host, y_host).
-    const bool staged = be.memory_space() == MemorySpace::device;
-    const float* h = act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND);
+    // The MoE layer runs where the activations are (its dispatch, experts and combine are ops; the
+    // plan and the router's top-k bookkeeping are the host's). With several EP ranks on a device
+    // the exchange moves host rows: h_mlp crosses down, the layer's output back up
+    // (LayerActs::h_mlp_host, y_host).
+    const bool staged = be.memory_space() == MemorySpace::device && c.dispatcher && c.dispatcher->ranks() > 1;
+    const float* h = staged ? act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND) : a->h_mlp.data();
     if (staged) a->y_host.resize(ND);
     float* y = staged ? a->y_host.data() : a->y.data();
     aux = moe_forward(y, &a->moe, router_logp, load, h, moe_weights(cfg, params, pl, l), N, mc);

@@ -45,9 +45,9 @@ struct LayerActs {
   ActBuffer<float> y;          // [N, D] FFN / MoE output
   MoeActs moe;
   FfnActs ffn;
-  // The MoE layer (router, dispatch, combine) runs on the host: where the backend's memory is a
-  // device's, h_mlp crosses down into h_mlp_host (kept for the backward) and the layer's output up
-  // from y_host. Empty on the CPU backend, whose memory the MoE layer reads where it lies.
+  // With several EP ranks on a device the MoE layer's exchange moves host rows: h_mlp crosses down
+  // into h_mlp_host (kept for the backward) and the layer's output up from y_host. Empty
+  // otherwise: the MoE layer's ops use h_mlp and y where they lie.
   Workspace<float> h_mlp_host, y_host;
 };
 

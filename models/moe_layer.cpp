@@ -3,12 +3,17 @@
 
 #include <algorithm>
 
-#include "kernels/precision.h"
 
 namespace moerl {
 
 namespace {
 const LocalDispatcher kLocal;
+
+// Where the layer's permuted rows live: the backend's memory, except that an exchange over several
+// EP ranks moves host rows (MPI), so with several ranks on a device they stay on the host.
+const Backend& moe_rows_memory(const Backend& be, const Dispatcher& d) {
+  return d.ranks() > 1 && be.memory_space() == MemorySpace::device ? cpu_backend() : be;
+}
 
 // The numerics of this rank's experts: expert e draws its noise as call + e (linear.h), so local
 // expert j, global e0 + j, is offset by e0 — the same draws as on one rank.
@@ -41,9 +46,10 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const Backend& be = backend_or_cpu(c.router.backend);
 
   const Dispatcher& d = c.dispatcher ? *c.dispatcher : kLocal;
-  a->xe.resize(static_cast<size_t>(N) * K * D);
-  a->ye.resize(static_cast<size_t>(N) * K * D);
-  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D);
+  const Backend& mem = moe_rows_memory(be, d);
+  a->xe.resize(mem, static_cast<size_t>(N) * K * D);
+  a->ye.resize(mem, static_cast<size_t>(N) * K * D);
+  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D, be);
   const DispatchPlan& p = a->plan;
   if (p.ranks == 1) {
     ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,
@@ -60,7 +66,7 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   }
   const float* extra = nullptr;
   if (w.shared) {
-    a->shared_y.resize(static_cast<size_t>(N) * D);
+    a->shared_y.resize(mem, static_cast<size_t>(N) * D);
     ffn_forward(a->shared_y.data(), &a->shared, h, w.shared[0], w.shared[1], w.shared[2], N, c.shared, be);
     extra = a->shared_y.data();
   }
@@ -70,8 +76,8 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
     moe_slot_order(a->slot_order.data(), a->router.ids.data(), N, K, E, c.ep_layout);
     order = a->slot_order.data();
   }
-  d.combine(y, a->ye.data(), a->router.gate.data(), extra, p, D, c.combine, order);
-  round_array(y, static_cast<int64_t>(N) * D, c.experts.activations);
+  d.combine(y, a->ye.data(), a->router.gate.data(), extra, p, D, c.combine, be, order);
+  be.round_format(y, static_cast<int64_t>(N) * D, c.experts.activations);
   return aux;
 }
 
@@ -83,9 +89,14 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   const DispatchPlan& p = a.plan;
   const Backend& be = backend_or_cpu(c.router.backend);
   const size_t rows = static_cast<size_t>(N) * K;
-  std::vector<float> dye(rows * D), dgate(rows), dxe(rows * D, 0.0f);
+  const Backend& mem = moe_rows_memory(be, d);
+  ActBuffer<float> dye, dxe;  // [N*K, D] where xe and ye live
+  dye.resize(mem, rows * D);
+  dxe.resize(mem, rows * D);
+  mem.mem_zero(dxe.data(), dxe.bytes());
+  std::vector<float> dgate(rows);  // on the host: the router's backward reads it
   // combine: y = Σ_k gate·ye (+ shared)
-  d.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(), p, D);
+  d.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(), p, D, be);
   if (p.ranks == 1) {
     ffn_backward_grouped(dxe.data(), g.w_gate, g.w_up, g.w_down, dye.data(), a.experts,
                          a.xe.data(), w.w_gate_raw, w.w_up_raw, w.w_down_raw, p.offsets.data(), E,
@@ -103,7 +114,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
     // xg = to_experts(xe): the adjoint brings dxg back to the tokens' ranks
     d.from_experts(dxe.data(), dxg.data(), p, D);
   }
-  d.dispatch_backward(dh, dxe.data(), p, D);
+  d.dispatch_backward(dh, dxe.data(), p, D, be);
   const std::vector<int> whole{0, N};
   const std::vector<int>& bounds = c.router.rows ? c.router.rows->bounds() : whole;
   if (w.shared)  // y_extra enters the combine with weight 1

@@ -37,13 +37,15 @@ struct MoeGrads {
 struct MoeActs {
   RouterActs router;
   DispatchPlan plan;
-  Workspace<float> xe, ye;  // [N*K, D] rows in permuted (expert) order: sent / received back
+  // [N*K, D] rows in permuted (expert) order: sent / received back; in the backend's memory with
+  // one EP rank (host memory with several: the exchange moves host rows)
+  ActBuffer<float> xe, ye;
   Workspace<float> xg, yg;  // [received, D] this rank's experts' rows (EP > 1 only; with one
                               // rank xe, ye are the experts' buffers)
   std::vector<int32_t> slot_order;  // [N*K] combine base order of each token (ep_layout), or empty
   FfnActs experts;
   FfnActs shared;
-  Workspace<float> shared_y;  // [N, D]
+  ActBuffer<float> shared_y;  // [N, D], as xe
 };
 
 struct MoeCall {

@@ -118,6 +118,50 @@ __global__ void divide_scalar_kernel(float* out, const float* x, int64_t n, floa
   if (i < n) out[i] = hd_div(x[i], s);
 }
 
+// ---- MoE dispatch and combine (the CPU's orders and FMA chains: bit-identical) -----------------
+__global__ void moe_gather_kernel(float* xe, const float* h, const int32_t* row_token, int D, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e < n) xe[e] = h[static_cast<int64_t>(row_token[e / D]) * D + e % D];
+}
+// one thread per (token, component): the token's K terms in its order, one fma chain from 0
+__global__ void moe_combine_kernel(float* y, const float* ye, const float* gate, const float* extra,
+                                   const int32_t* slot_row, const int32_t* order, int K, int D, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t t = e / D, d = e % D;
+  float acc = 0.0f;
+  for (int j = 0; j < K; ++j) {
+    const int64_t s = t * K + order[t * K + j];
+    acc = __fmaf_rn(gate[s], ye[static_cast<int64_t>(slot_row[s]) * D + d], acc);
+  }
+  if (extra) acc = hd_add(acc, extra[e]);
+  y[e] = acc;
+}
+// one thread per (token, slot): its row of dye and its gate's gradient (fma chain over d from 0)
+__global__ void moe_combine_backward_kernel(float* dye, float* dgate, const float* dy, const float* ye,
+                                            const float* gate, const int32_t* slot_row, int K, int D, int64_t n) {
+  const int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (s >= n) return;
+  const int64_t t = s / K, row = slot_row[s];
+  const float g = gate[s];
+  float dot = 0.0f;
+  for (int d = 0; d < D; ++d) {
+    const float x = dy[t * D + d];
+    dye[row * D + d] = hd_mul(g, x);
+    dot = __fmaf_rn(x, ye[row * D + d], dot);
+  }
+  dgate[s] = dot;
+}
+// one thread per (token, component): its K rows added in slot order
+__global__ void moe_scatter_add_kernel(float* dh, const float* dxe, const int32_t* slot_row, int K, int D, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t t = e / D, d = e % D;
+  float acc = dh[e];
+  for (int k = 0; k < K; ++k) acc = hd_add(acc, dxe[static_cast<int64_t>(slot_row[t * K + k]) * D + d]);
+  dh[e] = acc;
+}
+
 // ---- embedding ---------------------------------------------------------------------------------
 // out[N,D], tokens[N], table[*,D]
 __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, const float* table,
@@ -835,6 +879,55 @@ void divide_scalar(float* out, const float* x, int64_t n, float s) {
   float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(n) * sizeof(float)));
   launch(divide_scalar_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, n, s);
   finish_out(out, static_cast<const float*>(d_out), sz(n));
+}
+
+void moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D) {
+  if (rows <= 0 || D <= 0) return;
+  const int64_t n = static_cast<int64_t>(rows) * D;
+  const float* d_h = dev_in(0, h, sz(static_cast<int64_t>(N) * D));
+  const int32_t* d_rt = dev_in(1, row_token, sz(rows));
+  float* d_xe = is_device_pointer(xe) ? xe : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  launch(moe_gather_kernel, grid_for(n, kThreads), kThreads, d_xe, d_h, d_rt, D, n);
+  finish_out(xe, static_cast<const float*>(d_xe), sz(n));
+}
+
+void moe_combine(float* y, const float* ye, const float* gate, const float* extra, const int32_t* slot_row,
+                 const int32_t* order, int N, int K, int D) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t n = static_cast<int64_t>(N) * D, nk = static_cast<int64_t>(N) * K;
+  const float* d_ye = dev_in(0, ye, sz(nk * D));
+  const float* d_g = dev_in(1, gate, sz(nk));
+  const float* d_x = dev_in(2, extra, sz(n));
+  const int32_t* d_sr = dev_in(3, slot_row, sz(nk));
+  const int32_t* d_o = dev_in(4, order, sz(nk));
+  float* d_y = is_device_pointer(y) ? y : static_cast<float*>(device_scratch(5, sz(n) * sizeof(float)));
+  launch(moe_combine_kernel, grid_for(n, kThreads), kThreads, d_y, d_ye, d_g, d_x, d_sr, d_o, K, D, n);
+  finish_out(y, static_cast<const float*>(d_y), sz(n));
+}
+
+void moe_combine_backward(float* dye, float* dgate, const float* dy, const float* ye, const float* gate,
+                          const int32_t* slot_row, int N, int K, int D) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t nk = static_cast<int64_t>(N) * K;
+  const float* d_dy = dev_in(0, dy, sz(static_cast<int64_t>(N) * D));
+  const float* d_ye = dev_in(1, ye, sz(nk * D));
+  const float* d_g = dev_in(2, gate, sz(nk));
+  const int32_t* d_sr = dev_in(3, slot_row, sz(nk));
+  float* d_dye = is_device_pointer(dye) ? dye : static_cast<float*>(device_scratch(4, sz(nk * D) * sizeof(float)));
+  float* d_dg = is_device_pointer(dgate) ? dgate : static_cast<float*>(device_scratch(5, sz(nk) * sizeof(float)));
+  launch(moe_combine_backward_kernel, grid_for(nk, kThreads), kThreads, d_dye, d_dg, d_dy, d_ye, d_g, d_sr, K, D, nk);
+  finish_out(dye, static_cast<const float*>(d_dye), sz(nk * D));
+  finish_out(dgate, static_cast<const float*>(d_dg), sz(nk));
+}
+
+void moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N, int K, int D) {
+  if (N <= 0 || D <= 0) return;
+  const int64_t n = static_cast<int64_t>(N) * D, nk = static_cast<int64_t>(N) * K;
+  float* d_dh = dev_in(0, dh, sz(n));
+  const float* d_dxe = dev_in(1, dxe, sz(nk * D));
+  const int32_t* d_sr = dev_in(2, slot_row, sz(nk));
+  launch(moe_scatter_add_kernel, grid_for(n, kThreads), kThreads, d_dh, d_dxe, d_sr, K, D, n);
+  finish_out(dh, static_cast<const float*>(d_dh), sz(n));
 }
 
 // w[n], m[n], v[n] updated; g[n]

@@ -87,6 +87,19 @@ void logprob_forward(float* logp, const float* logits, const int32_t* targets, i
 void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
                       const int32_t* targets, int N, int V);
 
+// The MoE dispatch and combine over the expert-grouped buffer's N·K rows (models/dispatcher.h):
+// xe[r] = h[row_token[r]] (r < rows; h [N, D]);
+void moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D);
+// y[n] = fma chain from 0 over j of gate[n, o]·ye[slot_row[n, o]] with o = order[n, j], then
+// + extra[n] when extra is non-null ('=');
+void moe_combine(float* y, const float* ye, const float* gate, const float* extra, const int32_t* slot_row,
+                 const int32_t* order, int N, int K, int D);
+// dye[slot_row[n, k]] = gate[n, k]·dy[n], dgate[n, k] = fma chain over d from 0 of dy[n]·ye[...] ('=');
+void moe_combine_backward(float* dye, float* dgate, const float* dy, const float* ye, const float* gate,
+                          const int32_t* slot_row, int N, int K, int D);
+// dh[n] += dxe[slot_row[n, k]] for k = 0..K-1 in turn.
+void moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N, int K, int D);
+
 // One AdamW update of n parameters, in place, element-wise: with g' = g·clip,
 //   m = β1·m + (1 − β1)·g';  v = β2·v + ((1 − β2)·g')·g'     (FP32)
 //   w = w − decay·w;  w = w − (float)(lr·(m/bc1) / (sqrt(v/bc2) + eps))   (the step in double)

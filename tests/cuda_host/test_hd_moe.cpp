@@ -54,7 +54,7 @@ TEST(HdMoe, GroupingIsTheStableSortByExpertAndTheDispatchersPlan) {
     const auto h = normals(static_cast<size_t>(N) * D, 3);
     std::vector<float> xe(static_cast<size_t>(NK) * D);
     DispatchPlan plan;
-    LocalDispatcher().dispatch(xe.data(), &plan, h.data(), ids.data(), N, K, E, D);
+    LocalDispatcher().dispatch(xe.data(), &plan, h.data(), ids.data(), N, K, E, D, cpu_backend());
     EXPECT_EQ(plan.slot_row, slot_row);
     EXPECT_EQ(plan.row_token, row_token);
     EXPECT_EQ(plan.offsets, offsets);
@@ -68,7 +68,7 @@ TEST(HdMoe, CombineEqualsTheDispatcherBitForBitInEveryOrder) {
   std::vector<float> xe(static_cast<size_t>(N) * K * D);
   DispatchPlan plan;
   const LocalDispatcher disp;
-  disp.dispatch(xe.data(), &plan, h.data(), ids.data(), N, K, E, D);
+  disp.dispatch(xe.data(), &plan, h.data(), ids.data(), N, K, E, D, cpu_backend());
   const auto ye = normals(xe.size(), 13), gate = normals(static_cast<size_t>(N) * K, 14),
              extra = normals(static_cast<size_t>(N) * D, 15);
   std::vector<int32_t> base(static_cast<size_t>(N) * K);  // a per-token base order (ep_layout)
@@ -81,7 +81,7 @@ TEST(HdMoe, CombineEqualsTheDispatcherBitForBitInEveryOrder) {
         ASSERT_TRUE(reduce_order_parse(order_name, &ctx.order));
         ctx.key = NoiseKey{99, 3, 5, 1000};
         std::vector<float> want(static_cast<size_t>(N) * D), got(want.size());
-        disp.combine(want.data(), ye.data(), gate.data(), with_extra ? extra.data() : nullptr, plan, D, ctx,
+        disp.combine(want.data(), ye.data(), gate.data(), with_extra ? extra.data() : nullptr, plan, D, ctx, cpu_backend(),
                      with_base ? base.data() : nullptr);
         for (int n = 0; n < N; ++n) {
           int order[64];

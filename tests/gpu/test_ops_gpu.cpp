@@ -646,6 +646,76 @@ std::vector<Case> cases_swiglu_backward() {
   return {c};
 }
 
+// The MoE layer's rows: N tokens, K slots, a grouping by expert as the dispatcher draws it (every
+// slot a distinct row), a combine order per token (reversed for the odd ones). The device runs the
+// CPU's FMA chains in the same order: bits.
+struct MoeRows {
+  int N = 37, K = 3, D = 40;
+  std::vector<int32_t> slot_row, row_token, order;
+  MoeRows() {
+    const int NK = N * K;
+    slot_row.resize(NK);
+    row_token.resize(NK);
+    order.resize(NK);
+    for (int i = 0; i < NK; ++i) slot_row[i] = (i * 7 + 3) % NK;  // 7 and N·K = 111 coprime: a permutation
+    for (int i = 0; i < NK; ++i) row_token[slot_row[i]] = i / K;
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) order[n * K + k] = n % 2 ? K - 1 - k : k;
+  }
+};
+
+std::vector<Case> cases_moe_gather() {
+  const MoeRows m;
+  const auto h = normals(sz(m.N, m.D), 101);
+  Case c("moe gather");
+  c.outs = {written("xe", sz(m.N * m.K, m.D), bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.moe_gather(o.f[0].data(), h.data(), m.row_token.data(), m.N, m.N * m.K, m.D);
+  };
+  return {c};
+}
+
+std::vector<Case> cases_moe_combine() {
+  const MoeRows m;
+  const auto ye = normals(sz(m.N * m.K, m.D), 102), gate = normals(sz(m.N, m.K), 103);
+  const auto extra = normals(sz(m.N, m.D), 104);
+  std::vector<Case> cases;
+  for (bool with_extra : {false, true}) {
+    Case c(with_extra ? "moe combine + shared expert" : "moe combine");
+    c.outs = {written("y", sz(m.N, m.D), bits())};
+    c.run = [=](const Backend& b, Bufs& o) {
+      b.moe_combine(o.f[0].data(), ye.data(), gate.data(), with_extra ? extra.data() : nullptr, m.slot_row.data(),
+                    m.order.data(), m.N, m.K, m.D);
+    };
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+std::vector<Case> cases_moe_combine_backward() {
+  const MoeRows m;
+  const auto ye = normals(sz(m.N * m.K, m.D), 105), gate = normals(sz(m.N, m.K), 106);
+  const auto dy = normals(sz(m.N, m.D), 107);
+  Case c("moe combine backward");
+  c.outs = {written("dye", sz(m.N * m.K, m.D), bits()), written("dgate", sz(m.N, m.K), bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.moe_combine_backward(o.f[0].data(), o.f[1].data(), dy.data(), ye.data(), gate.data(), m.slot_row.data(), m.N,
+                           m.K, m.D);
+  };
+  return {c};
+}
+
+std::vector<Case> cases_moe_scatter_add() {
+  const MoeRows m;
+  const auto dxe = normals(sz(m.N * m.K, m.D), 108), dh0 = normals(sz(m.N, m.D), 109);
+  Case c("moe scatter add");
+  c.outs = {accumulated("dh", dh0, bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.moe_scatter_add(o.f[0].data(), dxe.data(), m.slot_row.data(), m.N, m.K, m.D);
+  };
+  return {c};
+}
+
 // Two steps of the update, in place on w, m, v.
 std::vector<Case> cases_adamw_update() {
   const int64_t n = 100003;

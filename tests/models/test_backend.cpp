@@ -31,9 +31,11 @@ class CountingBackend final : public Backend {
 // rollout/train mismatch measure (sim/rl/), the optimizer's update (sim/step/optimizer.cpp), and the
 // softmax backward no caller needs. A new op for sim/ goes here (docs/architecture.md, "Adding an op").
 const std::set<Op> kNotInAModelStep = {Op::log_softmax_forward, Op::softmax_backward, Op::adamw_update};
-// The ops only the MoE layer calls: the router's softmax and top-k, the experts' grouped GEMMs.
+// The ops only the MoE layer calls: the router's softmax and top-k, the experts' grouped GEMMs,
+// the dispatch and the combine.
 const std::set<Op> kMoeOnly = {Op::softmax_forward, Op::topk_forward, Op::linear_forward_grouped,
-                               Op::linear_backward_grouped};
+                               Op::linear_backward_grouped, Op::moe_gather, Op::moe_combine,
+                               Op::moe_combine_backward, Op::moe_scatter_add};
 
 // One training step and 2 decode steps on `backend` (null: the model's default).
 test::StepOutputs run_step(const ModelConfig& cfg, const Backend* backend) {

@@ -38,7 +38,7 @@ TEST(EpTiming, DISABLED_A2aTiming) {
   for (int r = 0; r < reps + 2; ++r) {
     sync();
     const auto t0 = clock::now();
-    disp.dispatch(xe.data(), &plan, h.data(), ids.data() + blk.begin * K, N, K, E, D);
+    disp.dispatch(xe.data(), &plan, h.data(), ids.data() + blk.begin * K, N, K, E, D, cpu_backend());
     const auto t1 = clock::now();
     std::vector<float> xg(static_cast<size_t>(plan.received()) * D);
     sync();

@@ -209,7 +209,7 @@ TEST(EpModel, DispatcherCountsAndRowsMatchTheGlobalOrder) {
   const CollectiveDispatcher disp(&g.ep());
   DispatchPlan plan;
   std::vector<float> xe(static_cast<size_t>(N) * K * D);
-  disp.dispatch(xe.data(), &plan, h.data(), ids.data() + blk.begin * K, N, K, E, D);
+  disp.dispatch(xe.data(), &plan, h.data(), ids.data() + blk.begin * K, N, K, E, D, cpu_backend());
   const int J = E / n, e0 = J * rank;
   EXPECT_EQ(plan.e0, e0);
   EXPECT_EQ(plan.E_local, J);

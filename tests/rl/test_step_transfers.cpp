@@ -11,10 +11,11 @@
 //  * the optimizer moments never cross (device-resident from AdamW::set_backend on);
 //  * the parameters cross once, up, at the run's first op, and the gradients only down, once per
 //    update, for the clip's norm (models/model.h, "resident"; sim/step/optimizer.h, adamw_step);
-//  * the activations outside the MoE layer never cross: the dense twin's train phase moves one
-//    activation copy each way per mini-batch (the log-probs down, their gradient up);
+//  * the activations stay on the device: the dense twin's train phase moves one activation copy
+//    each way per mini-batch (the log-probs down, their gradient up); the MoE model's moves the
+//    router's scores and gates besides (printed, not bounded here);
 //  * the step changes no bit: the parameters after it equal the CPU backend's.
-// What still crosses is counted and printed (the MoE layer's activations, the log-probs, the
+// What still crosses is counted and printed (the router's scores and gates, the log-probs, the
 // logits a sampler reads, indices per op), and the parameters' and gradients' crossings are
 // checked to the byte. The CUDA backend counts with the same table (kernels/op_crossings.h); its
 // numbers on a GPU come from tests/gpu/device_checks.sh.
