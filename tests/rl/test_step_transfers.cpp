@@ -164,5 +164,56 @@ TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
   }
 }
 
+// A step's activation bytes each way have a bound with no term in the model's width: what crosses
+// is per row of a phase (its log-probs, the logits a sampler or the mismatch measure reads, the
+// router's scores and gates per layer), never a row of the residual stream. With rows_p the rows a
+// phase runs (sequences × max_seq_len at most; the train phase counts its forward and backward),
+//   bytes ≤ 4 · Σ_p rows_p · (4·V + 8·L·(E + K) + 8),
+// and the bytes do not grow with d_model: 16 times the width (16 → 256) moves at most 1.5 times
+// the bytes (the rollouts' lengths may differ), where one residual-stream array per layer and row
+// would multiply them by about 16.
+struct Crossed {
+  int64_t up = 0, down = 0, bound = 0;
+};
+Crossed two_steps(int d_model) {
+  const Scenario s = test::tiny_scenario({"model.d_model=" + std::to_string(d_model)});
+  const RlSetup setup = setup_of(s);
+  TestDeviceBackend dev;
+  Model m(s.model);
+  params_init(&m.params(), s.model, 7);
+  m.set_backend(dev);
+  RlTrainer t(setup, &m);
+  TransferLog& log = *dev.transfers();
+  log.reset();
+  RunResults res;
+  const int64_t steps = 2;
+  for (int64_t step = 0; step < steps; ++step) t.step(step, &res);
+  const ModelConfig& c = s.model;
+  const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size, T = c.max_seq_len;
+  const int64_t eval_rows = static_cast<int64_t>(s.rl.eval_prompts) * T;  // the base evaluation
+  const int64_t step_rows = S * T * 4;  // rollout, π_old, the train forward and its backward
+  const int64_t per_row = 4 * c.vocab_size + 8 * c.n_layers * (c.n_experts + c.top_k) + 8;
+  Crossed x;
+  x.bound = 4 * (eval_rows + steps * step_rows) * per_row;
+  for (int p = 0; p < kTransferPhases; ++p) {
+    x.up += log.bytes(static_cast<TransferPhase>(p), CrossKind::activations, CrossDir::up);
+    x.down += log.bytes(static_cast<TransferPhase>(p), CrossKind::activations, CrossDir::down);
+  }
+  std::printf("d_model %d: activations up %lld B, down %lld B; bound %lld B each way\n", d_model,
+              static_cast<long long>(x.up), static_cast<long long>(x.down), static_cast<long long>(x.bound));
+  return x;
+}
+
+TEST(StepTransfers, AStepsActivationsDoNotGrowWithTheWidth) {
+  const Crossed narrow = two_steps(16), wide = two_steps(256);
+  for (const Crossed& x : {narrow, wide}) {
+    EXPECT_GT(x.up, 0);
+    EXPECT_LE(x.up, x.bound);
+    EXPECT_LE(x.down, x.bound);
+  }
+  EXPECT_LE(2 * wide.up, 3 * narrow.up);
+  EXPECT_LE(2 * wide.down, 3 * narrow.down);
+}
+
 }  // namespace
 }  // namespace moerl
