@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ep_fixture.h"
+#include "kernels/test_device.h"
 #include "models/dispatcher.h"
 #include "mpi_env.h"
 #include "sim/comm/gather.h"
@@ -63,13 +64,19 @@ struct Pair {
   }
 };
 
-// Forward + backward on both sides; checks everything a forward/backward produces.
-void check_case(const Case& c, int B, int chunks) {
-  SCOPED_TRACE(c.name + ", B = " + std::to_string(B) + ", chunks = " + std::to_string(chunks));
+// Forward + backward on both sides; checks everything a forward/backward produces. With `device`
+// the spread model runs on TestDeviceBackend (kernels/test_device.h): its parameters, gradients
+// and activations in a device memory the host cannot touch, the MoE layer's rows staged through
+// the host for the exchange when there are several ranks (models/moe_layer.cpp) — the same bits.
+void check_case(const Case& c, int B, int chunks, bool device = false) {
+  SCOPED_TRACE(c.name + ", B = " + std::to_string(B) + ", chunks = " + std::to_string(chunks) +
+               (device ? ", test device" : ""));
   const RankGrid& g = test::mpi_grid();
   const ModelConfig& cfg = c.cfg;
   const int T = 7, L = cfg.n_layers, K = cfg.top_k, E = cfg.n_experts, D = cfg.d_model;
+  TestDeviceBackend dev;  // outlives the models
   Pair m(cfg, chunks, 21);
+  if (device) m.dist.set_backend(dev);
   const auto tok = test::seeded_tokens(B * T, cfg.vocab_size, 5);
   const auto w = test::seeded_vector(B * (T - 1), 6);
   const auto replay = test::seeded_ids(L * B * T, E, K, 7);
@@ -156,6 +163,10 @@ TEST(EpModel, UnevenBlocksBitIdenticalToOneRank) {  // 6 sequences: blocks of 1 
 
 TEST(EpModel, PlainModeForwardExactGradientsClose) {
   for (const Case& c : cases()) check_case(c, 8, 0);
+}
+
+TEST(EpModel, OnTheTestDeviceBitIdenticalToOneRank) {
+  for (const Case& c : cases()) check_case(c, 8, 4, true);
 }
 
 TEST(EpModel, GenerationBitIdenticalToOneRank) {
