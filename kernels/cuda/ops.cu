@@ -172,6 +172,16 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* tokens, cons
   out[e] = table[static_cast<int64_t>(tokens[n]) * D + i];
 }
 
+// The distinct tokens' rows of a table in the device's memory: gather (rows[u] = table[uniq[u]]) or
+// put back (table[uniq[u]] = rows[u]); copies.
+__global__ void table_rows_kernel(float* dst, const float* src, const int32_t* uniq, int D, int64_t n, bool gather) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t u = e / D, i = e % D, t = static_cast<int64_t>(uniq[u]) * D + i;
+  if (gather) dst[e] = src[t];
+  else dst[t] = src[e];
+}
+
 // rows[U,D] += the dout rows of each distinct token in ascending n: token u's rows are
 // order[start[u] .. start[u+1]).
 __global__ void embedding_backward_kernel(float* rows, const float* dout, const int32_t* order,
@@ -536,14 +546,25 @@ void embedding_backward(float* dtable, const float* dout, const int32_t* tokens,
   }
   start.push_back(N);
   const int U = static_cast<int>(uniq.size());
-  std::vector<float> rows(sz(elems(U, D)));
+  const int64_t n_rows = elems(U, D);
+  const float* d_dout = dev_in(1, dout, sz(elems(N, D)));
+  const int32_t* d_order = scratch_upload(2, order.data(), order.size());
+  const int32_t* d_start = scratch_upload(3, start.data(), start.size());
+  if (is_device_pointer(dtable)) {  // the resident gradients: the rows gathered and put back on the device
+    const int32_t* d_uniq = scratch_upload(4, uniq.data(), uniq.size());
+    float* d_rows = static_cast<float*>(device_scratch(0, sz(n_rows) * sizeof(float)));
+    launch(table_rows_kernel, grid_for(n_rows, kThreads), kThreads, d_rows, static_cast<const float*>(dtable), d_uniq,
+           D, n_rows, true);
+    launch(embedding_backward_kernel, grid_for(n_rows, kThreads), kThreads, d_rows, d_dout, d_order, d_start, U, D);
+    launch(table_rows_kernel, grid_for(n_rows, kThreads), kThreads, dtable, static_cast<const float*>(d_rows), d_uniq,
+           D, n_rows, false);
+    return;
+  }
+  std::vector<float> rows(sz(n_rows));
   for (int u = 0; u < U; ++u)
     std::copy_n(dtable + static_cast<int64_t>(uniq[u]) * D, D, rows.begin() + static_cast<int64_t>(u) * D);
   float* d_rows = scratch_upload(0, rows.data(), rows.size());
-  const float* d_dout = scratch_upload(1, dout, sz(elems(N, D)));
-  const int32_t* d_order = scratch_upload(2, order.data(), order.size());
-  const int32_t* d_start = scratch_upload(3, start.data(), start.size());
-  launch(embedding_backward_kernel, grid_for(elems(U, D), kThreads), kThreads, d_rows, d_dout,
+  launch(embedding_backward_kernel, grid_for(n_rows, kThreads), kThreads, d_rows, d_dout,
          d_order, d_start, U, D);
   download(rows.data(), d_rows, rows.size());
   for (int u = 0; u < U; ++u)
