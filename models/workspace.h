@@ -14,7 +14,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <type_traits>
