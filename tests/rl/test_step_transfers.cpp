@@ -215,5 +215,59 @@ TEST(StepTransfers, AStepsActivationsDoNotGrowWithTheWidth) {
   EXPECT_LE(2 * wide.down, 3 * narrow.down);
 }
 
+// The test device, counting the decode steps of each phase: a decode step runs attention_decode
+// once per layer.
+class DecodeCounting final : public Backend {
+ public:
+  explicit DecodeCounting(const Backend& inner) : inner_(inner) {}
+  BackendKind kind() const override { return inner_.kind(); }
+  std::string describe() const override { return inner_.describe(); }
+  MOERL_BACKEND_FORWARD_MEMORY(inner_)
+#define MOERL_OP(name, params, args)                                                 \
+  void name params const override {                                                  \
+    if (Op::name == Op::attention_decode) ++decode_[static_cast<size_t>(transfers()->phase())]; \
+    inner_.name args;                                                                \
+  }
+#include "kernels/ops.def"
+  int64_t decode_calls(TransferPhase p) const { return decode_[static_cast<size_t>(p)]; }
+
+ private:
+  const Backend& inner_;
+  mutable int64_t decode_[kTransferPhases] = {};
+};
+
+// Host reads per decode step, bounded: what a step of the rollout downloads is the logits of its
+// rows (the sampler's) and, per layer, the router's scores and choices (its logits, softmax, top-k
+// ids and values) — 2 + 4·L copies a step at most, prefill included — and never more as the
+// model grows (the floor is one small read a step: the sampler and the router on the
+// device, not yet).
+TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
+  const Scenario s = test::tiny_scenario();
+  const RlSetup setup = setup_of(s);
+  TestDeviceBackend dev;
+  DecodeCounting be(dev);
+  Model m(s.model);
+  params_init(&m.params(), s.model, 8);
+  m.set_backend(be);
+  RlTrainer t(setup, &m);
+  TransferLog& log = *dev.transfers();
+  log.reset();
+  RunResults res;
+  const int64_t steps = 2;
+  for (int64_t step = 0; step < steps; ++step) t.step(step, &res);
+  const int L = s.model.n_layers;
+  for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout}) {
+    const int64_t decode_steps = be.decode_calls(ph) / L;
+    const int64_t prefills = ph == TransferPhase::eval ? 1 : steps;
+    int64_t reads = 0;
+    for (int k = 0; k < kCrossKinds; ++k) reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
+    std::printf("%s: %lld decode steps, %lld host reads (%.1f a step, prefill included)\n", transfer_phase_name(ph),
+                static_cast<long long>(decode_steps), static_cast<long long>(reads),
+                static_cast<double>(reads) / static_cast<double>(decode_steps + prefills));
+    EXPECT_GT(decode_steps, 0) << transfer_phase_name(ph);
+    EXPECT_LE(reads, (decode_steps + prefills) * (2 + 4 * L)) << transfer_phase_name(ph);
+  }
+}
+
 }  // namespace
 }  // namespace moerl
