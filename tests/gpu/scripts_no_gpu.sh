@@ -9,6 +9,9 @@
 #   tests/gpu/device_checks.sh with a test binary that cannot start (a missing CUDA library): its
 #     row of the table says FAILED with the exit status, never "0 failed", and the exit status is
 #     non-zero;
+#   tests/gpu/device_checks.sh with BUDGET_S=0, rerun into the same OUTDIR: every budgeted check
+#     is skipped and named in the table, none shows the last run's results, the exit status is
+#     non-zero (the GPU tests did not run);
 #   scripts/pack_gpu.sh with an output it cannot write (in a missing directory, under a file, an
 #     existing directory, a read-only directory when not root): exit 1 with one line naming it,
 #     before any build (cmake on PATH is a trap that fails the test) and any staging, the build
@@ -91,6 +94,22 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$gpu_row" | grep -q "FAILED: no tes
   ok "device_checks.sh, test_gpu cannot start: exit $rc, $gpu_row"
 else
   bad "device_checks.sh, test_gpu cannot start: rc=$rc, rows: $gpu_row / $host_row; stderr: $(tail -3 "$W/dc3.err")"
+fi
+
+# ---- device_checks.sh: the time budget ------------------------------------------------------
+# BUDGET_S=0, rerun into the same OUTDIR (the last case left its test_gpu.txt there): every budgeted
+# check is skipped and named, the GPU tests' row says SKIPPED (not the last run's FAILED), exit non-zero.
+PATH="$SHIM:$PATH" MOERL_PREBUILT="$P" N_CONC=1 BUDGET_S=0 timeout 120 bash tests/gpu/device_checks.sh "$out" > "$W/dc4.out" 2> "$W/dc4.err"
+rc=$?
+gpu_row=$(grep '^| GPU tests |' "$W/dc4.out")
+skip_row=$(grep '^| skipped, out of the time budget' "$W/dc4.out")
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$gpu_row" | grep -q "SKIPPED: not run (the time budget)" \
+   && echo "$skip_row" | grep -q "GPU tests (test_gpu)" && echo "$skip_row" | grep -q "moerl bench bench-large.ini on cpu" \
+   && echo "$skip_row" | grep -q "bench workload on the GPU" && grep -q '^| RL run, quickstart 10 steps on cuda | skipped' "$W/dc4.out" \
+   && [ ! -e "$out/test_gpu.txt" ]; then
+  ok "device_checks.sh, BUDGET_S=0: exit $rc, $skip_row"
+else
+  bad "device_checks.sh, BUDGET_S=0: rc=$rc, rows: $gpu_row / $skip_row; stdout: $(tail -20 "$W/dc4.out")"
 fi
 
 # ---- pack_gpu.sh: an output it cannot write ------------------------------------------------
