@@ -32,6 +32,10 @@ between sessions gives an honest partial table. Per variant:
                     dead_experts at the last step
   drift             router_drift at the last evaluation: the share of (position, layer) routes on
                     the fixed probe set whose top-k set differs from the base policy's
+  rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
+                    score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
+                    resamples with replacement, a fixed generator seed: the same table every
+                    time), the 2.5 and 97.5 percentiles of each variant's rank (1 = highest)
 """
 import csv
 import io
@@ -52,6 +56,25 @@ with entry.imports():
 
 FINISHED = ("complete", "collapsed")
 BURST_FACTOR = 10.0  # a burst: grad_norm_max above this many times the run's median grad_norm
+RANK_RESAMPLES = 2000  # bootstrap resamples of the seeds for the ranks' intervals
+
+
+def rank_intervals(d_by_variant, resamples=RANK_RESAMPLES, seed=0):
+    """{variant: (low, high)}: the 95 % interval of each variant's rank (1 = the highest mean) when
+    the seeds are resampled with replacement; d_by_variant maps each ranked variant to its paired
+    differences over the same seeds, in the same order. Fewer than 2 seeds: (nan, nan)."""
+    names = list(d_by_variant)
+    if not names:
+        return {}
+    D = np.array([d_by_variant[v] for v in names], dtype=float)  # [variants, seeds]
+    if D.shape[1] < 2 or not np.isfinite(D).all():
+        return {v: (float("nan"), float("nan")) for v in names}
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, D.shape[1], size=(resamples, D.shape[1]))
+    means = D[:, idx].mean(axis=2)  # [variants, resamples]
+    ranks = np.argsort(np.argsort(-means, axis=0, kind="stable"), axis=0, kind="stable") + 1
+    lo, hi = np.percentile(ranks, 2.5, axis=1), np.percentile(ranks, 97.5, axis=1)
+    return {v: (float(lo[i]), float(hi[i])) for i, v in enumerate(names)}
 
 
 def _finite(x):
@@ -176,6 +199,10 @@ def league(per_run, reference="control", planned=()):
         out.append(row)
     rest = sorted((r for r in out if r["variant"] != reference),
                   key=lambda r: -r["score_minus_ref"][0] if np.isfinite(r["score_minus_ref"][0]) else np.inf)
+    ci = rank_intervals(OrderedDict(
+        (r["variant"], [variants[r["variant"]][s]["score"] - ref[s]["score"] for s in seeds]) for r in rest))
+    for r in out:
+        r["rank_ci"] = ci.get(r["variant"], (float("nan"), float("nan")))
     return [r for r in out if r["variant"] == reference] + rest, seeds
 
 
@@ -186,7 +213,8 @@ def _pm(mc, digits=3, sci=False):
 def table_md(rows, reference, score):
     head = ["rank", "variant", "n", f"{score} − base", f"− {reference}, paired", "lower", "exact − base",
             f"reward − {reference}", "collapsed [95 %]", "terminal / transient", "bursts / run (runs)",
-            "KL", "flip %", "load CV (last 10)", "Δ load CV", "max/mean", "dead", "router drift"]
+            "KL", "flip %", "load CV (last 10)", "Δ load CV", "max/mean", "dead", "router drift",
+            "rank [95 %]"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for i, r in enumerate(rows):
         k, n, lo, hi = r["collapsed"]
@@ -201,6 +229,7 @@ def table_md(rows, reference, score):
             _pm(r["kl"], 2, sci=True), _pm(r["flip_pct"], 2), _pm(r["load_cv_last10"]),
             _pm(r["load_cv_change"]), _pm(r["load_max_over_mean_last10"], 2), _pm(r["dead_experts_last"], 1),
             _pm(r["router_drift"]),
+            "–" if ref or not np.isfinite(r["rank_ci"][0]) else f"{r['rank_ci'][0]:.0f}–{r['rank_ci'][1]:.0f}",
         ]) + " |")
     return "\n".join(lines) + "\n"
 
@@ -212,12 +241,12 @@ def table_csv(rows):
             "load_cv_last10", "load_cv_change", "load_max_over_mean_last10", "dead_experts_last", "router_drift"]
     w.writerow(["variant", "n", "seeds"] + [c + s for c in cols for s in ("", "_ci95")] +
                ["lower_than_ref", "collapsed", "collapse_low", "collapse_high", "terminal", "transient",
-                "bursts_per_run", "runs_with_bursts"])
+                "bursts_per_run", "runs_with_bursts", "rank_low", "rank_high"])
     for r in rows:
         k, n, lo, hi = r["collapsed"]
         w.writerow([r["variant"], r["n"], r["seeds"]] + [f"{v:.6g}" for c in cols for v in r[c]] +
                    [r["lower_than_ref"], k, f"{lo:.4f}", f"{hi:.4f}", r["terminal"], r["transient"],
-                    f"{r['bursts'][0]:.3g}", r["bursts"][1]])
+                    f"{r['bursts'][0]:.3g}", r["bursts"][1], f"{r['rank_ci'][0]:.3g}", f"{r['rank_ci'][1]:.3g}"])
     return buf.getvalue()
 
 

@@ -146,3 +146,15 @@ def test_a_seed_counts_only_when_every_planned_variant_finished(tmp_path):
     league.main([str(d), "--out", str(out)])
     md = (out / "league.md").read_text()
     assert "Seeds complete for every variant: 1 (2)" in md
+
+
+def test_rank_intervals_from_a_bootstrap_of_the_seeds():
+    # a variant above the others on every seed by a wide margin ranks 1 in every resample; two that
+    # trade places from seed to seed share ranks 2–3; one seed: no interval
+    d = {"best": [0.30, 0.31, 0.29, 0.30, 0.32], "a": [0.01, -0.02, 0.03, -0.01, 0.02],
+         "b": [-0.01, 0.02, -0.03, 0.01, -0.02]}
+    ci = league.rank_intervals(d)
+    assert ci["best"] == (1.0, 1.0)
+    assert ci["a"] == (2.0, 3.0) and ci["b"] == (2.0, 3.0)
+    assert league.rank_intervals(d) == ci  # a fixed generator: the same table every time
+    assert all(np.isnan(x) for x in league.rank_intervals({"a": [0.1], "b": [0.2]})["a"])
