@@ -130,11 +130,14 @@ void OpCrossings::kv_cache_write(float* kcache, float* vcache, const float* k, c
                                  int D, int /*Tc*/, int /*t0*/) const {
   if (B <= 0 || T <= 0 || D <= 0) return;
   const size_t rows = n_of(int64_t{B} * T, D) * f4;
-  in(k, rows, K::activations);
-  in(v, rows, K::activations);
-  // a host cache: the written positions down (the CUDA backend writes them into a host copy)
-  this->out(kcache, rows, K::kv_cache);
-  this->out(vcache, rows, K::kv_cache);
+  if (be_.is_device_pointer(kcache) && be_.is_device_pointer(vcache)) {  // the resident cache
+    in(k, rows, K::activations);
+    in(v, rows, K::activations);
+    return;
+  }
+  // A host cache is written on the host (the CUDA backend's copy path): resident k, v come down.
+  for (const float* x : {k, v})
+    if (be_.is_device_pointer(x)) log_.add(CrossDir::down, K::activations, static_cast<int64_t>(rows));
 }
 
 void OpCrossings::round_format(float* x, int64_t n, Format f) const {
