@@ -46,7 +46,11 @@ void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int3
   cuda::hd_expert_offsets(p->offsets.data(), ids, N * K, E);
   std::vector<int> fill(static_cast<size_t>(E));
   cuda::hd_group_slots(p->slot_row.data(), p->row_token.data(), fill.data(), ids, p->offsets.data(), N * K, K, E);
-  be.moe_gather(xe, h, p->row_token.data(), N, N * K, D);
+  const size_t NK = static_cast<size_t>(N) * K;
+  p->dev.resize(be, 3 * NK);
+  be.mem_copy(p->dev.data(), p->row_token.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  be.mem_copy(p->dev.data() + NK, p->slot_row.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  be.moe_gather(xe, h, p->dev_row_token(), N, N * K, D);
 
   const int S = p->ranks, J = p->E_local;
   if (S == 1) {  // a group of one: the permuted buffer is the experts' buffer
@@ -109,17 +113,18 @@ void Dispatcher::combine(float* y, const float* ye, const float* gate, const flo
                            ctx.key.seed, ctx.key.layer, ctx.key.site, ctx.key.call, n);
     std::copy(o, o + K, order.begin() + static_cast<size_t>(n) * K);
   });
-  be.moe_combine(y, ye, gate, y_extra, p.slot_row.data(), order.data(), p.N, K, D);
+  be.mem_copy(p.dev_order(), order.data(), order.size() * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  be.moe_combine(y, ye, gate, y_extra, p.dev_slot_row(), p.dev_order(), p.N, K, D);
 }
 
 void Dispatcher::combine_backward(float* dye, float* dgate, const float* dy, const float* ye,
                                   const float* gate, const DispatchPlan& p, int D, const Backend& be) const {
-  be.moe_combine_backward(dye, dgate, dy, ye, gate, p.slot_row.data(), p.N, p.K, D);
+  be.moe_combine_backward(dye, dgate, dy, ye, gate, p.dev_slot_row(), p.N, p.K, D);
 }
 
 void Dispatcher::dispatch_backward(float* dh, const float* dxe, const DispatchPlan& p, int D,
                                    const Backend& be) const {
-  be.moe_scatter_add(dh, dxe, p.slot_row.data(), p.N, p.K, D);
+  be.moe_scatter_add(dh, dxe, p.dev_slot_row(), p.N, p.K, D);
 }
 
 void LocalDispatcher::exchange(float* recv, const int* recv_rows, const float* send,

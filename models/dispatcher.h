@@ -27,6 +27,7 @@
 #include "kernels/backend.h"
 #include "kernels/numerics.h"
 #include "models/collectives.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
@@ -43,6 +44,13 @@ struct DispatchPlan {
   std::vector<int> recv_expert;    // [ranks, E_local] rows from rank s for local expert j
   std::vector<int> expert_offsets; // [E_local+1] first row of each local expert, regrouped buffer
   int received() const { return expert_offsets.empty() ? 0 : expert_offsets.back(); }
+  // [3, N*K] row_token, slot_row and each token's combine order where the ops read them (the
+  // backend's memory): up once per layer and call, read by the gather, the combine and both
+  // backward ops
+  mutable ActBuffer<int32_t> dev;
+  const int32_t* dev_row_token() const { return dev.data(); }
+  const int32_t* dev_slot_row() const { return dev.data() + static_cast<size_t>(N) * K; }
+  int32_t* dev_order() const { return dev.data() + 2 * static_cast<size_t>(N) * K; }
 };
 
 class Dispatcher {
