@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 
 #include "kernels/cuda/buffer.h"
@@ -78,10 +79,18 @@ class CudaBackend final : public Backend {
 #include "kernels/ops.def"
 
  private:
+  // True where the device has a stream-ordered pool; its release threshold is then raised so that
+  // the pool keeps what it holds across synchronisations (every cudaMemcpy is one) instead of
+  // handing it back to the driver at each, which would make every allocation a cudaMalloc again.
   static bool memory_pools() {
     int dev = 0, on = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&on, cudaDevAttrMemoryPoolsSupported, dev) == cudaSuccess && on != 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&on, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess || on == 0)
+      return false;
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess) return false;
+    uint64_t keep = UINT64_MAX;
+    return cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
   }
   const bool pools_ = memory_pools();
   mutable TransferLog log_;
