@@ -533,7 +533,7 @@ void RlRun::save_checkpoint(int64_t steps_done) {
   CheckpointExtras ex;
   trainer_->save_state(&ex);
   run_identity_scalars(s_, ranks_, steps_done, &ex);
-  ParamStore params = model_->params();
+  ParamStore params = static_cast<const Model&>(*model_).params();  // a read: the device copy stays current
   if (par_.ep_size() > 1) {  // the owners' expert slices first: the file equals a 1-rank one
     gather_experts(&params.data(), params, s_.model.n_experts, *par_.ep);
     for (auto& [name, v] : ex.arrays)
