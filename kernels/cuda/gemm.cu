@@ -161,7 +161,7 @@ __global__ void amax_kernel(uint32_t* amax, const float* x, GemmGroups g) {
 
 __global__ void scale_kernel(float* scales, const uint32_t* amax, int n, Format f) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g < n) scales[g] = gemm_scale_from_amax(gemm_bits_float(amax[g]), f);
+  if (g < n) scales[g] = gemm_scale_from_amax(hd_bits_float(amax[g]), f);
 }
 
 // q[i·kp + padded(j)] = code of x[i, j] / scale(i, j) (padding stays as zeroed beforehand).

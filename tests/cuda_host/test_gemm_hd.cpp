@@ -66,7 +66,7 @@ std::vector<float> hd_scales(const std::vector<float>& x, const GemmGroups& g, F
     uint32_t m = 0;
     for (int i = i0; i < i1; ++i)
       for (int j = j0; j < j1; ++j) m = std::max(m, gemm_amax_key(x[static_cast<size_t>(i) * g.cols + j]));
-    s[grp] = gemm_scale_from_amax(gemm_bits_float(m), f);
+    s[grp] = gemm_scale_from_amax(hd_bits_float(m), f);
   }
   return s;
 }

@@ -19,13 +19,13 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "kernels/cuda/hd/arith.h"
+#include "kernels/cuda/hd/bits.h"
 #include "kernels/hd.h"
 #include "kernels/numerics.h"
 #include "kernels/rng.h"
@@ -35,50 +35,30 @@ namespace moerl::cuda {
 inline constexpr int kGemmAlign = 16;      // elements: K padding of the low-precision operands
 inline constexpr int kGemmMaxSplit = 256;  // split_k:64 × 4 (batch variance), as cpu/gemm.cpp
 
-// ---- float bits ------------------------------------------------------------------------------------
-MOERL_HD uint32_t gemm_float_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-MOERL_HD float gemm_bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-#endif
-}
-
 // ---- scales ------------------------------------------------------------------------------------------
 // Largest finite value of f: format_max(f) bit for bit.
 MOERL_HD float gemm_fmt_max(Format f) {
   switch (f) {
-    case Format::bf16: return gemm_bits_float(0x7F7F0000u);
+    case Format::bf16: return hd_bits_float(0x7F7F0000u);
     case Format::fp16: return 65504.0f;
     case Format::fp8_e4m3: return 448.0f;
     case Format::fp8_e5m2: return 57344.0f;
     case Format::fp32: break;
   }
-  return gemm_bits_float(0x7F7FFFFFu);
+  return hd_bits_float(0x7F7FFFFFu);
 }
 
 // |x| as an unsigned key whose integer order is the order of |x| (NaN → 0: ignored by the max, as
 // the CPU's amax ignores it). The group amax is then an exact, order-free atomicMax.
 MOERL_HD uint32_t gemm_amax_key(float x) {
-  const uint32_t a = gemm_float_bits(x) & 0x7FFFFFFFu;
+  const uint32_t a = hd_float_bits(x) & 0x7FFFFFFFu;
   return a > 0x7F800000u ? 0u : a;
 }
 
 // scale = amax / format_max, 1 when that is not a positive finite number; fp32 keeps scale 1.
 MOERL_HD float gemm_scale_from_amax(float amax, Format f) {
   float s = f == Format::fp32 ? 1.0f : hd_div(amax, gemm_fmt_max(f));
-  if (!(s > 0.0f) || gemm_float_bits(s) >= 0x7F800000u) s = 1.0f;
+  if (!(s > 0.0f) || hd_float_bits(s) >= 0x7F800000u) s = 1.0f;
   return s;
 }
 
@@ -132,7 +112,7 @@ MOERL_HD uint32_t gemm_quant_code(float x, float scale, Format f) {
     case Format::fp8_e5m2: return __nv_cvt_float_to_fp8(v, __NV_NOSAT, __NV_E5M2);
     case Format::fp32: break;
   }
-  return gemm_float_bits(v);
+  return hd_float_bits(v);
 }
 // The value a code stands for (unscaled).
 MOERL_HD float gemm_code_value(uint32_t code, Format f) {
@@ -153,7 +133,7 @@ MOERL_HD float gemm_code_value(uint32_t code, Format f) {
       return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E5M2)));
     case Format::fp32: break;
   }
-  return gemm_bits_float(code);
+  return hd_bits_float(code);
 }
 // The fake-quantised value round(x / scale)·scale: quantize_matrix's output element.
 MOERL_HD float gemm_fake_quant(float x, float scale, Format f) {

@@ -7,31 +7,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/cuda/hd/bits.h"
 #include "kernels/hd.h"
 #include "kernels/numerics.h"
 
 namespace moerl::cuda {
-
-MOERL_HD uint32_t hd_float_bits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-MOERL_HD float hd_bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-#endif
-}
 
 // u's float rounded to M fraction bits; eminb: the FP32-biased exponent of the target's minimum
 // normal (1: no subnormal range of its own, bf16); max_bits: its largest finite value.
