@@ -21,6 +21,31 @@ const NumericsProfile& default_profile() {
   return p;
 }
 
+// The layer's MoE block: h_mlp → y through the router, the dispatch, the experts and the combine.
+// It runs where the activations are (its dispatch, experts and combine are ops; the plan and the
+// router's top-k bookkeeping are the host's). With several EP ranks on a device the exchange moves
+// host rows: h_mlp crosses down, the layer's output back up (LayerActs::h_mlp_host, y_host).
+float moe_block(LayerActs* a, float* router_logp, int64_t* load, const LayerCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  const NumericsProfile& p = *c.profile;
+  const Backend& be = backend_or_cpu(c.backend);
+  const int N = c.N, l = c.layer;
+  const size_t ND = static_cast<size_t>(N) * cfg.d_model;
+  MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T, c.training, c.dispatcher,
+                        c.rows);
+  mc.router.backend = c.backend;
+  mc.router.probe_ids = c.probe_ids;
+  mc.router.own_ids = c.own_ids;
+  if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
+  const bool staged = be.memory_space() == MemorySpace::device && c.dispatcher && c.dispatcher->ranks() > 1;
+  const float* h = staged ? act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND) : a->h_mlp.data();
+  if (staged) a->y_host.resize(ND);
+  float* y = staged ? a->y_host.data() : a->y.data();
+  const float aux = moe_forward(y, &a->moe, router_logp, load, h, moe_weights(cfg, *c.params, *c.packed, l), N, mc);
+  if (staged) be.mem_copy(a->y.data(), y, ND * sizeof(float), CopyDir::to_device, CrossKind::activations);
+  return aux;
+}
+
 }  // namespace
 
 float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* load,
@@ -105,22 +130,7 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   be.round_format(a->h_mlp.data(), nd, p.activations);
   float aux = 0.0f;
   if (cfg.is_moe()) {
-    MoeCall mc = moe_call(cfg, p, l, c.call, c.router_mode, c.replay_ids, c.bias, c.T,
-                          c.training, c.dispatcher, c.rows);
-    mc.router.backend = c.backend;
-    mc.router.probe_ids = c.probe_ids;
-    mc.router.own_ids = c.own_ids;
-    if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
-    // The MoE layer runs where the activations are (its dispatch, experts and combine are ops; the
-    // plan and the router's top-k bookkeeping are the host's). With several EP ranks on a device
-    // the exchange moves host rows: h_mlp crosses down, the layer's output back up
-    // (LayerActs::h_mlp_host, y_host).
-    const bool staged = be.memory_space() == MemorySpace::device && c.dispatcher && c.dispatcher->ranks() > 1;
-    const float* h = staged ? act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND) : a->h_mlp.data();
-    if (staged) a->y_host.resize(ND);
-    float* y = staged ? a->y_host.data() : a->y.data();
-    aux = moe_forward(y, &a->moe, router_logp, load, h, moe_weights(cfg, params, pl, l), N, mc);
-    if (staged) be.mem_copy(a->y.data(), y, ND * sizeof(float), CopyDir::to_device, CrossKind::activations);
+    aux = moe_block(a, router_logp, load, c);
   } else {
     ffn_forward(a->y.data(), &a->ffn, a->h_mlp.data(), pl.mlp_gate, pl.mlp_up, pl.mlp_down, N,
                 ffn_numerics(p, l, Site::mlp_gate, Site::mlp_up, Site::mlp_down, c.call), be);
