@@ -193,15 +193,45 @@ void OpCrossings::topk_forward(int32_t* ids, float* vals, const float* scores, i
   this->out(vals, n_of(N, K_) * f4, K::activations);
 }
 
+void OpCrossings::sigmoid_forward(float* out, const float* x, int64_t n) const {
+  in(x, n_of(n) * f4, K::activations);
+  this->out(out, n_of(n) * f4, K::activations);
+}
+
+void OpCrossings::add_bias_rows(float* out, const float* x, const float* bias, int N, int C) const {
+  in(x, n_of(N, C) * f4, K::activations);
+  in(bias, n_of(C) * f4, K::weights);  // the selection bias: state of the model, not a parameter
+  this->out(out, n_of(N, C) * f4, K::activations);
+}
+
+void OpCrossings::router_gate_forward(float* gate, float* logp, const float* z, const float* scores,
+                                      const int32_t* ids, const int32_t* at, int N, int E, int K_, bool, bool) const {
+  in(z, n_of(N, E) * f4, K::activations);
+  in(scores, n_of(N, E) * f4, K::activations);
+  in(ids, n_of(N, K_) * 4, K::indices);
+  in(at, n_of(N, K_) * 4, K::indices);
+  this->out(gate, n_of(N, K_) * f4, K::activations);
+  this->out(logp, n_of(N, K_) * f4, K::per_token);
+}
+
+void OpCrossings::router_gate_backward(float* dz, const float* scores, const int32_t* ids, const float* gate,
+                                       const float* dgate, int N, int E, int K_, bool, bool) const {
+  in(scores, n_of(N, E) * f4, K::activations);
+  in(ids, n_of(N, K_) * 4, K::indices);
+  in(gate, n_of(N, K_) * f4, K::activations);
+  in(dgate, n_of(N, K_) * f4, K::activations);
+  this->out(dz, n_of(N, E) * f4, K::activations);
+}
+
 void OpCrossings::logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) const {
   in(logits, n_of(N, V) * f4, K::activations);
   in(targets, n_of(N) * 4, K::indices);
-  this->out(logp, n_of(N) * f4, K::activations);
+  this->out(logp, n_of(N) * f4, K::per_token);
 }
 
 void OpCrossings::logprob_backward(float* dlogits, const float* dlogp, const float* logits, const int32_t* targets,
                                    int N, int V) const {
-  in(dlogp, n_of(N) * f4, K::activations);
+  in(dlogp, n_of(N) * f4, K::per_token);
   in(logits, n_of(N, V) * f4, K::activations);
   in(targets, n_of(N) * 4, K::indices);
   inout(dlogits, n_of(N, V) * f4, K::activations);

@@ -32,12 +32,15 @@ inline constexpr EnumNames<TransferPhase, 6> kTransferPhaseNames{
 static_assert(static_cast<int>(TransferPhase::count) == kTransferPhaseNames.size());
 inline const char* transfer_phase_name(TransferPhase p) { return kTransferPhaseNames.name(p); }
 
-// What crossed: activations (and their gradients, logits, attention probabilities), parameters,
-// parameter gradients, optimizer moments, the KV cache, integer indices (tokens, targets,
-// positions, expert ids, lengths, offsets).
-enum class CrossKind : uint8_t { activations = 0, weights, grads, optimizer, kv_cache, indices, count };
-inline constexpr EnumNames<CrossKind, 6> kCrossKindNames{
-    {"activations", "weights", "grads", "optimizer", "kv_cache", "indices"}};
+// What crossed: activations (and their gradients, logits, attention probabilities, router scores:
+// anything with a width — D, F, V or E — per row), parameters, parameter gradients, optimizer
+// moments, the KV cache, integer indices (tokens, targets, positions, expert ids, lengths,
+// offsets), and per-token results: a few floats per token that the host reads or writes by design
+// (the targets' log-probs, the router's log-probs at the selected ids, their gradients from the
+// loss) — no width term, so a step's per_token bytes are bounded by its rows alone.
+enum class CrossKind : uint8_t { activations = 0, weights, grads, optimizer, kv_cache, indices, per_token, count };
+inline constexpr EnumNames<CrossKind, 7> kCrossKindNames{
+    {"activations", "weights", "grads", "optimizer", "kv_cache", "indices", "per_token"}};
 static_assert(static_cast<int>(CrossKind::count) == kCrossKindNames.size());
 inline const char* cross_kind_name(CrossKind k) { return kCrossKindNames.name(k); }
 

@@ -65,6 +65,7 @@ struct ForwardRequest {
   bool want_logits = false;             // fill ForwardResult::logits
   bool want_own_topk = false;           // fill ForwardResult::own_topk_ids (flip metrics under replay)
   bool want_router_logits = false;      // fill ForwardResult::router_logits
+  bool want_router_top = false;         // fill ForwardResult::router_top (the router's margins)
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
@@ -84,6 +85,9 @@ struct ForwardResult {
   std::vector<int32_t> own_topk_ids;  // [L, B*T, K] the router's own choice (when want_own_topk)
   std::vector<float> router_logits;   // [L, B*T, E] router logits after the temperature
                                       // (when want_router_logits)
+  std::vector<float> router_top;      // [L, B*T, 2] the K-th and (K+1)-th largest of those logits
+                                      // (when want_router_top and E > K): the top-k's margin,
+                                      // selected where the logits are (2 floats a token cross)
   std::vector<int64_t> expert_load;  // [L, E] (token, slot) pairs routed to each expert, over the
                                      // whole batch (all data-parallel ranks)
   float aux_loss = 0.0f;           // load-balancing + z losses summed over layers (coef included)

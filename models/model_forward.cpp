@@ -322,6 +322,7 @@ void Forward::outputs() {
   out_->aux_loss = 0.0f;
   out_->own_topk_ids.assign(moe && req_.want_own_topk ? static_cast<size_t>(L) * N_ * K : 0, 0);
   out_->router_logits.assign(moe && req_.want_router_logits ? static_cast<size_t>(L) * N_ * E : 0, 0.0f);
+  out_->router_top.assign(moe && req_.want_router_top && E > K ? static_cast<size_t>(L) * N_ * 2 : 0, 0.0f);
 }
 
 LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
@@ -376,9 +377,21 @@ void Forward::record_layer(int l, const LayerActs& a) {
   a2a_[2 * l + 1] = dp.received();
   std::memcpy(&out_->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
   if (req_.want_router_logits)
-    std::memcpy(&out_->router_logits[static_cast<size_t>(l) * N_ * E], a.moe.router.logits.data(), sizeof(float) * N_ * E);
+    be_.mem_copy(&out_->router_logits[static_cast<size_t>(l) * N_ * E], a.moe.router.logits.data(),
+                 sizeof(float) * N_ * E, CopyDir::to_host, CrossKind::activations);
   if (req_.want_own_topk && req_.router_mode == RouterMode::normal)
     std::memcpy(&out_->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
+  if (!out_->router_top.empty()) {
+    // the K+1 largest logits of each row where they are; their last two come down (values only:
+    // the tie rule decides nothing)
+    im_.top_ids.resize(be_, static_cast<size_t>(N_) * (K + 1));
+    im_.top_vals.resize(be_, static_cast<size_t>(N_) * (K + 1));
+    be_.topk_forward(im_.top_ids.data(), im_.top_vals.data(), a.moe.router.logits.data(), N_, E, K + 1,
+                     TieBreak::lowest, NoiseKey{});
+    be_.mem_copy_2d(&out_->router_top[static_cast<size_t>(l) * N_ * 2], 2 * sizeof(float), im_.top_vals.data() + (K - 1),
+                    (K + 1) * sizeof(float), 2 * sizeof(float), static_cast<size_t>(N_), CopyDir::to_host,
+                    CrossKind::per_token);
+  }
 }
 
 // 5. The batch's expert load over the data-parallel ranks, every EP rank's all-to-all traffic.
@@ -432,6 +445,7 @@ void Forward::head() {
     rows_unpack(&out_->router_logp, L, B_, T_, im_.seq_begin, K);
     rows_unpack(&out_->own_topk_ids, L, B_, T_, im_.seq_begin, K);
     rows_unpack(&out_->router_logits, L, B_, T_, im_.seq_begin, E);
+    rows_unpack(&out_->router_top, L, B_, T_, im_.seq_begin, 2);
     rows_unpack(&out_->logits, 1, B_, T_, im_.seq_begin, V);
   }
   im_.saved = req_.save_for_backward;

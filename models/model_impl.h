@@ -120,6 +120,9 @@ struct Model::Impl {
   // in the backend's memory: the residual stream, the final norm's input and output, the logits,
   // the logits over the temperature (a forward at τ ≠ 1; the backward reads them), their gradient
   ActBuffer<float> x, x_final, h_final, rstd_final, logits, scaled, dlogits;
+  // the router's K+1 largest logits per row (ForwardResult::router_top), one layer at a time
+  ActBuffer<int32_t> top_ids;
+  ActBuffer<float> top_vals;
 };
 
 // Packs (once per parameter version) the weights of `profile`.

@@ -94,7 +94,8 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   dye.resize(mem, rows * D);
   dxe.resize(mem, rows * D);
   mem.mem_zero(dxe.data(), dxe.bytes());
-  std::vector<float> dgate(rows);  // on the host: the router's backward reads it
+  ActBuffer<float> dgate;  // [N, K] beside the gate weights, where the router's backward reads it
+  dgate.resize(be, rows);
   // combine: y = Σ_k gate·ye (+ shared)
   d.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(), p, D, be);
   if (p.ranks == 1) {

@@ -13,8 +13,6 @@ namespace moerl {
 
 namespace {
 
-float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-
 // The artificial mismatch dial (profile router_noise): z[n, e] += σ·N(0, 1), row n's draws from
 // Stream::router_noise with the top-k key's call + n (so they follow the position, not the batch
 // a row is computed in, exactly like the random tie-break).
@@ -80,6 +78,8 @@ float balance_finish(float* aux_weight, const double* count, const double* sum_p
 }
 
 // ---- forward: score, select, gate, auxiliary losses, KL --------------------------------------
+// Each step is a backend op on the router's ActBuffers; what the host adds (the noise dial, the
+// regularisers) reads a downloaded copy.
 
 // Score: z = W_r·h, rounded to the profile's router_logits format, the noise dial added, divided
 // by the router temperature (everything below sees z / τ); then the selection scores.
@@ -89,82 +89,72 @@ void router_score(RouterActs* a, const float* h, const PackedWeight& w_router, i
   const int E = cfg.n_experts;
   const size_t NE = static_cast<size_t>(N) * E;
   be.linear_forward(a->logits.data(), h, w_router, N, c.linear);
-  round_array(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
-  if (c.profile->router_noise > 0.0f) router_add_noise(a->logits.data(), N, E, c.profile->router_noise, c.topk_key);
-  if (c.temperature != 1.0f)
-    for (size_t i = 0; i < NE; ++i) a->logits[i] /= c.temperature;
-  const float* z = a->logits.data();
-  if (cfg.scoring == Scoring::softmax) {
-    be.softmax_forward(a->scores.data(), z, N, E);
-  } else {
-    for (size_t i = 0; i < NE; ++i) a->scores[i] = sigmoidf(z[i]);
+  be.round_format(a->logits.data(), static_cast<int64_t>(NE), c.profile->router_logits);
+  if (c.profile->router_noise > 0.0f) {  // the artificial dial's draws are the host's stream
+    std::vector<float> z(NE);
+    be.mem_copy(z.data(), a->logits.data(), NE * sizeof(float), CopyDir::to_host, CrossKind::activations);
+    router_add_noise(z.data(), N, E, c.profile->router_noise, c.topk_key);
+    be.mem_copy(a->logits.data(), z.data(), NE * sizeof(float), CopyDir::to_device, CrossKind::activations);
   }
+  if (c.temperature != 1.0f) be.divide_scalar(a->logits.data(), a->logits.data(), static_cast<int64_t>(NE), c.temperature);
+  if (cfg.scoring == Scoring::softmax) be.softmax_forward(a->scores.data(), a->logits.data(), N, E);
+  else be.sigmoid_forward(a->scores.data(), a->logits.data(), static_cast<int64_t>(NE));
 }
 
 // Select: the recorded ids (replay) and/or the router's own top-k (normal mode, or own_ids asked).
+// The ids used end on both sides: ids on the host, dev_ids on the backend.
 void router_select(RouterActs* a, int N, const RouterCall& c, const Backend& be) {
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k;
   const size_t NE = static_cast<size_t>(N) * E, NK = static_cast<size_t>(N) * K;
-  if (c.mode == RouterMode::replay) std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
+  if (c.mode == RouterMode::replay) {
+    std::memcpy(a->ids.data(), c.replay_ids, sizeof(int32_t) * NK);
+    be.mem_copy(a->dev_ids.data(), a->ids.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  }
   if (c.mode != RouterMode::normal && !c.own_ids) return;
-  int32_t* own = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
   // Selection on the logits themselves when there is no bias: scores are monotone in z, and
   // exp/σ could merge two distinct logits into one float and invent a tie.
   const float* sel = a->logits.data();
-  std::vector<float> biased;
+  ActBuffer<float> biased;
   if (c.bias) {
-    biased.resize(NE);
-    for (int n = 0; n < N; ++n)
-      for (int e = 0; e < E; ++e) biased[static_cast<size_t>(n) * E + e] = a->scores[static_cast<size_t>(n) * E + e] + c.bias[e];
+    biased.resize(be, NE);
+    be.add_bias_rows(biased.data(), a->scores.data(), c.bias, N, E);
     sel = biased.data();
   }
-  std::vector<float> vals(NK);
+  ActBuffer<float> vals;
+  vals.resize(be, NK);
+  ActBuffer<int32_t> own_dev;  // the router's own choice while replaying
+  int32_t* own = a->dev_ids.data();
+  if (c.mode != RouterMode::normal) {
+    own_dev.resize(be, NK);
+    own = own_dev.data();
+  }
   be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
-  if (c.own_ids && own != c.own_ids) std::memcpy(c.own_ids, own, sizeof(int32_t) * NK);
+  int32_t* own_host = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
+  be.mem_copy(own_host, own, NK * sizeof(int32_t), CopyDir::to_host, CrossKind::indices);
+  if (c.own_ids && own_host != c.own_ids) std::memcpy(c.own_ids, own_host, sizeof(int32_t) * NK);
 }
 
-// The gate weights of the ids used; router_logp at them (or at probe_ids); load += their counts.
-void router_gate(RouterActs* a, float* router_logp, int64_t* load, int N, const RouterCall& c) {
+// The gate weights of the ids used, and router_logp at them (or at probe_ids): one op on the
+// backend; load += the ids' counts on the host.
+void router_gate(RouterActs* a, float* router_logp, int64_t* load, int N, const RouterCall& c, const Backend& be) {
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k;
-  const float* z = a->logits.data();
-  for (int n = 0; n < N; ++n) {
-    const float* zn = z + static_cast<size_t>(n) * E;
-    const float* sn = a->scores.data() + static_cast<size_t>(n) * E;
-    const int32_t* id = a->ids.data() + static_cast<size_t>(n) * K;
-    float* g = a->gate.data() + static_cast<size_t>(n) * K;
-    if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
-      // softmax over the k selected logits (= full softmax, top-k, renormalise)
-      float m = zn[id[0]];
-      for (int k = 1; k < K; ++k) m = std::fmax(m, zn[id[k]]);
-      float s = 0.0f;
-      for (int k = 0; k < K; ++k) { g[k] = std::exp(zn[id[k]] - m); s += g[k]; }
-      for (int k = 0; k < K; ++k) g[k] /= s;
-    } else {
-      float s = 0.0f;
-      for (int k = 0; k < K; ++k) { g[k] = sn[id[k]]; s += g[k]; }
-      if (cfg.scoring == Scoring::sigmoid && cfg.norm_topk_prob && K > 1)
-        for (int k = 0; k < K; ++k) g[k] /= s;
-    }
-    if (router_logp) {
-      const float lse = row_logsumexp(zn, E);
-      const int32_t* at = c.probe_ids ? c.probe_ids + static_cast<size_t>(n) * K : id;
-      for (int k = 0; k < K; ++k) router_logp[static_cast<size_t>(n) * K + k] = zn[at[k]] - lse;
-    }
-    if (load)
-      for (int k = 0; k < K; ++k) load[id[k]] += 1;
-  }
+  be.router_gate_forward(a->gate.data(), router_logp, a->logits.data(), a->scores.data(), a->dev_ids.data(),
+                         router_logp ? c.probe_ids : nullptr, N, E, K, cfg.scoring == Scoring::softmax,
+                         cfg.norm_topk_prob);
+  if (load)
+    for (size_t i = 0; i < static_cast<size_t>(N) * K; ++i) load[a->ids[i]] += 1;
 }
 
 // The switch balance loss over the whole batch (its statistics summed across ranks); dL/dp̂ into
 // aux_weight.
-float balance_loss_batch(RouterActs* a, int N, const ModelConfig& cfg, const RowSums& rows) {
+float balance_loss_batch(RouterActs* a, const float* scores, int N, const ModelConfig& cfg, const RowSums& rows) {
   const int E = cfg.n_experts, K = cfg.top_k, G = rows.groups();
   std::vector<double> part(static_cast<size_t>(G) * 2 * E, 0.0), total(2 * E);
   for (int g = 0; g < G; ++g)
     balance_stats(&part[static_cast<size_t>(g) * 2 * E], &part[static_cast<size_t>(g) * 2 * E + E],
-                  a->scores.data(), rows.begin(g), rows.end(g), E, K, cfg.scoring);
+                  scores, rows.begin(g), rows.end(g), E, K, cfg.scoring);
   rows.combine(total.data(), part.data(), 2 * E);
   return balance_finish(a->aux_weight.data(), total.data(), total.data() + E,
                         static_cast<double>(rows.rows_total()), 0, N, E, K, cfg.aux_loss_coef, 1.0f);
@@ -172,7 +162,7 @@ float balance_loss_batch(RouterActs* a, int N, const ModelConfig& cfg, const Row
 
 // The sequence balance loss: per sequence (always on one rank) over its own rows (its own length
 // in the packed layout), averaged over all sequences of the batch; dL/dp̂ into aux_weight.
-float balance_loss_seq(RouterActs* a, const ModelConfig& cfg, const RowSums& rows) {
+float balance_loss_seq(RouterActs* a, const float* scores, const ModelConfig& cfg, const RowSums& rows) {
   const int E = cfg.n_experts, K = cfg.top_k, G = rows.groups();
   const std::vector<int>& sb = rows.seq_begin();
   const float Bt = static_cast<float>(rows.seqs_total());
@@ -186,7 +176,7 @@ float balance_loss_seq(RouterActs* a, const ModelConfig& cfg, const RowSums& row
       if (r0 < rows.begin(g)) continue;
       std::fill(count.begin(), count.end(), 0.0);
       std::fill(sum_p.begin(), sum_p.end(), 0.0);
-      balance_stats(count.data(), sum_p.data(), a->scores.data(), r0, r1, E, K, cfg.scoring);
+      balance_stats(count.data(), sum_p.data(), scores, r0, r1, E, K, cfg.scoring);
       sum += balance_finish(a->aux_weight.data(), count.data(), sum_p.data(), r1 - r0, r0, r1, E, K,
                             cfg.aux_loss_coef, 1.0f / Bt) / Bt;
     }
@@ -250,7 +240,7 @@ double kl_topk_row(float* dz, const float* zn, const float* tn, const int32_t* i
 
 // KL regularisers against detached target logits (RouterControl), per token, then the mean over
 // the batch's tokens: the value, and d/dz into kl_grad.
-float router_kl(RouterActs* a, int N, const RouterCall& c, const RowSums& rows) {
+float router_kl(RouterActs* a, const float* z, int N, const RouterCall& c, const RowSums& rows) {
   const int E = c.cfg->n_experts, K = c.cfg->top_k, G = rows.groups();
   const size_t NE = static_cast<size_t>(N) * E;
   a->kl_grad.assign(NE, 0.0f);
@@ -258,7 +248,7 @@ float router_kl(RouterActs* a, int N, const RouterCall& c, const RowSums& rows) 
   std::vector<double> part(G, 0.0), lp(E), lq(E);
   for (int g = 0; g < G; ++g)
     for (int n = rows.begin(g); n < rows.end(g); ++n) {
-      const float* zn = a->logits.data() + static_cast<size_t>(n) * E;
+      const float* zn = z + static_cast<size_t>(n) * E;
       float* dz = a->kl_grad.data() + static_cast<size_t>(n) * E;
       if (c.kl_full_target && c.kl_full_weight > 0.0f)
         part[g] += kl_full_row(dz, zn, c.kl_full_target + static_cast<size_t>(n) * E, E, c.kl_full_weight, inv_n,
@@ -323,32 +313,42 @@ void z_loss_backward(float* dzn, const float* zn, int E, float coef, int64_t N_t
   for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
 }
 
+// True when a training call adds terms computed on the host (they read the logits and scores).
+bool host_terms(const RouterCall& c) {
+  const ModelConfig& cfg = *c.cfg;
+  return cfg.load_balance != LoadBalance::none || cfg.z_loss_coef > 0.0f || kl_on(c);
+}
+
 }  // namespace
 
 float router_forward(RouterActs* a, float* router_logp, int64_t* load, const float* h,
                      const PackedWeight& w_router, int N, const RouterCall& c) {
   const ModelConfig& cfg = *c.cfg;
   const size_t NE = static_cast<size_t>(N) * cfg.n_experts, NK = static_cast<size_t>(N) * cfg.top_k;
-  a->logits.resize(NE);
-  a->scores.resize(NE);
-  a->ids.resize(NK);
-  a->gate.resize(NK);
   const Backend& be = backend_or_cpu(c.backend);
+  a->logits.resize(be, NE);
+  a->scores.resize(be, NE);
+  a->ids.resize(NK);
+  a->dev_ids.resize(be, NK);
+  a->gate.resize(be, NK);
   router_score(a, h, w_router, N, c, be);
   router_select(a, N, c, be);
-  router_gate(a, router_logp, load, N, c);
-  if (!c.training) return 0.0f;
+  router_gate(a, router_logp, load, N, c, be);
+  a->kl_grad.clear();
+  if (!c.training || !host_terms(c)) return 0.0f;
   // Sums over the whole batch: one partial per row group (rows.h), combined across ranks.
   RowSums local;
   if (!c.rows) local = RowSums(ModelParallel{}, N / std::max(c.seq_len, 1), N / std::max(c.seq_len, 1), c.seq_len);
   const RowSums& rows = c.rows ? *c.rows : local;
+  std::vector<float> z_host, s_host;
+  const float* z = act_to_host(be, &z_host, a->logits.data(), NE);
+  const float* scores = act_to_host(be, &s_host, a->scores.data(), NE);
   float aux = 0.0f;
   a->aux_weight.assign(NE, 0.0f);
-  if (cfg.load_balance == LoadBalance::aux_loss) aux += balance_loss_batch(a, N, cfg, rows);
-  else if (cfg.load_balance == LoadBalance::seq_aux_loss) aux += balance_loss_seq(a, cfg, rows);
-  if (cfg.z_loss_coef > 0.0f) aux += z_loss(a->logits.data(), cfg, rows);
-  a->kl_grad.clear();
-  if (kl_on(c)) aux += router_kl(a, N, c, rows);
+  if (cfg.load_balance == LoadBalance::aux_loss) aux += balance_loss_batch(a, scores, N, cfg, rows);
+  else if (cfg.load_balance == LoadBalance::seq_aux_loss) aux += balance_loss_seq(a, scores, cfg, rows);
+  if (cfg.z_loss_coef > 0.0f) aux += z_loss(z, cfg, rows);
+  if (kl_on(c)) aux += router_kl(a, z, N, c, rows);
   return aux;
 }
 
@@ -357,28 +357,46 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
                      const RouterCall& c) {
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k, D = cfg.d_model;
-  std::vector<float> dz(static_cast<size_t>(N) * E, 0.0f);
-  std::vector<float> dp(E), phat(E);
-  const int64_t N_total = c.rows ? c.rows->rows_total() : N;
-  for (int n = 0; n < N; ++n) {
-    const float* zn = a.logits.data() + static_cast<size_t>(n) * E;
-    const float* sn = a.scores.data() + static_cast<size_t>(n) * E;
-    float* dzn = dz.data() + static_cast<size_t>(n) * E;
-    gate_backward(dzn, sn, a.ids.data() + static_cast<size_t>(n) * K, a.gate.data() + static_cast<size_t>(n) * K,
-                  dgate + static_cast<size_t>(n) * K, dp.data(), cfg);
-    if (c.regularisers && cfg.load_balance != LoadBalance::none)
-      balance_backward(dzn, sn, a.aux_weight.data() + static_cast<size_t>(n) * E, phat.data(), cfg);
-    if (c.regularisers && cfg.z_loss_coef > 0.0f) z_loss_backward(dzn, zn, E, cfg.z_loss_coef, N_total);
-    if (c.regularisers && !a.kl_grad.empty()) {  // router_kl's gradient
-      const float* kg = a.kl_grad.data() + static_cast<size_t>(n) * E;
-      for (int e = 0; e < E; ++e) dzn[e] += kg[e];
-    }
+  const size_t NE = static_cast<size_t>(N) * E, NK = static_cast<size_t>(N) * K;
+  const Backend& be = backend_or_cpu(c.backend);
+  ActBuffer<float> dz;
+  dz.resize(be, NE);
+  const bool softmax = cfg.scoring == Scoring::softmax;
+  if (!c.regularisers || (cfg.load_balance == LoadBalance::none && cfg.z_loss_coef <= 0.0f && a.kl_grad.empty())) {
+    // the gate weights' gradient alone: on the backend, where the activations are
+    be.router_gate_backward(dz.data(), a.scores.data(), a.dev_ids.data(), a.gate.data(), dgate, N, E, K, softmax,
+                            cfg.norm_topk_prob);
     if (c.temperature != 1.0f)  // z = raw / τ
-      for (int e = 0; e < E; ++e) dzn[e] /= c.temperature;
+      be.divide_scalar(dz.data(), dz.data(), static_cast<int64_t>(NE), c.temperature);
+  } else {
+    // with the regularisers: every term per row on the host, in the order of their forward
+    std::vector<float> z_host, s_host, g_host, dg_host;
+    const float* z = act_to_host(be, &z_host, a.logits.data(), NE);
+    const float* scores = act_to_host(be, &s_host, a.scores.data(), NE);
+    const float* gate = act_to_host(be, &g_host, a.gate.data(), NK);
+    const float* dg = act_to_host(be, &dg_host, dgate, NK);
+    std::vector<float> dzh(NE, 0.0f), dp(E), phat(E);
+    const int64_t N_total = c.rows ? c.rows->rows_total() : N;
+    for (int n = 0; n < N; ++n) {
+      const float* zn = z + static_cast<size_t>(n) * E;
+      const float* sn = scores + static_cast<size_t>(n) * E;
+      float* dzn = dzh.data() + static_cast<size_t>(n) * E;
+      gate_backward(dzn, sn, a.ids.data() + static_cast<size_t>(n) * K, gate + static_cast<size_t>(n) * K,
+                    dg + static_cast<size_t>(n) * K, dp.data(), cfg);
+      if (cfg.load_balance != LoadBalance::none)
+        balance_backward(dzn, sn, a.aux_weight.data() + static_cast<size_t>(n) * E, phat.data(), cfg);
+      if (cfg.z_loss_coef > 0.0f) z_loss_backward(dzn, zn, E, cfg.z_loss_coef, N_total);
+      if (!a.kl_grad.empty()) {  // router_kl's gradient
+        const float* kg = a.kl_grad.data() + static_cast<size_t>(n) * E;
+        for (int e = 0; e < E; ++e) dzn[e] += kg[e];
+      }
+      if (c.temperature != 1.0f)  // z = raw / τ
+        for (int e = 0; e < E; ++e) dzn[e] /= c.temperature;
+    }
+    be.mem_copy(dz.data(), dzh.data(), NE * sizeof(float), CopyDir::to_device, CrossKind::activations);
   }
   const std::vector<int> whole{0, N};
   const std::vector<int>& b = c.rows ? c.rows->bounds() : whole;
-  const Backend& be = backend_or_cpu(c.backend);
   for (size_t g = 0; g + 1 < b.size(); ++g)
     be.linear_backward(dh + static_cast<size_t>(b[g]) * D, dw_router[g],
                        dz.data() + static_cast<size_t>(b[g]) * E, h + static_cast<size_t>(b[g]) * D,

@@ -12,14 +12,21 @@
 #include "models/config.h"
 #include "models/model.h"
 #include "models/parallel.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
+// The router's activations live where the backend's ops run (ActBuffer: the device's memory on a
+// GPU): the logits, scores and gate weights never cross. The ids come to the host (the dispatch
+// plan, the load counts and the routing record read them) and stay beside it on the backend.
 struct RouterActs {
-  std::vector<float> logits;  // [N, E] z = W_r·h, rounded to the profile's router_logits format
-  std::vector<float> scores;  // [N, E] softmax(z) (softmax scoring) or σ(z) (sigmoid scoring)
-  std::vector<int32_t> ids;   // [N, K] selected experts, descending selection score
-  std::vector<float> gate;    // [N, K] gate weights of the selected experts
+  ActBuffer<float> logits;    // [N, E] z = W_r·h, rounded to the profile's router_logits format
+  ActBuffer<float> scores;    // [N, E] softmax(z) (softmax scoring) or σ(z) (sigmoid scoring)
+  std::vector<int32_t> ids;   // [N, K] selected experts, descending selection score (host)
+  ActBuffer<int32_t> dev_ids; // [N, K] the same ids in the backend's memory
+  ActBuffer<float> gate;      // [N, K] gate weights of the selected experts
+  // The terms computed on the host (router.cpp: the aux losses, the z-loss, the KL regularisers,
+  // the noise dial) read a host copy of the logits and scores, downloaded only when one is on.
   std::vector<float> aux_weight;  // [N, E] dL_aux/dp̂ (switch / sequence aux loss), for backward
   std::vector<float> kl_grad;     // [N, E] d(KL regularisers)/dz, for backward (empty when off)
 };

@@ -31,6 +31,7 @@
 #include "kernels/cuda/hd/rmsnorm.h"
 #include "kernels/cuda/hd/rope.h"
 #include "kernels/cuda/hd/round.h"
+#include "kernels/cuda/hd/router.h"
 #include "kernels/cuda/hd/softmax.h"
 #include "kernels/cuda/hd/swiglu.h"
 #include "kernels/cuda/hd/topk.h"
@@ -485,6 +486,34 @@ __global__ void adamw_kernel(float* w, float* m, float* v, const float* g, int64
   if (i < n) hd_adamw_element(w + i, m + i, v + i, g[i], clip, beta1, beta2, bc1, bc2, lr, decay, eps);
 }
 
+// ---- the router after its scores (hd/router.h) --------------------------------------------------
+__global__ void sigmoid_kernel(float* out, const float* x, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = hd_sigmoid(x[i]);
+}
+__global__ void add_bias_rows_kernel(float* out, const float* x, const float* bias, int C, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = hd_add(x[i], bias[i % C]);
+}
+// one thread per row
+__global__ void router_gate_kernel(float* gate, float* logp, const float* z, const float* scores, const int32_t* ids,
+                                   const int32_t* at, int N, int E, int K, bool softmax_scoring, bool norm_topk) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  hd_router_gate_row(gate + n * K, logp ? logp + n * K : nullptr, z + n * E, scores + n * E, ids + n * K,
+                     (at ? at : ids) + n * K, E, K, softmax_scoring, norm_topk);
+}
+// one thread per row; dp [N, E] scratch
+__global__ void router_gate_backward_kernel(float* dz, float* dp, const float* scores, const int32_t* ids,
+                                            const float* gate, const float* dgate, int N, int E, int K,
+                                            bool softmax_scoring, bool norm_topk) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  for (int e = 0; e < E; ++e) dz[n * E + e] = 0.0f;
+  hd_router_gate_backward_row(dz + n * E, dp + n * E, scores + n * E, ids + n * K, gate + n * K, dgate + n * K, E,
+                              K, softmax_scoring, norm_topk);
+}
+
 // ---- top-k -------------------------------------------------------------------------------------
 // ids[N,K], vals[N,K], scores[N,E]; rank, perm [N,E] scratch (random mode only). One thread per row.
 __global__ void topk_kernel(int32_t* ids, float* vals, const float* scores, int* rank, int* perm,
@@ -728,19 +757,19 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 // out[N,C], x[N,C]
 void softmax_forward(float* out, const float* x, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  const float* d_x = scratch_upload(0, x, sz(elems(N, C)));
-  float* d_out = static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  const float* d_x = dev_in(0, x, sz(elems(N, C)));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
   launch(softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
-  download(out, d_out, sz(elems(N, C)));
+  finish_out(out, static_cast<const float*>(d_out), sz(elems(N, C)));
 }
 
 // out[N,C], x[N,C]
 void log_softmax_forward(float* out, const float* x, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  const float* d_x = scratch_upload(0, x, sz(elems(N, C)));
-  float* d_out = static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  const float* d_x = dev_in(0, x, sz(elems(N, C)));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
   launch(log_softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
-  download(out, d_out, sz(elems(N, C)));
+  finish_out(out, static_cast<const float*>(d_out), sz(elems(N, C)));
 }
 
 // dx[N,C] +=, dy[N,C], y[N,C]
@@ -784,9 +813,9 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
                   TieBreak tie, const NoiseKey& key) {
   if (N <= 0 || K <= 0) return;
   if (K > E) throw std::invalid_argument("cuda::topk_forward: K > E");
-  const float* d_s = scratch_upload(0, scores, sz(elems(N, E)));
-  int32_t* d_ids = static_cast<int32_t*>(device_scratch(1, sz(elems(N, K)) * sizeof(int32_t)));
-  float* d_vals = static_cast<float*>(device_scratch(2, sz(elems(N, K)) * sizeof(float)));
+  const float* d_s = dev_in(0, scores, sz(elems(N, E)));
+  int32_t* d_ids = is_device_pointer(ids) ? ids : static_cast<int32_t*>(device_scratch(1, sz(elems(N, K)) * sizeof(int32_t)));
+  float* d_vals = is_device_pointer(vals) ? vals : static_cast<float*>(device_scratch(2, sz(elems(N, K)) * sizeof(float)));
   int* d_rank = nullptr;
   int* d_perm = nullptr;
   if (tie == TieBreak::random) {
@@ -796,8 +825,59 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
   constexpr int kRowsPerBlock = 64;
   launch(topk_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_ids, d_vals, d_s, d_rank,
          d_perm, N, E, K, tie, key);
-  download(ids, d_ids, sz(elems(N, K)));
-  download(vals, d_vals, sz(elems(N, K)));
+  finish_out(ids, static_cast<const int32_t*>(d_ids), sz(elems(N, K)));
+  finish_out(vals, static_cast<const float*>(d_vals), sz(elems(N, K)));
+}
+
+void sigmoid_forward(float* out, const float* x, int64_t n) {
+  if (n <= 0) return;
+  const float* d_x = dev_in(0, x, sz(n));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(n) * sizeof(float)));
+  launch(sigmoid_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, n);
+  finish_out(out, static_cast<const float*>(d_out), sz(n));
+}
+
+void add_bias_rows(float* out, const float* x, const float* bias, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const int64_t n = elems(N, C);
+  const float* d_x = dev_in(0, x, sz(n));
+  const float* d_b = dev_in(1, bias, sz(C));
+  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  launch(add_bias_rows_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, d_b, C, n);
+  finish_out(out, static_cast<const float*>(d_out), sz(n));
+}
+
+void router_gate_forward(float* gate, float* logp, const float* z, const float* scores, const int32_t* ids,
+                         const int32_t* at, int N, int E, int K, bool softmax_scoring, bool norm_topk) {
+  if (N <= 0 || K <= 0) return;
+  const int64_t ne = elems(N, E), nk = elems(N, K);
+  const float* d_z = dev_in(0, z, sz(ne));
+  const float* d_s = dev_in(1, scores, sz(ne));
+  const int32_t* d_ids = dev_in(2, ids, sz(nk));
+  const int32_t* d_at = dev_in(3, at, sz(nk));
+  float* d_g = is_device_pointer(gate) ? gate : static_cast<float*>(device_scratch(4, sz(nk) * sizeof(float)));
+  float* d_lp = !logp || is_device_pointer(logp) ? logp : static_cast<float*>(device_scratch(5, sz(nk) * sizeof(float)));
+  constexpr int kRowsPerBlock = 64;
+  launch(router_gate_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_g, d_lp, d_z, d_s, d_ids, d_at, N, E, K,
+         softmax_scoring, norm_topk);
+  finish_out(gate, static_cast<const float*>(d_g), sz(nk));
+  if (logp) finish_out(logp, static_cast<const float*>(d_lp), sz(nk));
+}
+
+void router_gate_backward(float* dz, const float* scores, const int32_t* ids, const float* gate, const float* dgate,
+                          int N, int E, int K, bool softmax_scoring, bool norm_topk) {
+  if (N <= 0 || E <= 0) return;
+  const int64_t ne = elems(N, E), nk = elems(N, K);
+  const float* d_s = dev_in(0, scores, sz(ne));
+  const int32_t* d_ids = dev_in(1, ids, sz(nk));
+  const float* d_g = dev_in(2, gate, sz(nk));
+  const float* d_dg = dev_in(3, dgate, sz(nk));
+  float* d_dp = static_cast<float*>(device_scratch(4, sz(ne) * sizeof(float)));
+  float* d_dz = is_device_pointer(dz) ? dz : static_cast<float*>(device_scratch(5, sz(ne) * sizeof(float)));
+  constexpr int kRowsPerBlock = 64;
+  launch(router_gate_backward_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_dz, d_dp, d_s, d_ids, d_g, d_dg,
+         N, E, K, softmax_scoring, norm_topk);
+  finish_out(dz, static_cast<const float*>(d_dz), sz(ne));
 }
 
 // logp[N], logits[N,V], targets[N]

@@ -81,6 +81,19 @@ void swiglu_backward(float* dgate, float* dup, const float* dout, const float* g
 void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
                   TieBreak tie, const NoiseKey& key);
 
+// The router after its scores (reference §7.1): out[n] = 1 / (1 + exp(−x[n]));
+void sigmoid_forward(float* out, const float* x, int64_t n);
+// out[n, c] = x[n, c] + bias[c];
+void add_bias_rows(float* out, const float* x, const float* bias, int N, int C);
+// gate[N, K] of the ids[N, K]: softmax scoring renormalised, the softmax of the k selected logits
+// z (max-subtracted); otherwise the scores at the ids, over their sum when scoring is sigmoid,
+// renormalised and K > 1. logp[N, K] (null: skipped) = z[at] − logsumexp(z[n]) (at null: ids).
+void router_gate_forward(float* gate, float* logp, const float* z, const float* scores, const int32_t* ids,
+                         const int32_t* at, int N, int E, int K, bool softmax_scoring, bool norm_topk);
+// dz[N, E] = the gate weights' gradient w.r.t. z given dgate[N, K] ('=').
+void router_gate_backward(float* dz, const float* scores, const int32_t* ids, const float* gate, const float* dgate,
+                          int N, int E, int K, bool softmax_scoring, bool norm_topk);
+
 // logp[N] = log_softmax(logits[N,V])[targets[n]] ; targets < 0 give logp 0 (ignored).
 void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V);
 // dlogits[N,V] += dlogp[n] · (onehot(target) − softmax(logits))   (rows with target < 0 skipped)

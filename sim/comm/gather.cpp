@@ -12,7 +12,8 @@ void rows(std::vector<T>* v, Collectives& dp) {
 }
 }  // namespace
 
-void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool own_topk, bool router_logits) {
+void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool own_topk, bool router_logits,
+                    bool router_top) {
   if (dp.size() == 1) return;
   rows(&res->logprobs, dp);
   rows(&res->logits, dp);
@@ -21,6 +22,7 @@ void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool o
   res->router_logp = gather_layers(dp, res->router_logp, L);
   if (own_topk) res->own_topk_ids = gather_layers(dp, res->own_topk_ids, L);
   if (router_logits) res->router_logits = gather_layers(dp, res->router_logits, L);
+  if (router_top) res->router_top = gather_layers(dp, res->router_top, L);
 }
 
 void gather_rollout(RolloutBatch* rb, Collectives& dp, int L, bool moe) {

@@ -89,22 +89,17 @@ void response_metrics_record(RunResults* res, const ResponseMetrics& m) {
   res->set_row("entropy_by_position", {kPositionBuckets}, m.entropy_by_position);
 }
 
-ResponseMargins response_margins(const std::vector<float>& router_logits, const std::vector<float>& logits,
-                                 const int32_t* len, int S, int P, int T, int L, int E, int K, int V, float tau) {
+ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<float>& logits,
+                                 const int32_t* len, int S, int P, int T, int L, int V, float tau) {
   ResponseMargins m;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> router;
-  if (!router_logits.empty() && E > K) {
-    std::vector<float> z(static_cast<size_t>(E));
+  if (!router_top.empty()) {
     for (int l = 0; l < L; ++l)
       for (int s = 0; s < S; ++s)
         for (int t = P - 1; t < P - 1 + len[s]; ++t) {
-          const float* row = &router_logits[((static_cast<size_t>(l) * S + s) * T + t) * E];
-          z.assign(row, row + E);
-          std::nth_element(z.begin(), z.begin() + K, z.end(), std::greater<float>());
-          const float next = z[static_cast<size_t>(K)];  // the (K+1)-th largest
-          const float kth = *std::min_element(z.begin(), z.begin() + K);
-          router.push_back(static_cast<double>(kth) - next);
+          const float* top = &router_top[((static_cast<size_t>(l) * S + s) * T + t) * 2];
+          router.push_back(static_cast<double>(top[0]) - top[1]);  // K-th − (K+1)-th largest
         }
   }
   if (router.empty()) {

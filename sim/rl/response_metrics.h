@@ -45,9 +45,10 @@ struct ResponseMargins {
   double router_margin_mean = 0.0, router_margin_p10 = 0.0;  // NaN for a dense model or E = K
   double logit_std_mean = 0.0, logit_margin_mean = 0.0;
 };
-// router_logits [L, S·T, E] (empty: dense); logits [S·T, V]; len [S]; positions P−1..P−2+len[s].
-ResponseMargins response_margins(const std::vector<float>& router_logits, const std::vector<float>& logits,
-                                 const int32_t* len, int S, int P, int T, int L, int E, int K, int V, float tau);
+// router_top [L, S·T, 2]: each token's K-th and (K+1)-th largest router logit (ForwardResult::
+// router_top; empty: dense, or E = K); logits [S·T, V]; len [S]; positions P−1..P−2+len[s].
+ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<float>& logits,
+                                 const int32_t* len, int S, int P, int T, int L, int V, float tau);
 // Writes router_margin_mean, router_margin_p10, logit_std_mean, logit_margin_mean.
 void response_margins_record(RunResults* res, const ResponseMargins& m);
 

@@ -321,7 +321,7 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   req.temperature = shape.tau;
   req.want_logits = true;
   req.want_own_topk = shape.moe;
-  req.want_router_logits = shape.moe;  // the router margins (measure_mismatch)
+  req.want_router_top = shape.moe;  // the router margins (measure_mismatch)
   for (const auto& h : hooks_.active) h->request_old(&req);
   if (rl.routing_replay == RoutingReplay::rollout) {
     req.router_mode = RouterMode::replay;
@@ -332,7 +332,8 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
     }
   }
   model_->forward(&st->old, req);
-  if (par.dp) gather_forward(&st->old, *par.dp, shape.L, shape.moe, req.want_own_topk, req.want_router_logits);
+  if (par.dp)
+    gather_forward(&st->old, *par.dp, shape.L, shape.moe, req.want_own_topk, req.want_router_logits, req.want_router_top);
   st->logp_train = slice.response_logprobs(st->old.logprobs, shape.S);
   st->logp_old = rl.old_logprobs == OldLogprobs::rollout ? &st->rollout.logp : &st->logp_train;
   if (ref_model_) {
@@ -443,8 +444,8 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
                                                 sampled.logp.data(), sampled.entropy.data(), S, R, shape.R_max,
                                                 s_.rl.prompts_per_step, st->groups_dropped));
   res->int_attrs["position_bucket_width"] = position_bucket_width(shape.R_max);
-  response_margins_record(res, response_margins(st->old.router_logits, st->old.logits, sampled.len.data(), S,
-                                                shape.P, shape.T, L, shape.E, shape.K, V, shape.tau));
+  response_margins_record(res, response_margins(st->old.router_top, st->old.logits, sampled.len.data(), S,
+                                                shape.P, shape.T, L, V, shape.tau));
 }
 
 // §5–6 a seeded permutation of the sequences in rl.minibatches mini-batches, one forward,

@@ -766,6 +766,86 @@ std::vector<Case> cases_topk_forward() {
   return cases;
 }
 
+// ---- the router after its scores (hd/router.h) ----------------------------------------------------
+// Router inputs of N rows: logits z [N, E], their scores (softmax or sigmoid, by the CPU), the top-k
+// ids of z and a second id set (the probe ids of RSPO: a shifted top-k).
+struct RouterRows {
+  int N = 131, E = 24, K = 4;
+  std::vector<float> z, soft, sig;
+  std::vector<int32_t> ids, probe;
+  RouterRows() {
+    z = normals(sz(N, E), 120, 0, 0, 2.0f);
+    soft.resize(z.size());
+    sig.resize(z.size());
+    cpu().softmax_forward(soft.data(), z.data(), N, E);
+    cpu().sigmoid_forward(sig.data(), z.data(), static_cast<int64_t>(z.size()));
+    ids.resize(sz(N, K));
+    std::vector<float> vals(ids.size());
+    cpu().topk_forward(ids.data(), vals.data(), z.data(), N, E, K, TieBreak::lowest, NoiseKey{});
+    probe = ids;
+    for (auto& e : probe) e = (e + 5) % E;
+  }
+};
+
+std::vector<Case> cases_sigmoid_forward() {
+  const auto x = normals(kStorageN, 121, 0, 0, 4.0f);
+  Case c("sigmoid");
+  c.outs = {written("out", kStorageN, close(kEps, (2 + kExpUlps) * kEps))};
+  c.run = [=](const Backend& b, Bufs& o) { b.sigmoid_forward(o.f[0].data(), x.data(), kStorageN); };
+  return {c};
+}
+
+std::vector<Case> cases_add_bias_rows() {
+  const RouterRows r;
+  const auto bias = normals(r.E, 122, 0, 0, 0.1f);
+  Case c("add bias rows");
+  c.outs = {written("out", sz(r.N, r.E), bits())};
+  c.run = [=](const Backend& b, Bufs& o) { b.add_bias_rows(o.f[0].data(), r.sig.data(), bias.data(), r.N, r.E); };
+  return {c};
+}
+
+// Gates: bit-identical where no exp is involved (the scores at the ids, renormalised or not); the
+// renormalised softmax and the log-probs within the device's expf/logf.
+std::vector<Case> cases_router_gate_forward() {
+  const RouterRows r;
+  std::vector<Case> cases;
+  for (bool softmax : {true, false})
+    for (bool norm : {true, false})
+      for (bool probe : {false, true}) {
+        Case c(label("router gate softmax=%d norm=%d probe=%d", int(softmax), int(norm), int(probe)));
+        const Compare gate_rule = softmax && norm ? close(kExpUlps * kEps, (2 * r.K + kExpUlps) * kEps) : bits();
+        c.outs = {written("gate", sz(r.N, r.K), gate_rule),
+                  written("logp", sz(r.N, r.K), close((2 * r.E + kExpUlps) * 4 * kEps, 4 * kEps))};
+        c.run = [=](const Backend& b, Bufs& o) {
+          b.router_gate_forward(o.f[0].data(), o.f[1].data(), r.z.data(), softmax ? r.soft.data() : r.sig.data(),
+                                r.ids.data(), probe ? r.probe.data() : nullptr, r.N, r.E, r.K, softmax, norm);
+        };
+        cases.push_back(std::move(c));
+      }
+  return cases;
+}
+
+// The gates' backward: no transcendental function, the CPU's operations in its order — bits.
+std::vector<Case> cases_router_gate_backward() {
+  const RouterRows r;
+  const auto dgate = normals(sz(r.N, r.K), 123);
+  std::vector<Case> cases;
+  for (bool softmax : {true, false})
+    for (bool norm : {true, false}) {
+      std::vector<float> gate(sz(r.N, r.K));
+      cpu().router_gate_forward(gate.data(), nullptr, r.z.data(), softmax ? r.soft.data() : r.sig.data(), r.ids.data(),
+                                nullptr, r.N, r.E, r.K, softmax, norm);
+      Case c(label("router gate backward softmax=%d norm=%d", int(softmax), int(norm)));
+      c.outs = {written("dz", sz(r.N, r.E), bits())};
+      c.run = [=](const Backend& b, Bufs& o) {
+        b.router_gate_backward(o.f[0].data(), softmax ? r.soft.data() : r.sig.data(), r.ids.data(), gate.data(),
+                               dgate.data(), r.N, r.E, r.K, softmax, norm);
+      };
+      cases.push_back(std::move(c));
+    }
+  return cases;
+}
+
 // ---- the table over the op list ----------------------------------------------------------------
 struct OpCases {
   Op op;

@@ -35,7 +35,10 @@ const std::set<Op> kNotInAModelStep = {Op::log_softmax_forward, Op::softmax_back
 // the dispatch and the combine.
 const std::set<Op> kMoeOnly = {Op::softmax_forward, Op::topk_forward, Op::linear_forward_grouped,
                                Op::linear_backward_grouped, Op::moe_gather, Op::moe_combine,
-                               Op::moe_combine_backward, Op::moe_scatter_add};
+                               Op::moe_combine_backward, Op::moe_scatter_add, Op::router_gate_forward,
+                               Op::router_gate_backward, Op::sigmoid_forward, Op::add_bias_rows};
+// The router's options: sigmoid scoring and the selection bias (and softmax scoring without them).
+const std::set<Op> kSigmoidBiasOnly = {Op::sigmoid_forward, Op::add_bias_rows};
 
 // One training step and 2 decode steps on `backend` (null: the model's default).
 test::StepOutputs run_step(const ModelConfig& cfg, const Backend* backend) {
@@ -62,9 +65,14 @@ TEST(Backend, OpNamesAndParsing) {
 }
 
 TEST(Backend, EveryModelOpGoesThroughTheBackendAndChangesNoBit) {
-  for (bool moe : {true, false}) {
+  for (int variant : {0, 1, 2}) {  // the MoE model, the dense one, the MoE with a sigmoid router and a bias
+    const bool moe = variant != 1, sigmoid = variant == 2;
     ModelConfig cfg = test::tiny_moe_config();
     if (!moe) cfg.n_experts = 0;
+    if (sigmoid) {
+      cfg.scoring = Scoring::sigmoid;
+      cfg.expert_bias = true;
+    }
     const test::StepOutputs plain = run_step(cfg, nullptr);
     CountingBackend counting;
     const test::StepOutputs seen = run_step(cfg, &counting);
@@ -75,7 +83,8 @@ TEST(Backend, EveryModelOpGoesThroughTheBackendAndChangesNoBit) {
     // those outside the model and, for the dense model, those of the router and the experts.
     for (int i = 0; i < kOpCount; ++i) {
       const Op op = static_cast<Op>(i);
-      const bool used = !kNotInAModelStep.count(op) && (moe || !kMoeOnly.count(op));
+      const bool router_option = sigmoid ? op != Op::softmax_forward : !kSigmoidBiasOnly.count(op);
+      const bool used = !kNotInAModelStep.count(op) && (moe || !kMoeOnly.count(op)) && router_option;
       if (used) EXPECT_GT(counting.calls[static_cast<size_t>(op)], 0) << op_name(op) << " moe=" << moe;
       else EXPECT_EQ(counting.calls[static_cast<size_t>(op)], 0) << op_name(op) << " moe=" << moe;
     }

@@ -8,6 +8,9 @@
 // rollout_generate; its argument checks here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -49,6 +52,7 @@ Pass forward_backward(Model& m, const NumericsProfile& p, const std::vector<int3
   req.save_for_backward = true;
   req.want_logits = true;
   req.want_router_logits = m.config().is_moe();
+  req.want_router_top = m.config().is_moe();
   Pass o;
   m.forward(&o.r, req);
   m.backward(dlogp.data());
@@ -97,6 +101,12 @@ void expect_packed_equals_masked(const ModelConfig& cfg, const char* profile) {
         }
         for (int e = 0; e < E; ++e)
           EXPECT_EQ(packed.r.router_logits[lr * E + e], mine ? masked.r.router_logits[lr * E + e] : 0.0f);
+        // the top-k's margin, selected on the backend: the K-th and (K+1)-th largest of the logits
+        std::vector<float> z(packed.r.router_logits.begin() + static_cast<std::ptrdiff_t>(lr * E),
+                             packed.r.router_logits.begin() + static_cast<std::ptrdiff_t>((lr + 1) * E));
+        std::sort(z.begin(), z.end(), std::greater<float>());
+        EXPECT_EQ(packed.r.router_top[lr * 2], mine ? z[K - 1] : 0.0f);
+        EXPECT_EQ(packed.r.router_top[lr * 2 + 1], mine ? z[K] : 0.0f);
       }
     }
   // The gradient: the padding's dlogp is 0, and with no load-balancing loss nothing else reaches

@@ -106,7 +106,9 @@ TEST(EpRun, TwoStepRunMetricsAndCheckpointBitIdenticalToOneRank) {
       ++compared;
     }
     EXPECT_GT(compared, 20);
-    if (v == 0 || v == 4) EXPECT_TRUE(fa.exists("metrics/router_drift"));  // the probe's DP split compared too
+    if (v == 0 || v == 4) {
+      EXPECT_TRUE(fa.exists("metrics/router_drift"));  // the probe's DP split compared too
+    }
     ModelConfig ca, cb;
     ParamStore pa, pb;
     CheckpointExtras ea, eb;

@@ -197,18 +197,21 @@ TEST(Lengths, ResponseMetricsByHand) {
 
 TEST(Lengths, MarginsByHand) {
   // one sequence, P = 1, T = 3, len 2: rows 0 and 1 score its tokens, row 2 scores nothing
-  const std::vector<float> router = {1.0f, 3.0f, 2.0f, 0.5f, 0.1f, 0.4f, 9.0f, -9.0f, 0.0f};  // [1, 3, E = 3]
-  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 1.0f, 5.0f, -5.0f};                   // [3, V = 2]
+  // router logits [1, 3, E = 3]: {1, 3, 2}, {0.5, 0.1, 0.4}, {9, −9, 0}; their K-th and (K+1)-th
+  // largest (ForwardResult::router_top) at K = 1 and K = 2
+  const std::vector<float> top1 = {3.0f, 2.0f, 0.5f, 0.4f, 9.0f, 0.0f};
+  const std::vector<float> top2 = {2.0f, 1.0f, 0.4f, 0.1f, 0.0f, -9.0f};
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 1.0f, 5.0f, -5.0f};  // [3, V = 2]
   const int32_t len[] = {2};
-  const ResponseMargins m = response_margins(router, logits, len, 1, 1, 3, 1, 3, 1, 2, 1.0f);
+  const ResponseMargins m = response_margins(top1, logits, len, 1, 1, 3, 1, 2, 1.0f);
   EXPECT_NEAR(m.router_margin_mean, (1.0 + 0.1) / 2, 1e-7);  // 3 − 2 and 0.5 − 0.4
   EXPECT_NEAR(m.router_margin_p10, 0.1, 1e-7);
   EXPECT_NEAR(m.logit_std_mean, 0.5, 1e-12);                  // stds 1 and 0
   EXPECT_NEAR(m.logit_margin_mean, 1.0, 1e-12);               // margins 2 and 0
-  const ResponseMargins k2 = response_margins(router, logits, len, 1, 1, 3, 1, 3, 2, 2, 2.0f);
+  const ResponseMargins k2 = response_margins(top2, logits, len, 1, 1, 3, 1, 2, 2.0f);
   EXPECT_NEAR(k2.router_margin_mean, (1.0 + 0.3) / 2, 1e-7);  // K = 2: 2 − 1 and 0.4 − 0.1
   EXPECT_NEAR(k2.logit_margin_mean, 0.5, 1e-12);              // at temperature 2
-  EXPECT_TRUE(std::isnan(response_margins({}, logits, len, 1, 1, 3, 1, 0, 1, 2, 1.0f).router_margin_mean));
+  EXPECT_TRUE(std::isnan(response_margins({}, logits, len, 1, 1, 3, 1, 2, 1.0f).router_margin_mean));
 }
 
 // The dumped first mini-batch: the mask covers each response's own tokens, truncated responses

@@ -44,8 +44,11 @@ TEST(RlSimd, MetricsAreBitIdenticalAcrossTargets) {
     if (m.rfind("time_", 0) == 0) continue;  // wall-clock times differ, nothing else may
     const auto x = test::run_metric(a, m), y = test::run_metric(b, m);
     ASSERT_EQ(x.size(), y.size()) << m;
-    for (size_t i = 0; i < x.size(); ++i)
-      if (!(std::isnan(x[i]) && std::isnan(y[i]))) EXPECT_EQ(x[i], y[i]) << m << "[" << i << "] " << first << " vs " << last;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!(std::isnan(x[i]) && std::isnan(y[i]))) {
+        EXPECT_EQ(x[i], y[i]) << m << "[" << i << "] " << first << " vs " << last;
+      }
+    }
     ++compared;
   }
   EXPECT_GT(compared, 10);

@@ -11,13 +11,14 @@
 //  * the optimizer moments never cross (device-resident from AdamW::set_backend on);
 //  * the parameters cross once, up, at the run's first op, and the gradients only down, once per
 //    update, for the clip's norm (models/model.h, "resident"; sim/step/optimizer.h, adamw_step);
-//  * the activations stay on the device: the dense twin's train phase moves one activation copy
-//    each way per mini-batch (the log-probs down, their gradient up); the MoE model's moves the
-//    router's scores and gates besides (printed, not bounded here);
+//  * in the train phase no activation byte crosses, for the MoE model (its router, dispatch,
+//    experts and combine run on the device) and the dense twin alike; what crosses are per-token
+//    results: per mini-batch the targets' log-probs down and their gradient up, and per MoE layer
+//    the router's log-probs at the selected ids down (one copy each);
 //  * the step changes no bit: the parameters after it equal the CPU backend's.
-// What still crosses is counted and printed (the router's scores and gates, the log-probs, the
-// logits a sampler reads, indices per op), and the parameters' and gradients' crossings are
-// checked to the byte. The CUDA backend counts with the same table (kernels/op_crossings.h); its
+// What still crosses is counted and printed (the logits a sampler reads, the full-vocabulary
+// log-probs of the mismatch measure, indices per op), and the parameters' and gradients' crossings
+// are checked to the byte. The CUDA backend counts with the same table (kernels/op_crossings.h); its
 // numbers on a GPU come from tests/gpu/device_checks.sh.
 #include <gtest/gtest.h>
 
@@ -109,6 +110,11 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
     EXPECT_EQ(grads_down, updates * n);
     EXPECT_EQ(log.bytes(TransferPhase::optimizer, CrossKind::activations), 0);
     EXPECT_EQ(log.bytes(TransferPhase::optimizer), updates * n);
+    // The train phase: no activation crosses; per mini-batch one copy of the log-probs down and of
+    // their gradient up, and one copy of each MoE layer's router log-probs down.
+    EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
+    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), updates);
+    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * (1 + s.model.n_layers));
     // The parameters read back (a checkpoint, the end of the run): one download, the CPU run's bits.
     log.reset();
     expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
@@ -124,10 +130,10 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
   }
 }
 
-// The dense twin's step (no router, no experts: nothing of the MoE layer's host side). Its
-// activations stay on the device from the embedding to the logits: in the train phase exactly one
-// activation copy crosses each way per mini-batch forward and backward — the targets' log-probs
-// down (rows × 4 bytes), their gradients up (the same rows) — and the bits are the CPU's.
+// The dense twin's step. Its activations stay on the device from the embedding to the logits: in
+// the train phase no activation crosses, and exactly one per-token copy crosses each way per
+// mini-batch forward and backward — the targets' log-probs down (rows × 4 bytes), their gradients
+// up (the same rows) — and the bits are the CPU's.
 TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
   const Scenario s = test::tiny_scenario({"model.n_experts=0"});
   const RlSetup setup = setup_of(s);
@@ -148,15 +154,16 @@ TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
   expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
   std::printf("dense model: crossings of 2 RL steps on the test device\n%s", log.table().c_str());
   const int64_t passes = steps * s.rl.minibatches;  // forward + backward pairs
-  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::activations, CrossDir::down), passes);
-  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::activations, CrossDir::up), passes);
-  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::up),
-            log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down));
+  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), passes);
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), passes);
+  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up),
+            log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down));
   // the rows: every sequence's prompt and response, at most S·T per step
   const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size;
   const int64_t T = s.model.max_seq_len;
-  EXPECT_GT(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down), 0);
-  EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::activations, CrossDir::down), steps * S * T * 4);
+  EXPECT_GT(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down), 0);
+  EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down), steps * S * T * 4);
   for (int p = 0; p < kTransferPhases; ++p) {
     const auto ph = static_cast<TransferPhase>(p);
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
@@ -164,19 +171,21 @@ TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
   }
 }
 
-// A step's activation bytes each way have a bound with no term in the model's width: what crosses
-// is per row of a phase (its log-probs, the logits a sampler or the mismatch measure reads, the
-// router's scores and gates per layer), never a row of the residual stream. With rows_p the rows a
-// phase runs (sequences × max_seq_len at most; the train phase counts its forward and backward),
-//   bytes ≤ 4 · Σ_p rows_p · (4·V + 8·L·(E + K) + 8),
+// A step's crossings have bounds with no term in the model's width, written from the rows each
+// phase runs (sequences × max_seq_len at most; the train phase counts its forward and backward):
+//   activations ≤ 4 · Σ_p rows_p · 4·V      what still crosses is a row of V floats a few times
+//                                           (the sampler's logits, the mismatch's log-probs);
+//   per_token   ≤ 4 · Σ_p rows_p · (2 + L·K) the targets' log-probs and their gradient, the
+//                                           router's log-probs at the ids;
 // and the bytes do not grow with d_model: 16 times the width (16 → 256) moves at most 1.5 times
 // the bytes (the rollouts' lengths may differ), where one residual-stream array per layer and row
-// would multiply them by about 16.
+// would multiply them by about 16. No term in E either: the router's scores stay on the device.
 struct Crossed {
-  int64_t up = 0, down = 0, bound = 0;
+  int64_t up = 0, down = 0, bound = 0;            // activations
+  int64_t tok_up = 0, tok_down = 0, tok_bound = 0;  // per_token
 };
-Crossed two_steps(int d_model) {
-  const Scenario s = test::tiny_scenario({"model.d_model=" + std::to_string(d_model)});
+Crossed two_steps(const std::string& set) {
+  const Scenario s = test::tiny_scenario({set});
   const RlSetup setup = setup_of(s);
   TestDeviceBackend dev;
   Model m(s.model);
@@ -192,27 +201,51 @@ Crossed two_steps(int d_model) {
   const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size, T = c.max_seq_len;
   const int64_t eval_rows = static_cast<int64_t>(s.rl.eval_prompts) * T;  // the base evaluation
   const int64_t step_rows = S * T * 4;  // rollout, π_old, the train forward and its backward
-  const int64_t per_row = 4 * c.vocab_size + 8 * c.n_layers * (c.n_experts + c.top_k) + 8;
+  const int64_t rows = eval_rows + steps * step_rows;
   Crossed x;
-  x.bound = 4 * (eval_rows + steps * step_rows) * per_row;
+  x.bound = 4 * rows * 4 * c.vocab_size;
+  x.tok_bound = 4 * rows * (2 + static_cast<int64_t>(c.n_layers) * c.top_k);
   for (int p = 0; p < kTransferPhases; ++p) {
-    x.up += log.bytes(static_cast<TransferPhase>(p), CrossKind::activations, CrossDir::up);
-    x.down += log.bytes(static_cast<TransferPhase>(p), CrossKind::activations, CrossDir::down);
+    const auto ph = static_cast<TransferPhase>(p);
+    x.up += log.bytes(ph, CrossKind::activations, CrossDir::up);
+    x.down += log.bytes(ph, CrossKind::activations, CrossDir::down);
+    x.tok_up += log.bytes(ph, CrossKind::per_token, CrossDir::up);
+    x.tok_down += log.bytes(ph, CrossKind::per_token, CrossDir::down);
   }
-  std::printf("d_model %d: activations up %lld B, down %lld B; bound %lld B each way\n", d_model,
-              static_cast<long long>(x.up), static_cast<long long>(x.down), static_cast<long long>(x.bound));
+  std::printf("%s: activations up %lld B, down %lld B (bound %lld B); per_token up %lld B, down %lld B "
+              "(bound %lld B)\n",
+              set.c_str(), static_cast<long long>(x.up), static_cast<long long>(x.down), static_cast<long long>(x.bound),
+              static_cast<long long>(x.tok_up), static_cast<long long>(x.tok_down),
+              static_cast<long long>(x.tok_bound));
   return x;
 }
 
-TEST(StepTransfers, AStepsActivationsDoNotGrowWithTheWidth) {
-  const Crossed narrow = two_steps(16), wide = two_steps(256);
-  for (const Crossed& x : {narrow, wide}) {
-    EXPECT_GT(x.up, 0);
-    EXPECT_LE(x.up, x.bound);
-    EXPECT_LE(x.down, x.bound);
-  }
+void expect_within_bounds(const Crossed& x) {
+  EXPECT_GT(x.up, 0);
+  EXPECT_LE(x.up, x.bound);
+  EXPECT_LE(x.down, x.bound);
+  EXPECT_GT(x.tok_down, 0);
+  EXPECT_LE(x.tok_up, x.tok_bound);
+  EXPECT_LE(x.tok_down, x.tok_bound);
+}
+
+TEST(StepTransfers, AStepsBytesDoNotGrowWithTheWidth) {
+  const Crossed narrow = two_steps("model.d_model=16"), wide = two_steps("model.d_model=256");
+  for (const Crossed& x : {narrow, wide}) expect_within_bounds(x);
   EXPECT_LE(2 * wide.up, 3 * narrow.up);
   EXPECT_LE(2 * wide.down, 3 * narrow.down);
+  EXPECT_LE(2 * wide.tok_down, 3 * narrow.tok_down);
+}
+
+// Nor with the number of experts (4 → 32 at the same top-k): the router's N·E scores per layer
+// stay on the device. With the scores coming down once per layer (one line added to router.cpp),
+// the bytes down grow 4.1-fold from 4 to 32 experts and this test fails.
+TEST(StepTransfers, AStepsBytesDoNotGrowWithTheExperts) {
+  const Crossed few = two_steps("model.n_experts=4"), many = two_steps("model.n_experts=32");
+  for (const Crossed& x : {few, many}) expect_within_bounds(x);
+  EXPECT_LE(2 * many.up, 3 * few.up);
+  EXPECT_LE(2 * many.down, 3 * few.down);
+  EXPECT_LE(2 * many.tok_down, 3 * few.tok_down);
 }
 
 // The test device, counting the decode steps of each phase: a decode step runs attention_decode
@@ -237,10 +270,10 @@ class DecodeCounting final : public Backend {
 };
 
 // Host reads per decode step, bounded: what a step of the rollout downloads is the logits of its
-// rows (the sampler's) and, per layer, the router's scores and choices (its logits, softmax, top-k
-// ids and values) — 2 + 4·L copies a step at most, prefill included — and never more as the
-// model grows (the floor is one small read a step: the sampler and the router on the
-// device, not yet).
+// rows and their log-softmax (the sampler's) and, per layer, the router's choice (the top-k ids)
+// and its log-probs at them — 2 + 2·L copies a step at most, prefill included (the router's
+// scores no longer come down) — and never more as the model grows (the floor is one small read
+// a step: the sampler on the device, not yet).
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   const Scenario s = test::tiny_scenario();
   const RlSetup setup = setup_of(s);
@@ -265,7 +298,7 @@ TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
                 static_cast<long long>(decode_steps), static_cast<long long>(reads),
                 static_cast<double>(reads) / static_cast<double>(decode_steps + prefills));
     EXPECT_GT(decode_steps, 0) << transfer_phase_name(ph);
-    EXPECT_LE(reads, (decode_steps + prefills) * (2 + 4 * L)) << transfer_phase_name(ph);
+    EXPECT_LE(reads, (decode_steps + prefills) * (2 + 2 * L)) << transfer_phase_name(ph);
   }
 }
 
