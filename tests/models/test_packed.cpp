@@ -1,17 +1,16 @@
 // test_packed.cpp — the packed training forward (ForwardRequest::lengths: each sequence over its
 // own positions, nothing computed for the padding) against the masked [B, T] forward on
 // sequences of unequal lengths: under row-independent profiles the own positions' log-probs,
-// logits, routing and the whole gradient are the masked forward's bit for bit, a sequence is its
-// own forward alone, and what legitimately changes — the padding no longer routed into
-// expert_load and the load-balancing losses — is checked against a hand computation. Decode
-// compaction (Model::generation_keep) is checked in tests/rl/test_lengths.cpp through
-// rollout_generate; its argument checks here.
+// logits, routing (the router's margins included) and the whole gradient are the masked
+// forward's bit for bit, a sequence is its own forward alone, and what legitimately changes —
+// the padding no longer routed into expert_load and the load-balancing losses — is checked
+// against a hand computation. Decode compaction (Model::generation_keep) is checked in
+// tests/rl/test_lengths.cpp through rollout_generate; its argument checks here.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
-
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 
 #include "model_fixture.h"
