@@ -116,8 +116,11 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   }
   st->h_final.resize(be, static_cast<size_t>(B) * D);
   st->rstd_final.resize(be, B);
-  final_forward(logits, st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
+  const size_t BV = static_cast<size_t>(B) * cfg.vocab_size;
+  st->logits.resize(be, BV);
+  final_forward(st->logits.data(), st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
                 w, cfg, p, B, call, be);
+  be.mem_copy(logits, st->logits.data(), BV * f4, CopyDir::to_host, CrossKind::activations);
 }
 }  // namespace
 
@@ -161,6 +164,22 @@ void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_id
   run_layers(*this, impl_.get(), st, B, B, 1, positions.data(), true,
              static_cast<uint64_t>(st->pos), topk_ids, router_logp, replay_ids, logits);
   st->pos += 1;
+}
+
+void Model::generation_logprobs(GenerationState* st, float* logp, float temperature) {
+  const int B = st->B, V = cfg_.vocab_size;
+  const size_t BV = static_cast<size_t>(B) * V;
+  if (st->pos < 1 || st->logits.size() != BV)
+    throw std::logic_error("generation_logprobs: no logits of the current rows (call it after prefill or a step, "
+                           "before generation_keep)");
+  const Backend& be = backend();
+  const float* tempered = st->logits.data();
+  if (temperature != 1.0f) {
+    st->scaled.resize(be, BV);
+    be.divide_scalar(st->scaled.data(), st->logits.data(), static_cast<int64_t>(BV), temperature);
+    tempered = st->scaled.data();
+  }
+  be.log_softmax_forward(logp, tempered, B, V);
 }
 
 }  // namespace moerl

@@ -66,6 +66,7 @@ struct ForwardRequest {
   bool want_own_topk = false;           // fill ForwardResult::own_topk_ids (flip metrics under replay)
   bool want_router_logits = false;      // fill ForwardResult::router_logits
   bool want_router_top = false;         // fill ForwardResult::router_top (the router's margins)
+  bool want_logprobs_all = false;       // fill ForwardResult::logprobs_all
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
@@ -79,6 +80,8 @@ struct ForwardResult {
   std::vector<float> logprobs;     // [B, T-1]: log p(tokens[t+1] | tokens[..t])
   std::vector<float> logits;       // [B*T, V] when want_logits (after the LM head, FP32, before
                                    // the temperature)
+  std::vector<float> logprobs_all;  // [B*T, V] when want_logprobs_all: log_softmax(logits /
+                                    // temperature), computed where the logits are
   std::vector<int32_t> topk_ids;   // [L, B*T, K] experts used, sorted by descending gate score
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
                                    // (of probe_ids when given)
@@ -159,6 +162,9 @@ class Model {
   void generation_step(GenerationState* state, float* logits, int32_t* topk_ids,
                        float* router_logp, const int32_t* tokens,
                        const int32_t* replay_ids = nullptr);
+  // logp [B, V] = log_softmax(logits / temperature) of the last prefill's or step's logits,
+  // computed where they are (before any generation_keep; one download, nothing goes up).
+  void generation_logprobs(GenerationState* state, float* logp, float temperature);
   // Keeps n of the state's rows (decode compaction: finished sequences leave the batch): row i
   // becomes what row from[i] was (its KV cache included), the others are dropped, and later steps
   // take n tokens. Each from[i] must be i or >= n and all distinct (a finished row's place is

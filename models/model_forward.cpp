@@ -425,13 +425,13 @@ void Forward::head() {
                 w_, cfg_, p_, N_, req_.call, be_);
   // the targets' log-probs come back to the host (N floats); the logits stay where they are
   std::vector<float> lp(N_);
-  if (req_.temperature == 1.0f) {
-    be_.logprob_forward(lp.data(), im_.logits.data(), im_.targets.data(), N_, V);
-  } else {
+  const float* tempered = im_.logits.data();
+  if (req_.temperature != 1.0f) {
     im_.scaled.resize(be_, NV);
     be_.divide_scalar(im_.scaled.data(), im_.logits.data(), static_cast<int64_t>(NV), req_.temperature);
-    be_.logprob_forward(lp.data(), im_.scaled.data(), im_.targets.data(), N_, V);
+    tempered = im_.scaled.data();
   }
+  be_.logprob_forward(lp.data(), tempered, im_.targets.data(), N_, V);
   out_->logprobs.assign(static_cast<size_t>(B_) * (T_ - 1), 0.0f);
   for (int b = 0; b < B_; ++b)
     for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
@@ -440,6 +440,10 @@ void Forward::head() {
     out_->logits.resize(NV);
     be_.mem_copy(out_->logits.data(), im_.logits.data(), NV * sizeof(float), CopyDir::to_host, CrossKind::activations);
   }
+  if (req_.want_logprobs_all) {  // the full distributions, on the device; one download
+    out_->logprobs_all.resize(NV);
+    be_.log_softmax_forward(out_->logprobs_all.data(), tempered, N_, V);
+  }
   if (im_.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
     rows_unpack(&out_->topk_ids, L, B_, T_, im_.seq_begin, K);
     rows_unpack(&out_->router_logp, L, B_, T_, im_.seq_begin, K);
@@ -447,6 +451,7 @@ void Forward::head() {
     rows_unpack(&out_->router_logits, L, B_, T_, im_.seq_begin, E);
     rows_unpack(&out_->router_top, L, B_, T_, im_.seq_begin, 2);
     rows_unpack(&out_->logits, 1, B_, T_, im_.seq_begin, V);
+    rows_unpack(&out_->logprobs_all, 1, B_, T_, im_.seq_begin, V);
   }
   im_.saved = req_.save_for_backward;
 }

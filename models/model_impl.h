@@ -75,6 +75,9 @@ struct GenerationState {
   // in the backend's memory: the residual stream of the current rows, the next layer's, the rows
   // whose logits are taken, and the final norm's output
   ActBuffer<float> x, x_next, x_last, h_final, rstd_final;
+  // the last prefill's or step's logits [B, V] (downloaded for the sampler) and their tempered
+  // copy (generation_logprobs)
+  ActBuffer<float> logits, scaled;
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.

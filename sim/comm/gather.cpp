@@ -17,6 +17,7 @@ void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool o
   if (dp.size() == 1) return;
   rows(&res->logprobs, dp);
   rows(&res->logits, dp);
+  rows(&res->logprobs_all, dp);
   if (!moe) return;
   res->topk_ids = gather_layers(dp, res->topk_ids, L);
   res->router_logp = gather_layers(dp, res->router_logp, L);

@@ -38,11 +38,11 @@ std::vector<T> gather_layers(Collectives& dp, const std::vector<T>& mine, int L)
   return out;
 }
 
-// The rows of a training forward that the RL step uses: logprobs, logits (when asked), and for an
-// MoE model topk_ids, router_logp, (own_topk) own_topk_ids, (router_logits) router_logits and
-// (router_top) router_top — this rank's block → the whole batch. expert_load, aux_loss and the
-// all-to-all statistics already cover the batch. The flags must be the same on every rank (a rank
-// may hold no sequence).
+// The rows of a training forward that the RL step uses: logprobs, logits and logprobs_all (when
+// asked), and for an MoE model topk_ids, router_logp, (own_topk) own_topk_ids, (router_logits)
+// router_logits and (router_top) router_top — this rank's block → the whole batch. expert_load,
+// aux_loss and the all-to-all statistics already cover the batch. The flags must be the same on
+// every rank (a rank may hold no sequence).
 void gather_forward(ForwardResult* res, Collectives& dp, int L, bool moe, bool own_topk,
                     bool router_logits = false, bool router_top = false);
 

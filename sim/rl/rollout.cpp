@@ -112,9 +112,10 @@ int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, s
 }
 
 // Decode compaction (rollout_compact_plan): the rows whose sequence has ended leave the batch
-// (their KV cache too); seq[n], the logits' rows and the model's state follow; returns the new n.
+// (their KV cache too); seq[n], the logits' and log-probs' rows and the model's state follow;
+// returns the new n.
 int rollout_compact(Model& model, GenerationState* st, std::vector<int32_t>* seq, std::vector<float>* logits,
-                    const std::vector<uint8_t>& done, int V) {
+                    std::vector<float>* lp, const std::vector<uint8_t>& done, int V) {
   const int n = static_cast<int>(seq->size());
   const std::vector<int32_t> from = rollout_compact_plan(seq, done);
   const int keep = static_cast<int>(from.size());
@@ -122,7 +123,8 @@ int rollout_compact(Model& model, GenerationState* st, std::vector<int32_t>* seq
   model.generation_keep(st, from.data(), keep);
   for (int i = 0; i < keep; ++i)
     if (from[i] != i)
-      std::memcpy(&(*logits)[static_cast<size_t>(i) * V], &(*logits)[static_cast<size_t>(from[i]) * V], sizeof(float) * V);
+      for (std::vector<float>* rows : {logits, lp})
+        std::memcpy(&(*rows)[static_cast<size_t>(i) * V], &(*rows)[static_cast<size_t>(from[i]) * V], sizeof(float) * V);
   return keep;
 }
 
@@ -164,8 +166,9 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   model.generation_prefill(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                            prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
   if (moe) rollout_place_routing(out, ids, rlp, L, K, 0, P);
-
+  // log μ of every token: log_softmax(logits / τ), where the logits are
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
+  model.generation_logprobs(st, lp.data(), tau);
   const ModelParallel& par = model.parallel();
   // Row i of the decode batch is sequence seq[i]. Under a row-independent profile a sequence that
   // has ended leaves the batch after the step that fed its EOS (compaction); otherwise it stays,
@@ -177,9 +180,6 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   std::vector<uint8_t> done(S, 0);
   int R_run = R;
   for (int r = 0; r < R; ++r) {
-    std::vector<float> scaled(logits.begin(), logits.begin() + static_cast<size_t>(n) * V);
-    for (float& z : scaled) z /= tau;
-    model.backend().log_softmax_forward(lp.data(), scaled.data(), n, V);
     int64_t active = rollout_sample_position(out, &next, &done, seq, n, logits, lp, V, r, sampling, seed, step,
                                              first_index, eos);
     bool last = r + 1 == R;
@@ -200,7 +200,8 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
       if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
     }
     if (last) break;
-    if (compact) n = rollout_compact(model, st, &seq, &logits, done, V);
+    model.generation_logprobs(st, lp.data(), tau);
+    if (compact) n = rollout_compact(model, st, &seq, &logits, &lp, done, V);
   }
   model.generation_end(st);
   if (compact)  // the padding of the sequences that left the batch: EOS, as a masked batch feeds

@@ -319,7 +319,8 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   req.lengths = st->old_lengths.data();
   req.profile = &st->train_profile;
   req.temperature = shape.tau;
-  req.want_logits = true;
+  req.want_logits = true;         // the logit margins (measure_mismatch)
+  req.want_logprobs_all = true;   // the full-vocabulary KL (measure_mismatch)
   req.want_own_topk = shape.moe;
   req.want_router_top = shape.moe;  // the router margins (measure_mismatch)
   for (const auto& h : hooks_.active) h->request_old(&req);
@@ -340,7 +341,7 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
     ForwardRequest rq = req;
     rq.router_mode = RouterMode::normal;
     rq.replay_ids = nullptr;
-    rq.want_logits = rq.want_own_topk = false;
+    rq.want_logits = rq.want_logprobs_all = rq.want_own_topk = false;
     ForwardResult ref;
     ref_model_->forward(&ref, rq);
     if (par.dp) gather_forward(&ref, *par.dp, shape.L, shape.moe, false);
@@ -363,7 +364,7 @@ void RlTrainer::split_staleness_and_numerics(StepState* st, RunResults* res) {
   q.profile = &st->rollout_profile;
   q.router_mode = RouterMode::normal;
   q.replay_ids = nullptr;
-  q.want_logits = q.want_own_topk = false;
+  q.want_logits = q.want_logprobs_all = q.want_own_topk = false;
   ForwardResult current;
   model_->forward(&current, q);
   if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, shape.L, shape.moe, false);
@@ -410,16 +411,13 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   for (int s = 0; s < S; ++s)
     for (int r = 0; r < sampled.len[s]; ++r, ++j) {
       const size_t sr = static_cast<size_t>(s) * R + r;
-      const float* logits = &st->old.logits[slice.row_at(s, r) * V];
-      float* dst = &train_lp[j * V];
-      for (int v = 0; v < V; ++v) dst[v] = logits[v] / shape.tau;
+      // π_old's distribution, log_softmax(logits / τ) where the logits are: the same op the
+      // rollout applied, so identical engines compare identical bits
+      std::memcpy(&train_lp[j * V], &st->old.logprobs_all[slice.row_at(s, r) * V], sizeof(float) * V);
       std::memcpy(&rollout_lp[j * V], &sampled.logp_all[sr * V], sizeof(float) * V);
       targets[j] = sampled.tokens[slice.token_at(s, r)];
       rho[j] = std::exp(static_cast<double>(logp_train[sr]) - sampled.logp[sr]);
     }
-  // the same log-softmax the rollout applied, so identical engines compare identical bits
-  const std::vector<float> scaled(train_lp);
-  model_->backend().log_softmax_forward(train_lp.data(), scaled.data(), static_cast<int>(n), V);
   audit_add_logprobs(&acc, rollout_lp.data(), train_lp.data(), targets.data(), nullptr, static_cast<int>(n), V);
   const AuditMetrics am = audit_finish(acc);
   res->set("kl_rollout_train", am.k3);

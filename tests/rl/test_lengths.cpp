@@ -260,7 +260,9 @@ TEST(Lengths, OverlongPenaltyIsLinearOverTheBuffer) {
     // the task reward is in [0, 1]: the penalty is what lies below it
     EXPECT_LE(reward[i], 1.0 + pen + 1e-6);
     EXPECT_GE(reward[i], pen - 1e-6);
-    if (len[i] == 12) EXPECT_FLOAT_EQ(reward[i], -0.5f);  // truncated: reward 0, full penalty
+    if (len[i] == 12) {
+      EXPECT_FLOAT_EQ(reward[i], -0.5f);  // truncated: reward 0, full penalty
+    }
     penalised += pen < 0;
   }
   EXPECT_GT(penalised, 0);
@@ -322,8 +324,11 @@ TEST(Lengths, ResumeIsBitIdentical) {
       if (m.rfind("time_", 0) == 0) continue;
       const auto x = test::run_metric(dir + "/straight.h5", m), y = test::run_metric(dir + "/split.h5", m);
       ASSERT_EQ(x.size(), y.size()) << m;
-      for (size_t i = 0; i < x.size(); ++i)
-        if (!(std::isnan(x[i]) && std::isnan(y[i]))) EXPECT_EQ(x[i], y[i]) << m << "[" << i << "]";
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (!(std::isnan(x[i]) && std::isnan(y[i]))) {
+          EXPECT_EQ(x[i], y[i]) << m << "[" << i << "]";
+        }
+      }
       ++compared;
     }
     EXPECT_GT(compared, 30);

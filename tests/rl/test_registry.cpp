@@ -104,7 +104,9 @@ TEST(Registry, EachAlgorithmRecordsExactlyTheExtraMetricsOfItsRow) {
       // with nothing observed, an algorithm reports what runs without it record
       if (own) {
         for (const ExtraMetric& x : a.metrics) {
-          if (name == x.name) EXPECT_EQ(res.last(name), x.off);
+          if (name == x.name) {
+            EXPECT_EQ(res.last(name), x.off);
+          }
         }
       }
     }
@@ -201,7 +203,9 @@ TEST(Registry, CorrectionRowsFollowTheEnumAndCarryTheirWeights) {
     EXPECT_EQ(doc.find(" " + name + " (") != std::string::npos, forced == nullptr);
     const std::vector<std::string> settable = rl::correction_settable_names();
     EXPECT_EQ(std::count(settable.begin(), settable.end(), name), forced ? 0 : 1);
-    if (forced) EXPECT_NE(rl::correction_must_be().find(std::string("rl.algorithm = ") + forced->name), std::string::npos);
+    if (forced) {
+      EXPECT_NE(rl::correction_must_be().find(std::string("rl.algorithm = ") + forced->name), std::string::npos);
+    }
   }
   LossConfig c;
   c.correction_cap = 1.5f;
