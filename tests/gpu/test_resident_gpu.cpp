@@ -147,9 +147,9 @@ TEST(ResidentGpu, AdamWOverResidentMoments) {
 }
 
 // Two RL steps of the tiny scenario on the GPU: no KV cache and no optimizer moment crosses, the
-// parameters go up once and the gradients down once per update (tests/rl/test_step_transfers.cpp
-// on the hardware); the crossings that remain are printed per phase (docs/gpu.md, "Where memory
-// lives").
+// parameters go up once and the gradients down once per update, no activation goes up in any
+// phase nor crosses in the train phase (tests/rl/test_step_transfers.cpp on the hardware); the
+// crossings that remain are printed per phase (docs/gpu.md, "Where memory lives").
 TEST(ResidentGpu, RlStepTransfers) {
   MOERL_REQUIRE_GPU();
   const Scenario s = test::tiny_scenario({"run.backend=cuda"});
@@ -176,7 +176,9 @@ TEST(ResidentGpu, RlStepTransfers) {
     const auto ph = static_cast<TransferPhase>(p);
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
     EXPECT_EQ(log.bytes(ph, CrossKind::optimizer), 0) << transfer_phase_name(ph);
+    EXPECT_EQ(log.bytes(ph, CrossKind::activations, CrossDir::up), 0) << transfer_phase_name(ph);
   }
+  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
   // parameters up once (the run's first op), gradients down once per update (the clip's norm)
   const int64_t n = static_cast<int64_t>(m.weights().layout().size()) * 4, updates = 2 * s.rl.minibatches;
   int64_t weights_up = 0, weights_down = 0, grads_up = 0, grads_down = 0;
