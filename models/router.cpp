@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/hd/router.h"  // the gate weights' backward and logsumexp rows the backend runs
 #include "kernels/precision.h"
 #include "kernels/rng.h"
 
@@ -23,15 +24,6 @@ void router_add_noise(float* z, int N, int E, float sigma, const NoiseKey& key) 
     Rng rng(rng_derive(row_key, Stream::router_noise));
     for (int e = 0; e < E; ++e) z[static_cast<size_t>(n) * E + e] += sigma * rng.normal();
   }
-}
-
-// log Σ_e exp(z_e) of one row, max-subtracted, summed in index order.
-float row_logsumexp(const float* z, int E) {
-  float m = z[0];
-  for (int e = 1; e < E; ++e) m = std::fmax(m, z[e]);
-  float s = 0.0f;
-  for (int e = 0; e < E; ++e) s += std::exp(z[e] - m);
-  return m + std::log(s);
 }
 
 // p̂ of the aux losses: the full softmax for softmax routers, σ(z) normalised over all experts
@@ -193,7 +185,7 @@ float z_loss(const float* z, const ModelConfig& cfg, const RowSums& rows) {
   std::vector<double> part(G, 0.0);
   for (int g = 0; g < G; ++g)
     for (int n = rows.begin(g); n < rows.end(g); ++n) {
-      const double lse = row_logsumexp(z + static_cast<size_t>(n) * E, E);
+      const double lse = cuda::hd_row_logsumexp(z + static_cast<size_t>(n) * E, E);
       part[g] += lse * lse;
     }
   double zl = 0.0;
@@ -209,7 +201,7 @@ bool kl_on(const RouterCall& c) {
 // gradient (· inv_n) into dz. lp, lq: [E] scratch.
 double kl_full_row(float* dz, const float* zn, const float* tn, int E, double weight, double inv_n, double* lp,
                    double* lq) {
-  const double lz = row_logsumexp(zn, E), lt = row_logsumexp(tn, E);
+  const double lz = cuda::hd_row_logsumexp(zn, E), lt = cuda::hd_row_logsumexp(tn, E);
   double kl = 0.0;
   for (int e = 0; e < E; ++e) {
     lp[e] = zn[e] - lz;
@@ -265,32 +257,6 @@ float router_kl(RouterActs* a, const float* z, int N, const RouterCall& c, const
 
 // ---- backward: d/dz of each forward term, row by row -------------------------------------------
 
-// gate weights ← logits (mirror of router_gate). dp: [E] scratch.
-void gate_backward(float* dzn, const float* sn, const int32_t* id, const float* g, const float* dg, float* dp,
-                   const ModelConfig& cfg) {
-  const int E = cfg.n_experts, K = cfg.top_k;
-  if (cfg.scoring == Scoring::softmax && cfg.norm_topk_prob) {
-    float dot = 0.0f;
-    for (int k = 0; k < K; ++k) dot += g[k] * dg[k];
-    for (int k = 0; k < K; ++k) dzn[id[k]] += g[k] * (dg[k] - dot);
-  } else if (cfg.scoring == Scoring::softmax) {
-    std::fill(dp, dp + E, 0.0f);
-    for (int k = 0; k < K; ++k) dp[id[k]] += dg[k];
-    float dot = 0.0f;
-    for (int e = 0; e < E; ++e) dot += sn[e] * dp[e];
-    for (int e = 0; e < E; ++e) dzn[e] += sn[e] * (dp[e] - dot);
-  } else {
-    float S = 0.0f, dot = 0.0f;
-    for (int k = 0; k < K; ++k) { S += sn[id[k]]; dot += g[k] * dg[k]; }
-    const bool norm = cfg.norm_topk_prob && K > 1;
-    for (int k = 0; k < K; ++k) {
-      const float s = sn[id[k]];
-      const float ds = norm ? (dg[k] - dot) / S : dg[k];
-      dzn[id[k]] += ds * s * (1.0f - s);
-    }
-  }
-}
-
 // balance losses ← p̂ (w: the row's aux_weight, dL/dp̂). phat: [E] scratch.
 void balance_backward(float* dzn, const float* sn, const float* w, float* phat, const ModelConfig& cfg) {
   const int E = cfg.n_experts;
@@ -308,7 +274,7 @@ void balance_backward(float* dzn, const float* sn, const float* w, float* phat, 
 
 // z-loss: d/dz c_z·lse²/N = 2·c_z·lse·softmax(z)/N (N: rows of the whole batch).
 void z_loss_backward(float* dzn, const float* zn, int E, float coef, int64_t N_total) {
-  const float lse = row_logsumexp(zn, E);
+  const float lse = cuda::hd_row_logsumexp(zn, E);
   const float f = 2.0f * coef * lse / static_cast<float>(N_total);
   for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
 }
@@ -381,8 +347,9 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
       const float* zn = z + static_cast<size_t>(n) * E;
       const float* sn = scores + static_cast<size_t>(n) * E;
       float* dzn = dzh.data() + static_cast<size_t>(n) * E;
-      gate_backward(dzn, sn, a.ids.data() + static_cast<size_t>(n) * K, gate + static_cast<size_t>(n) * K,
-                    dg + static_cast<size_t>(n) * K, dp.data(), cfg);
+      cuda::hd_router_gate_backward_row(dzn, dp.data(), sn, a.ids.data() + static_cast<size_t>(n) * K,
+                                        gate + static_cast<size_t>(n) * K, dg + static_cast<size_t>(n) * K, E, K,
+                                        softmax, cfg.norm_topk_prob);
       if (cfg.load_balance != LoadBalance::none)
         balance_backward(dzn, sn, a.aux_weight.data() + static_cast<size_t>(n) * E, phat.data(), cfg);
       if (cfg.z_loss_coef > 0.0f) z_loss_backward(dzn, zn, E, cfg.z_loss_coef, N_total);
