@@ -237,6 +237,72 @@ void OpCrossings::logprob_backward(float* dlogits, const float* dlogp, const flo
   inout(dlogits, n_of(N, V) * f4, K::activations);
 }
 
+void OpCrossings::sample_rows(int32_t* tokens, float* logp, float* entropy, const float* logits, const float* lp,
+                              const double* uniform, int N, int V, float temperature, float) const {
+  if (N <= 0 || V <= 0) return;
+  in(logits, n_of(N, V) * f4, K::activations);
+  in(lp, n_of(N, V) * f4, K::activations);
+  if (temperature != 0.0f) in(uniform, n_of(N) * sizeof(double), K::per_token);
+  this->out(tokens, n_of(N) * 4, K::indices);
+  this->out(logp, n_of(N) * f4, K::per_token);
+  this->out(entropy, n_of(N) * f4, K::per_token);
+}
+
+void OpCrossings::scatter_rows(float* dst, const float* src, const int32_t* dst_row, int N, int C) const {
+  if (N <= 0 || C <= 0) return;
+  in(src, n_of(N, C) * f4, K::activations);
+  in(dst_row, n_of(N) * 4, K::indices);
+  this->out(dst, n_of(N, C) * f4, K::activations);
+}
+
+void OpCrossings::kl_rows(double* kl, double* log_ratio, const float* a, const float* b, const int32_t* a_row,
+                          const int32_t* b_row, const int32_t* targets, int N, int V) const {
+  if (N <= 0 || V <= 0) return;
+  in(a, n_of(N, V) * f4, K::activations);  // the rows read
+  in(b, n_of(N, V) * f4, K::activations);
+  in(a_row, n_of(N) * 4, K::indices);
+  in(b_row, n_of(N) * 4, K::indices);
+  in(targets, n_of(N) * 4, K::indices);
+  this->out(kl, n_of(N) * sizeof(double), K::per_token);
+  this->out(log_ratio, n_of(N) * sizeof(double), K::per_token);
+}
+
+void OpCrossings::logit_stats_rows(double* stdev, double* margin, const float* logits, const int32_t* rows, int N,
+                                   int V, float) const {
+  if (N <= 0 || V <= 0) return;
+  in(logits, n_of(N, V) * f4, K::activations);  // the rows read
+  in(rows, n_of(N) * 4, K::indices);
+  this->out(stdev, n_of(N) * sizeof(double), K::per_token);
+  this->out(margin, n_of(N) * sizeof(double), K::per_token);
+}
+
+void OpCrossings::sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t* end, int n_ranges,
+                              bool per_range) const {
+  if (n_ranges <= 0) return;
+  in(begin, n_of(n_ranges) * sizeof(int64_t), K::indices);
+  in(end, n_of(n_ranges) * sizeof(int64_t), K::indices);
+  if (!be_.is_device_pointer(x) && !be_.is_device_pointer(begin) && !be_.is_device_pointer(end)) {
+    int64_t n = 0;  // the elements read
+    for (int r = 0; r < n_ranges; ++r) n += std::max<int64_t>(end[r] - begin[r], 0);
+    in(x, n_of(n) * f4, K::grads);
+  }
+  this->out(sq, n_of(per_range ? n_ranges : 1) * sizeof(double), K::per_token);
+}
+
+void OpCrossings::moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K_, int) const {
+  if (N <= 0 || K_ <= 0) return;
+  in(ids, n_of(N, K_) * 4, K::indices);
+  this->out(row_token, n_of(N, K_) * 4, K::indices);
+  this->out(slot_row, n_of(N, K_) * 4, K::indices);
+}
+
+void OpCrossings::moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K_,
+                                    const ReduceCtx&) const {
+  if (N <= 0 || K_ <= 0) return;
+  in(slot_order, n_of(N, K_) * 4, K::indices);
+  this->out(order, n_of(N, K_) * 4, K::indices);
+}
+
 void OpCrossings::moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D) const {
   if (rows <= 0 || D <= 0) return;
   in(h, n_of(N, D) * f4, K::activations);

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include <tbb/parallel_for.h>
 
 #include "kernels/cuda/hd/moe.h"
 #include "kernels/rng.h"
@@ -33,23 +32,30 @@ void regroup_blocks(const DispatchPlan& p, Copy&& copy) {
 }  // namespace
 
 void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int32_t* ids, int N,
-                          int K, int E, int D, const Backend& be) const {
+                          int K, int E, int D, const Backend& be, const int32_t* dev_ids) const {
   p->N = N; p->K = K; p->E = E;
   p->ranks = ranks();
   p->rank = rank();
   p->E_local = E / p->ranks;
   p->e0 = p->E_local * p->rank;
   p->offsets.assign(E + 1, 0);
-  p->slot_row.resize(static_cast<size_t>(N) * K);
-  p->row_token.resize(static_cast<size_t>(N) * K);
-  // counting sort by expert; (token, slot) ascending inside an expert (the device's grouping too)
+  // counting sort by expert; (token, slot) ascending inside an expert (hd/moe.h, the device's too):
+  // the offsets on the host (the expert GEMMs' row counts, the load), the rows where the ids are
   cuda::hd_expert_offsets(p->offsets.data(), ids, N * K, E);
-  std::vector<int> fill(static_cast<size_t>(E));
-  cuda::hd_group_slots(p->slot_row.data(), p->row_token.data(), fill.data(), ids, p->offsets.data(), N * K, K, E);
   const size_t NK = static_cast<size_t>(N) * K;
   p->dev.resize(be, 3 * NK);
-  be.mem_copy(p->dev.data(), p->row_token.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
-  be.mem_copy(p->dev.data() + NK, p->slot_row.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  if (ranks() == 1 && dev_ids) {  // the plan's rows drawn where the ids are: nothing goes up
+    p->slot_row.clear();
+    p->row_token.clear();
+    be.moe_plan(p->dev.data(), p->dev.data() + NK, dev_ids, N, K, E);
+  } else {
+    p->slot_row.resize(NK);
+    p->row_token.resize(NK);
+    std::vector<int> fill(static_cast<size_t>(E));
+    cuda::hd_group_slots(p->slot_row.data(), p->row_token.data(), fill.data(), ids, p->offsets.data(), N * K, K, E);
+    be.mem_copy(p->dev.data(), p->row_token.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+    be.mem_copy(p->dev.data() + NK, p->slot_row.data(), NK * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  }
   be.moe_gather(xe, h, p->dev_row_token(), N, N * K, D);
 
   const int S = p->ranks, J = p->E_local;
@@ -104,17 +110,9 @@ void Dispatcher::from_experts(float* ye, const float* yg, const DispatchPlan& p,
 void Dispatcher::combine(float* y, const float* ye, const float* gate, const float* y_extra,
                          const DispatchPlan& p, int D, const ReduceCtx& ctx, const Backend& be,
                          const int32_t* slot_order) const {
-  const int K = p.K;
-  // each token's terms in their order (the device combine's too: hd/moe.h), then one op
-  std::vector<int32_t> order(static_cast<size_t>(p.N) * K);
-  tbb::parallel_for(0, p.N, [&](int n) {
-    int o[64];
-    cuda::hd_combine_order(o, slot_order ? slot_order + static_cast<size_t>(n) * K : nullptr, K, ctx.order.kind,
-                           ctx.key.seed, ctx.key.layer, ctx.key.site, ctx.key.call, n);
-    std::copy(o, o + K, order.begin() + static_cast<size_t>(n) * K);
-  });
-  be.mem_copy(p.dev_order(), order.data(), order.size() * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
-  be.moe_combine(y, ye, gate, y_extra, p.dev_slot_row(), p.dev_order(), p.N, K, D);
+  // each token's terms in their order, drawn where the plan is (hd/moe.h), then one op
+  be.moe_combine_order(p.dev_order(), slot_order, p.N, p.K, ctx);
+  be.moe_combine(y, ye, gate, y_extra, p.dev_slot_row(), p.dev_order(), p.N, p.K, D);
 }
 
 void Dispatcher::combine_backward(float* dye, float* dgate, const float* dy, const float* ye,

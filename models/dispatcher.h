@@ -36,8 +36,8 @@ struct DispatchPlan {
   int ranks = 1, rank = 0;         // EP group
   int e0 = 0, E_local = 0;         // this rank's experts [e0, e0 + E_local)
   std::vector<int> offsets;        // [E+1] first row of each expert in the permuted buffer
-  std::vector<int32_t> slot_row;   // [N*K] permuted-buffer row of (token n, slot k)
-  std::vector<int32_t> row_token;  // [N*K] token of each permuted-buffer row
+  std::vector<int32_t> slot_row;   // [N*K] permuted-buffer row of (token n, slot k) (empty when
+  std::vector<int32_t> row_token;  // [N*K] token of each permuted-buffer row   drawn on the device)
   // exchange (ranks > 1)
   std::vector<int> send_rows;      // [ranks] rows to each rank (its experts' rows, contiguous)
   std::vector<int> recv_rows;      // [ranks] rows from each rank
@@ -45,8 +45,8 @@ struct DispatchPlan {
   std::vector<int> expert_offsets; // [E_local+1] first row of each local expert, regrouped buffer
   int received() const { return expert_offsets.empty() ? 0 : expert_offsets.back(); }
   // [3, N*K] row_token, slot_row and each token's combine order where the ops read them (the
-  // backend's memory): up once per layer and call, read by the gather, the combine and both
-  // backward ops
+  // backend's memory): drawn there (moe_plan, moe_combine_order) or, with several ranks, up once
+  // per layer and call; read by the gather, the combine and both backward ops
   mutable ActBuffer<int32_t> dev;
   const int32_t* dev_row_token() const { return dev.data(); }
   const int32_t* dev_slot_row() const { return dev.data() + static_cast<size_t>(N) * K; }
@@ -63,8 +63,11 @@ class Dispatcher {
   // expert order ('='). Experts [e0, e0 + E/ranks) are this rank's. The row copies, the combine
   // and their backward are the backend's ops (moe_gather, moe_combine, moe_combine_backward,
   // moe_scatter_add: kernels/ops.def) on h, xe, ye, y where they lie; the plan is the host's.
+  // dev_ids: the same ids in the backend's memory (the router's), or null. With them and one
+  // rank, the plan's rows are drawn there (the moe_plan op) and only the offsets are the host's;
+  // otherwise the host draws the plan and its rows go up.
   void dispatch(float* xe, DispatchPlan* plan, const float* h, const int32_t* ids, int N, int K,
-                int E, int D, const Backend& be) const;
+                int E, int D, const Backend& be, const int32_t* dev_ids = nullptr) const;
 
   // Phases 3–4: xg[received, D] = the rows for this rank's experts, regrouped by local expert
   // ('='). Phases 5 (reverse): ye[N*K, D] = the rows of yg[received, D] sent back to their

@@ -54,16 +54,26 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
   // prefix of its values); a source at or past n is never a destination. The sources go to the
   // backend's memory once (n indices), then one gather per layer moves every kept row there (on a
   // GPU: one kernel per layer, device to device), instead of a copy per row and layer.
+  // The current rows' logits and log-probs follow (one gather each: row i from row from[i]).
   bool moves = false;
   for (int i = 0; i < n && !moves; ++i) moves = from[i] != i;
+  const Backend& be = backend();
+  const size_t V = static_cast<size_t>(cfg_.vocab_size), BV = static_cast<size_t>(st->B) * V;
   if (moves && st->pos > 0) {
-    const Backend& be = backend();
     be.mem_copy(st->keep_from.data(), from, static_cast<size_t>(n) * sizeof(int32_t), CopyDir::to_device,
                 CrossKind::indices);
     for (int l = 0; l < cfg_.n_layers; ++l)
       be.kv_cache_keep(st->kcache[l].data(), st->vcache[l].data(), st->keep_from.data(), n, cfg_.d_model,
                        st->cache_len, st->pos);
+    for (ActBuffer<float>* rows : {&st->logits, &st->lp}) {
+      if (rows->size() != BV) continue;
+      st->kept.resize(be, static_cast<size_t>(n) * V);
+      be.moe_gather(st->kept.data(), rows->data(), st->keep_from.data(), st->B, n, static_cast<int>(V));
+      std::swap(*rows, st->kept);
+    }
   }
+  for (ActBuffer<float>* rows : {&st->logits, &st->lp})
+    if (rows->size() == BV) rows->resize(be, static_cast<size_t>(n) * V);  // the first n rows (no move)
   st->B = n;
 }
 
@@ -120,7 +130,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   st->logits.resize(be, BV);
   final_forward(st->logits.data(), st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
                 w, cfg, p, B, call, be);
-  be.mem_copy(logits, st->logits.data(), BV * f4, CopyDir::to_host, CrossKind::activations);
+  if (logits) be.mem_copy(logits, st->logits.data(), BV * f4, CopyDir::to_host, CrossKind::activations);
 }
 }  // namespace
 
@@ -170,8 +180,7 @@ void Model::generation_logprobs(GenerationState* st, float* logp, float temperat
   const int B = st->B, V = cfg_.vocab_size;
   const size_t BV = static_cast<size_t>(B) * V;
   if (st->pos < 1 || st->logits.size() != BV)
-    throw std::logic_error("generation_logprobs: no logits of the current rows (call it after prefill or a step, "
-                           "before generation_keep)");
+    throw std::logic_error("generation_logprobs: no logits of the current rows (call it after prefill or a step)");
   const Backend& be = backend();
   const float* tempered = st->logits.data();
   if (temperature != 1.0f) {
@@ -179,7 +188,35 @@ void Model::generation_logprobs(GenerationState* st, float* logp, float temperat
     be.divide_scalar(st->scaled.data(), st->logits.data(), static_cast<int64_t>(BV), temperature);
     tempered = st->scaled.data();
   }
-  be.log_softmax_forward(logp, tempered, B, V);
+  st->lp.resize(be, BV);
+  be.log_softmax_forward(st->lp.data(), tempered, B, V);
+  if (logp) be.mem_copy(logp, st->lp.data(), BV * sizeof(float), CopyDir::to_host, CrossKind::activations);
+}
+
+void Model::generation_sample(GenerationState* st, int32_t* tokens, float* logp, float* entropy,
+                              const double* uniform, float temperature, float top_p) {
+  const int B = st->B, V = cfg_.vocab_size;
+  const size_t BV = static_cast<size_t>(B) * V;
+  if (st->pos < 1 || st->logits.size() != BV || st->lp.size() != BV)
+    throw std::logic_error("generation_sample: no log-probs of the current rows (generation_logprobs first)");
+  // the three results side by side where they are computed, then one read: [tokens | logp | entropy]
+  const Backend& be = backend();
+  st->sampled.resize(be, static_cast<size_t>(3) * B);
+  float* staged = st->sampled.data();
+  be.sample_rows(reinterpret_cast<int32_t*>(staged), staged + B, staged + 2 * static_cast<size_t>(B), st->logits.data(),
+                 st->lp.data(), uniform, B, V, temperature, top_p);
+  std::vector<float> host(static_cast<size_t>(3) * B);
+  if (B > 0) be.mem_copy(host.data(), staged, host.size() * sizeof(float), CopyDir::to_host, CrossKind::per_token);
+  std::memcpy(tokens, host.data(), static_cast<size_t>(B) * sizeof(int32_t));
+  std::memcpy(logp, host.data() + B, static_cast<size_t>(B) * sizeof(float));
+  std::memcpy(entropy, host.data() + 2 * static_cast<size_t>(B), static_cast<size_t>(B) * sizeof(float));
+}
+
+void Model::generation_store_logprobs(GenerationState* st, float* dst, const int32_t* dst_row) {
+  const int B = st->B, V = cfg_.vocab_size;
+  if (st->lp.size() != static_cast<size_t>(B) * V)
+    throw std::logic_error("generation_store_logprobs: no log-probs of the current rows (generation_logprobs first)");
+  backend().scatter_rows(dst, st->lp.data(), dst_row, B, V);
 }
 
 }  // namespace moerl

@@ -17,6 +17,7 @@
 #include "models/config.h"
 #include "models/parallel.h"
 #include "models/params.h"
+#include "models/workspace.h"
 
 namespace moerl {
 
@@ -67,6 +68,11 @@ struct ForwardRequest {
   bool want_router_logits = false;      // fill ForwardResult::router_logits
   bool want_router_top = false;         // fill ForwardResult::router_top (the router's margins)
   bool want_logprobs_all = false;       // fill ForwardResult::logprobs_all
+  // Keep the logits and / or log_softmax(logits / temperature) where they are computed
+  // (ForwardResult::resident_logits / resident_logprobs_all, rows of the packed layout): the
+  // mismatch metrics reduce them there (kl_rows, logit_stats_rows) and only per-token results cross.
+  bool keep_logits = false;
+  bool keep_logprobs_all = false;
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
@@ -82,6 +88,10 @@ struct ForwardResult {
                                    // the temperature)
   std::vector<float> logprobs_all;  // [B*T, V] when want_logprobs_all: log_softmax(logits /
                                     // temperature), computed where the logits are
+  // In the backend's memory when keep_logits / keep_logprobs_all: [rows, V] over the packed rows,
+  // sequence b's position t at row row_begin[b] + t (row_begin [B + 1]).
+  ActBuffer<float> resident_logits, resident_logprobs_all;
+  std::vector<int> row_begin;
   std::vector<int32_t> topk_ids;   // [L, B*T, K] experts used, sorted by descending gate score
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
                                    // (of probe_ids when given)
@@ -162,11 +172,22 @@ class Model {
   void generation_step(GenerationState* state, float* logits, int32_t* topk_ids,
                        float* router_logp, const int32_t* tokens,
                        const int32_t* replay_ids = nullptr);
-  // logp [B, V] = log_softmax(logits / temperature) of the last prefill's or step's logits,
-  // computed where they are (before any generation_keep; one download, nothing goes up).
+  // (prefill and step: logits may be null, and then stay where they are computed.)
+  // log μ [B, V] = log_softmax(logits / temperature) of the last prefill's or step's logits,
+  // computed and kept where they are (the state's log-probs); logp, when non-null, receives a copy.
   void generation_logprobs(GenerationState* state, float* logp, float temperature);
+  // The sampler where the logits are (the sample_rows op): tokens[B] drawn from the current rows'
+  // logits at temperature / top_p with uniform[B] (one per row; unused at temperature 0; a row
+  // whose draw is not wanted may take any value), logp[B] = log μ at the token and entropy[B] of
+  // μ, from the state's log-probs (generation_logprobs first). Only these 3·B values cross.
+  void generation_sample(GenerationState* state, int32_t* tokens, float* logp, float* entropy,
+                         const double* uniform, float temperature, float top_p);
+  // dst[dst_row[i]] = the state's log-probs of row i, rows of V in the backend's memory
+  // (dst_row[i] < 0: skipped): the rollout's record of μ stays where it is computed.
+  void generation_store_logprobs(GenerationState* state, float* dst, const int32_t* dst_row);
   // Keeps n of the state's rows (decode compaction: finished sequences leave the batch): row i
-  // becomes what row from[i] was (its KV cache included), the others are dropped, and later steps
+  // becomes what row from[i] was (its KV cache, logits and log-probs included: one gather each in
+  // the backend's memory), the others are dropped, and later steps
   // take n tokens. Each from[i] must be i or >= n and all distinct (a finished row's place is
   // filled from the tail), so nothing is moved twice. What keys on a row (its noise streams under
   // a row-keyed profile) then keys on its new index: callers compact only under a profile whose

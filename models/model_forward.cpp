@@ -444,6 +444,13 @@ void Forward::head() {
     out_->logprobs_all.resize(NV);
     be_.log_softmax_forward(out_->logprobs_all.data(), tempered, N_, V);
   }
+  // kept where they are, for reductions there (ForwardRequest::keep_logits / keep_logprobs_all)
+  out_->row_begin = im_.seq_begin;
+  if (req_.keep_logits) act_copy(be_, &out_->resident_logits, im_.logits.data(), NV);
+  if (req_.keep_logprobs_all) {
+    out_->resident_logprobs_all.resize(be_, NV);
+    be_.log_softmax_forward(out_->resident_logprobs_all.data(), tempered, N_, V);
+  }
   if (im_.has_padding) {  // the outputs in the request's [B, T] layout, the padding's rows 0
     rows_unpack(&out_->topk_ids, L, B_, T_, im_.seq_begin, K);
     rows_unpack(&out_->router_logp, L, B_, T_, im_.seq_begin, K);

@@ -75,9 +75,10 @@ struct GenerationState {
   // in the backend's memory: the residual stream of the current rows, the next layer's, the rows
   // whose logits are taken, and the final norm's output
   ActBuffer<float> x, x_next, x_last, h_final, rstd_final;
-  // the last prefill's or step's logits [B, V] (downloaded for the sampler) and their tempered
-  // copy (generation_logprobs)
-  ActBuffer<float> logits, scaled;
+  // the last prefill's or step's logits [B, V], their tempered copy and log μ = their tempered
+  // log-softmax (generation_logprobs), where the sampler reads them; generation_keep's gather target
+  ActBuffer<float> logits, scaled, lp, kept;
+  ActBuffer<float> sampled;  // generation_sample's [tokens (as int32) | log μ at them | entropy]
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.

@@ -49,7 +49,7 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const Backend& mem = moe_rows_memory(be, d);
   a->xe.resize(mem, static_cast<size_t>(N) * K * D);
   a->ye.resize(mem, static_cast<size_t>(N) * K * D);
-  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D, be);
+  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D, be, a->router.dev_ids.data());
   const DispatchPlan& p = a->plan;
   if (p.ranks == 1) {
     ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,

@@ -122,21 +122,43 @@ void router_select(RouterActs* a, int N, const RouterCall& c, const Backend& be)
     own = own_dev.data();
   }
   be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
-  int32_t* own_host = c.mode == RouterMode::normal ? a->ids.data() : c.own_ids;
-  be.mem_copy(own_host, own, NK * sizeof(int32_t), CopyDir::to_host, CrossKind::indices);
-  if (c.own_ids && own_host != c.own_ids) std::memcpy(c.own_ids, own_host, sizeof(int32_t) * NK);
+  // normal mode: the ids come down with the router's log-probs at them, in router_gate's one read
+  if (c.mode != RouterMode::normal)
+    be.mem_copy(c.own_ids, own, NK * sizeof(int32_t), CopyDir::to_host, CrossKind::indices);
+  else if (c.own_ids)
+    a->own_ids_out = c.own_ids;
 }
 
 // The gate weights of the ids used, and router_logp at them (or at probe_ids): one op on the
-// backend; load += the ids' counts on the host.
+// backend; load += the ids' counts on the host. What the host reads of the layer comes down in one
+// copy: the router's own ids (normal mode) and its log-probs, side by side where they are computed
+// ([ids | log-probs], K + K values a token).
 void router_gate(RouterActs* a, float* router_logp, int64_t* load, int N, const RouterCall& c, const Backend& be) {
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k;
-  be.router_gate_forward(a->gate.data(), router_logp, a->logits.data(), a->scores.data(), a->dev_ids.data(),
+  const size_t NK = static_cast<size_t>(N) * K;
+  const bool ids_down = c.mode == RouterMode::normal;
+  a->staged.resize(be, 2 * NK);
+  int32_t* staged = a->staged.data();
+  float* logp_dev = router_logp ? reinterpret_cast<float*>(staged + NK) : nullptr;
+  be.router_gate_forward(a->gate.data(), logp_dev, a->logits.data(), a->scores.data(), a->dev_ids.data(),
                          router_logp ? c.probe_ids : nullptr, N, E, K, cfg.scoring == Scoring::softmax,
                          cfg.norm_topk_prob);
+  if (ids_down && NK > 0) be.mem_copy(staged, a->dev_ids.data(), NK * sizeof(int32_t), CopyDir::on_device, CrossKind::indices);
+  const size_t first = ids_down ? 0 : NK, count = (ids_down ? NK : 0) + (router_logp ? NK : 0);
+  if (count > 0) {
+    a->staged_host.resize(2 * NK);
+    be.mem_copy(a->staged_host.data() + first, staged + first, count * sizeof(int32_t), CopyDir::to_host,
+                CrossKind::per_token);
+  }
+  if (ids_down) {
+    std::memcpy(a->ids.data(), a->staged_host.data(), NK * sizeof(int32_t));
+    if (a->own_ids_out) std::memcpy(a->own_ids_out, a->ids.data(), NK * sizeof(int32_t));
+  }
+  a->own_ids_out = nullptr;
+  if (router_logp) std::memcpy(router_logp, a->staged_host.data() + NK, NK * sizeof(float));
   if (load)
-    for (size_t i = 0; i < static_cast<size_t>(N) * K; ++i) load[a->ids[i]] += 1;
+    for (size_t i = 0; i < NK; ++i) load[a->ids[i]] += 1;
 }
 
 // The switch balance loss over the whole batch (its statistics summed across ranks); dL/dp̂ into

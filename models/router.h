@@ -25,6 +25,11 @@ struct RouterActs {
   std::vector<int32_t> ids;   // [N, K] selected experts, descending selection score (host)
   ActBuffer<int32_t> dev_ids; // [N, K] the same ids in the backend's memory
   ActBuffer<float> gate;      // [N, K] gate weights of the selected experts
+  // [2, N, K] the router's own ids and its log-probs at the ids used (as float bits), side by side
+  // where they are computed, for one read a layer; its host copy
+  ActBuffer<int32_t> staged;
+  std::vector<int32_t> staged_host;
+  int32_t* own_ids_out = nullptr;  // RouterCall::own_ids of the call in flight (normal mode)
   // The terms computed on the host (router.cpp: the aux losses, the z-loss, the KL regularisers,
   // the noise dial) read a host copy of the logits and scores, downloaded only when one is on.
   std::vector<float> aux_weight;  // [N, E] dL_aux/dp̂ (switch / sequence aux loss), for backward

@@ -7,10 +7,32 @@
 #include <algorithm>
 #include <cstring>
 
+#include <vector>
+
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/hd/moe.h"
 #include "kernels/vec.h"
 
 namespace moerl::cpu {
+
+// The dispatch plan: the grouping and the combine orders of kernels/cuda/hd/moe.h (what the CUDA
+// kernels run, and what the dispatcher ran on the host before the plan became an op).
+void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K, int E) {
+  if (N <= 0 || K <= 0) return;
+  std::vector<int> offsets(static_cast<size_t>(E) + 1), fill(static_cast<size_t>(E));
+  cuda::hd_expert_offsets(offsets.data(), ids, N * K, E);
+  cuda::hd_group_slots(slot_row, row_token, fill.data(), ids, offsets.data(), N * K, K, E);
+}
+
+void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {
+  if (N <= 0 || K <= 0) return;
+  tbb::parallel_for(0, N, [&](int n) {
+    int o[64];
+    cuda::hd_combine_order(o, slot_order ? slot_order + static_cast<size_t>(n) * K : nullptr, K, ctx.order.kind,
+                           ctx.key.seed, ctx.key.layer, ctx.key.site, ctx.key.call, n);
+    std::copy(o, o + K, order + static_cast<size_t>(n) * K);
+  });
+}
 
 void moe_gather(float* xe, const float* h, const int32_t* row_token, int /*N*/, int rows, int D) {
   if (rows <= 0 || D <= 0) return;

@@ -18,6 +18,10 @@
 //     output: acc·sa·sw. Block scaling runs one GEMM per K-block, its FP32 output scaled and added
 //     to the chunk's sum in K order (DeepSeek-V3's promotion).
 //  3. fp32 (and the fallback) → cublasGemmEx with CUBLAS_COMPUTE_32F_PEDANTIC on FP32 operands.
+//     The grouped form's fp32 experts without split-K are one cublasGemmGroupedBatchedEx (one group
+//     per expert with rows; 32F_PEDANTIC, else 32F with the math mode checked free of TF32), and so
+//     are the backward's dinp and dweight; everything else, and any call the grouped API refuses
+//     (CUBLAS_STATUS_NOT_SUPPORTED), is the per-expert loop (gemm_f32_grouped).
 //  4. split_k:S (reduce_effective_split, as the CPU): S partial GEMMs over K-chunks; their FP32
 //     partials are combined per row in the CPU's order (the same seeded permutation,
 //     gemm_chunk_order_hd), or with ctx.atomics by atomicAdd in whatever order the hardware runs
@@ -110,6 +114,7 @@ struct Scratch {
   DeviceBuffer<unsigned char> xq;       // activation codes [M][kp]
   DeviceBuffer<int> orders;             // combine orders [M][S]
   DeviceBuffer<float> b_dout, b_inp, b_w, b_dinp, b_dw;  // backward operands
+  DeviceBuffer<void*> ptrs;             // a grouped GEMM's A / B / C pointer arrays (3 × problems)
 };
 Scratch& scratch() {
   thread_local Scratch s;
@@ -344,6 +349,155 @@ void gemm_f32(float* D, int ldd, const float* W, int ldw, const float* X, int ld
   MOERL_CUBLAS_CHECK(cublasGemmEx(handles().blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, klen, &one, W + k0,
                                   CUDA_R_32F, ldw, X + k0, CUDA_R_32F, ldx, &zero, D, CUDA_R_32F, ldd,
                                   CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT));
+}
+
+// ---- grouped FP32 GEMM (the experts of linear_forward_grouped / linear_backward_grouped) -------------
+
+// One FP32 problem as cublasGemmEx takes it (column-major): C[m × n] = op(A)·op(B) + beta·C.
+struct GemmProblem {
+  cublasOperation_t ta, tb;
+  int m, n, k;
+  const float* A;
+  int lda;
+  const float* B;
+  int ldb;
+  float* C;
+  int ldc;
+};
+
+// cuBLAS ≥ 12.5 declares cublasGemmGroupedBatchedEx; older headers build the per-expert loop only.
+#if defined(CUBLAS_VERSION) && CUBLAS_VERSION >= 120500
+#define MOERL_CUBLAS_GROUPED 1
+#else
+#define MOERL_CUBLAS_GROUPED 0
+#endif
+
+// What the grouped GEMM runs with on a device, found by the first grouped call (per thread and
+// device, as the handles): untried; compute type 32F_PEDANTIC; 32F (no TF32, see below); or the
+// per-expert loop (grouped API absent or refusing FP32).
+enum class GroupedMode { untried, pedantic, f32, loop };
+std::atomic<int> g_grouped_mode{static_cast<int>(GroupedMode::untried)};  // the latest finding, any thread
+std::string g_grouped_reason;                                              // why loop (g_reason_mu)
+
+void note_grouped(GroupedMode m, const std::string& why) {
+  g_grouped_mode.store(static_cast<int>(m), std::memory_order_relaxed);
+  if (why.empty()) return;
+  std::lock_guard<std::mutex> lock(g_reason_mu);
+  g_grouped_reason = why;
+}
+
+// The status codes that mean "this cuBLAS does not do that grouped GEMM" (nothing was launched):
+// the caller falls back to one cublasGemmEx per problem.
+bool grouped_unsupported(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_ARCH_MISMATCH;
+}
+
+// Whether the handle's math mode keeps CUBLAS_COMPUTE_32F in true FP32: no TF32 tensor cores
+// (CUBLAS_TF32_TENSOR_OP_MATH, or the deprecated CUBLAS_TENSOR_OP_MATH) and no BF16x9 emulation.
+// Our handle is created with CUBLAS_DEFAULT_MATH and nothing here changes it; checked anyway,
+// since COMPUTE_32F obeys the math mode where COMPUTE_32F_PEDANTIC does not.
+bool math_mode_is_fp32(cublasHandle_t h, std::string* why) {
+  cublasMath_t mm = CUBLAS_DEFAULT_MATH;
+  MOERL_CUBLAS_CHECK(cublasGetMathMode(h, &mm));
+  const int base = static_cast<int>(mm) & 0x3;
+  bool ok = base == CUBLAS_DEFAULT_MATH || base == CUBLAS_PEDANTIC_MATH;
+#if CUBLAS_VER_MAJOR >= 13
+  ok = ok && (static_cast<int>(mm) & CUBLAS_FP32_EMULATED_BF16X9_MATH) == 0;
+#endif
+  if (!ok && why) *why = "the cuBLAS handle's math mode (" + std::to_string(static_cast<int>(mm)) +
+                         ") allows TF32 or emulated FP32";
+  return ok;
+}
+
+// All problems (alpha = 1, the given beta; FP32 A, B, C) in ONE cublasGemmGroupedBatchedEx call,
+// one group per problem. The A/B/C pointer arrays are built here and uploaded once into a small
+// per-thread device scratch (3 pointers a problem; they are addresses, no activation crosses).
+// Returns false, having launched nothing, where the grouped API is absent or refuses the types
+// (CUBLAS_STATUS_NOT_SUPPORTED): the caller then runs one cublasGemmEx per problem, as before.
+//
+// Compute type: CUBLAS_COMPUTE_32F_PEDANTIC first (the per-expert path's; the cuBLAS manual lists
+// it for cublasGemmGroupedBatchedEx with CUDA_R_32F A/B/C, but older manuals list only
+// 32F / 32F_FAST_TF32 / 64F); if that is refused, CUBLAS_COMPUTE_32F — which on FP32 operands is
+// an FP32 GEMM unless the math mode asks for TF32 or BF16x9 emulation (math_mode_is_fp32 checks it,
+// else the loop). Either way every product and sum is an IEEE FP32 operation (no TF32 rounding of
+// the operands to 10 mantissa bits); what may differ from the per-expert cublasGemmEx is the
+// kernel, i.e. the order and blocking of the K-sum — so the grouped result is the per-expert one
+// to within FP32 summation error, not bit for bit (tests/gpu/test_gemm_gpu.cpp checks both).
+bool gemm_f32_grouped(const std::vector<GemmProblem>& ps, float beta) {
+  if (ps.empty()) return true;
+#if !MOERL_CUBLAS_GROUPED
+  note_grouped(GroupedMode::loop, "built against cuBLAS " + std::to_string(CUBLAS_VERSION) +
+                                      ", without cublasGemmGroupedBatchedEx (12.5+)");
+  return false;
+#else
+  thread_local std::map<int, GroupedMode> modes;  // per device
+  GroupedMode& mode = modes[current_device()];
+  if (mode == GroupedMode::loop) return false;
+  Handles& h = handles();
+  if (mode == GroupedMode::untried) {
+    int version = 0;
+    MOERL_CUBLAS_CHECK(cublasGetVersion(h.blas, &version));
+    if (version < 120500) {  // a runtime library older than the header
+      mode = GroupedMode::loop;
+      note_grouped(mode, "cuBLAS " + std::to_string(version) + " has no cublasGemmGroupedBatchedEx (12.5+)");
+      return false;
+    }
+  }
+  const int G = static_cast<int>(ps.size());
+  std::vector<cublasOperation_t> ta(G), tb(G);
+  std::vector<int> m(G), n(G), k(G), lda(G), ldb(G), ldc(G), size(G, 1);
+  std::vector<float> alpha(G, 1.0f), betas(G, beta);
+  std::vector<void*> ptrs(static_cast<size_t>(3) * G);
+  for (int i = 0; i < G; ++i) {
+    const GemmProblem& p = ps[static_cast<size_t>(i)];
+    ta[i] = p.ta;
+    tb[i] = p.tb;
+    m[i] = p.m;
+    n[i] = p.n;
+    k[i] = p.k;
+    lda[i] = p.lda;
+    ldb[i] = p.ldb;
+    ldc[i] = p.ldc;
+    ptrs[i] = const_cast<float*>(p.A);
+    ptrs[G + i] = const_cast<float*>(p.B);
+    ptrs[2 * G + i] = p.C;
+  }
+  // A synchronous copy on the legacy default stream, where the GEMMs run: it waits for the GEMMs
+  // still reading the previous call's arrays before it overwrites them.
+  Scratch& sc = scratch();
+  sc.ptrs.upload(ptrs.data(), ptrs.size());
+  void* const* dA = sc.ptrs.get();
+  auto run = [&](cublasComputeType_t ct) {
+    return cublasGemmGroupedBatchedEx(h.blas, ta.data(), tb.data(), m.data(), n.data(), k.data(), alpha.data(),
+                                      dA, CUDA_R_32F, lda.data(), dA + G, CUDA_R_32F, ldb.data(), betas.data(),
+                                      dA + 2 * G, CUDA_R_32F, ldc.data(), G, size.data(), ct);
+  };
+  if (mode != GroupedMode::f32) {  // untried or pedantic
+    const cublasStatus_t s = run(CUBLAS_COMPUTE_32F_PEDANTIC);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      if (mode != GroupedMode::pedantic) note_grouped(GroupedMode::pedantic, "");
+      mode = GroupedMode::pedantic;
+      return true;
+    }
+    if (!grouped_unsupported(s)) blas_check(s, "cublasGemmGroupedBatchedEx(32F_PEDANTIC)", __FILE__, __LINE__);
+  }
+  std::string why;
+  if (!math_mode_is_fp32(h.blas, &why)) {
+    mode = GroupedMode::loop;
+    note_grouped(mode, "32F_PEDANTIC refused and " + why);
+    return false;
+  }
+  const cublasStatus_t s = run(CUBLAS_COMPUTE_32F);
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    if (mode != GroupedMode::f32) note_grouped(GroupedMode::f32, "");
+    mode = GroupedMode::f32;
+    return true;
+  }
+  if (!grouped_unsupported(s)) blas_check(s, "cublasGemmGroupedBatchedEx(32F)", __FILE__, __LINE__);
+  mode = GroupedMode::loop;
+  note_grouped(mode, std::string("cublasGemmGroupedBatchedEx refuses FP32 (") + cublasGetStatusString(s) + ")");
+  return false;
+#endif
 }
 
 uint32_t ptr_alignment(const void* p) {
@@ -769,12 +923,33 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
   const size_t nx = static_cast<size_t>(rows) * K, ny = static_cast<size_t>(rows) * N;
   sc.x.upload(inp + static_cast<int64_t>(r0) * K, nx);
   sc.out.resize(ny);
+  // FP32 experts without split-K (effective_split == 1 for their row count) are one grouped GEMM:
+  // expert e's problem is gemm_f32's (outᵀ[N × Me] = W_eᵀ-as-stored · X_eᵀ), one group each.
+  // Everything else keeps the per-expert forward_device loop (expert e's key.call offset by e):
+  // the quantised formats (activation codes and scales computed per expert, per-expert cuBLASLt
+  // descriptors, the scale epilogue) and split-K (partials combined in the expert's seeded order)
+  // have no grouped cuBLAS form; so does everything when the grouped call is refused. One expert
+  // alone is a plain cublasGemmEx (the per-expert bits).
+  std::vector<GemmProblem> grouped;
+  std::vector<int> looped;
   for (int e = 0; e < E; ++e) {
     const int Me = offsets[e + 1] - offsets[e];
     if (Me == 0) continue;
     const int64_t at = offsets[e] - r0;
-    forward_device(sc.out.get() + at * N, sc.x.get() + at * K, device_weight(w[e], nm), Me, nm,
-                   static_cast<uint64_t>(e));
+    if (nm.format == Format::fp32 && K > 0 && effective_split(nm, Me, K) == 1)
+      grouped.push_back({CUBLAS_OP_T, CUBLAS_OP_N, N, Me, K, device_weight(w[e], nm).f32.get(), K,
+                         sc.x.get() + at * K, K, sc.out.get() + at * N, N});
+    else
+      looped.push_back(e);
+  }
+  if (grouped.size() == 1 || (!grouped.empty() && !gemm_f32_grouped(grouped, 0.0f))) {
+    for (const GemmProblem& p : grouped)
+      gemm_f32(p.C, N, p.A, K, p.B, K, 0, K, p.n, N);
+  }
+  for (int e : looped) {
+    const int64_t at = offsets[e] - r0;
+    forward_device(sc.out.get() + at * N, sc.x.get() + at * K, device_weight(w[e], nm),
+                   offsets[e + 1] - offsets[e], nm, static_cast<uint64_t>(e));
   }
   sc.out.download(out + static_cast<int64_t>(r0) * N, ny);
 }
@@ -811,26 +986,44 @@ void linear_backward_grouped(float* dinp, float* dweight, const float* dout, con
                nw = static_cast<size_t>(E) * N * K;
   const int64_t NK = static_cast<int64_t>(N) * K;
   sc.b_dout.upload(dout + static_cast<int64_t>(r0) * N, ny);
+  // Each gradient is one grouped GEMM over the experts with rows (one group each, beta = 1; an
+  // expert without rows has no problem, so its dweight slice is untouched), with the per-expert
+  // backward_input / backward_weight loop where the grouped call is refused or only one expert
+  // has rows (then the plain cublasGemmEx, the per-expert bits).
+  auto run = [N, K](const std::vector<GemmProblem>& ps,
+                    void (*one)(float*, const float*, const float*, int, int, int), bool input) {
+    if (ps.size() > 1 && gemm_f32_grouped(ps, 1.0f)) return;
+    for (const GemmProblem& p : ps)  // p.B is the expert's dY; its rows are p.n (dinp) or p.k (dweight)
+      one(p.C, p.B, p.A, input ? p.n : p.k, N, K);
+  };
+  std::vector<GemmProblem> ps;
   if (dinp) {
     sc.b_w.upload(weight, nw);
     sc.b_dinp.upload(dinp + static_cast<int64_t>(r0) * K, nx);
+    // dX_e += dY_e · W_e: backward_input's problem (dX_eᵀ[K × Me] += W_e-as-stored · dY_eᵀ).
     for (int e = 0; e < E; ++e) {
       const int Me = offsets[e + 1] - offsets[e];
       if (Me == 0) continue;
       const int64_t at = offsets[e] - r0;
-      backward_input(sc.b_dinp.get() + at * K, sc.b_dout.get() + at * N, sc.b_w.get() + e * NK, Me, N, K);
+      ps.push_back({CUBLAS_OP_N, CUBLAS_OP_N, K, Me, N, sc.b_w.get() + e * NK, K, sc.b_dout.get() + at * N, N,
+                    sc.b_dinp.get() + at * K, K});
     }
+    run(ps, backward_input, true);
     sc.b_dinp.download(dinp + static_cast<int64_t>(r0) * K, nx);
   }
   if (dweight) {
     sc.b_inp.upload(inp + static_cast<int64_t>(r0) * K, nx);
     sc.b_dw.upload(dweight, nw);
+    // dW_e += dY_eᵀ · X_e: backward_weight's problem (dW_eᵀ[K × N] += X_eᵀ · dY_e).
+    ps.clear();
     for (int e = 0; e < E; ++e) {
       const int Me = offsets[e + 1] - offsets[e];
       if (Me == 0) continue;
       const int64_t at = offsets[e] - r0;
-      backward_weight(sc.b_dw.get() + e * NK, sc.b_dout.get() + at * N, sc.b_inp.get() + at * K, Me, N, K);
+      ps.push_back({CUBLAS_OP_N, CUBLAS_OP_T, K, N, Me, sc.b_inp.get() + at * K, K, sc.b_dout.get() + at * N, N,
+                    sc.b_dw.get() + e * NK, K});
     }
+    run(ps, backward_weight, false);
     sc.b_dw.download(dweight, nw);
   }
 }
@@ -847,6 +1040,16 @@ std::string gemm_describe() {
       s += ": cuBLASLt FP8 (fast accumulation off)";
     else
       s += ": FALLBACK to on-device quantise-dequantise + FP32 GEMM (" + why + ")";
+  }
+  switch (static_cast<GroupedMode>(g_grouped_mode.load(std::memory_order_relaxed))) {
+    case GroupedMode::untried: break;  // no grouped call yet: nothing to say
+    case GroupedMode::pedantic: s += "; fp32 experts: one cublasGemmGroupedBatchedEx (32F pedantic)"; break;
+    case GroupedMode::f32: s += "; fp32 experts: one cublasGemmGroupedBatchedEx (32F, no TF32)"; break;
+    case GroupedMode::loop: {
+      std::lock_guard<std::mutex> lock(g_reason_mu);
+      s += "; fp32 experts: per-expert cublasGemmEx loop (" + g_grouped_reason + ")";
+      break;
+    }
   }
   for (int i = 0; i < kFormatCount; ++i) {
     const long long n = g_fallback_calls[i].load(std::memory_order_relaxed);

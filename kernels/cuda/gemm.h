@@ -25,6 +25,10 @@
 //    emulation's knobs and are ignored here: the hardware's accumulator is what is measured.
 // Backward: FP32 (straight-through the quantisation, as on the CPU), cublasGemmEx pedantic with
 // beta = 1 into dinp / dweight; a null gradient pointer is skipped.
+// Grouped forms: fp32 experts without split-K (forward) and dinp / dweight (backward) are ONE
+// cublasGemmGroupedBatchedEx each (FP32, no TF32): the per-expert calls to within FP32 summation
+// error, not bit for bit. Quantised formats and split-K loop per expert (key.call offset by the
+// expert, bit for bit the per-expert calls), as does everything where cuBLAS refuses the grouped call.
 // Device code runs on the calling thread's current device, with one cuBLAS and one cuBLASLt handle
 // per thread. Throws std::runtime_error on CUDA/cuBLAS errors, std::invalid_argument on bad
 // arguments (a weight not packed here, a format other than the packed one).

@@ -26,6 +26,9 @@
 #include "kernels/cuda/hd/attention.h"
 #include "kernels/cuda/hd/decode_split.h"
 #include "kernels/cuda/hd/index.h"
+#include "kernels/cuda/hd/mismatch.h"
+#include "kernels/cuda/hd/moe.h"
+#include "kernels/cuda/hd/sampling.h"
 #include "kernels/kv_cache.h"
 #include "kernels/cuda/hd/reduce.h"
 #include "kernels/cuda/hd/rmsnorm.h"
@@ -120,6 +123,22 @@ __global__ void divide_scalar_kernel(float* out, const float* x, int64_t n, floa
 }
 
 // ---- MoE dispatch and combine (the CPU's orders and FMA chains: bit-identical) -----------------
+// The plan: the stable counting sort by expert, in one thread (N·K slots in order: the CPU's
+// grouping, hd/moe.h); offsets [E+1], fill [E] scratch.
+__global__ void moe_plan_kernel(int32_t* row_token, int32_t* slot_row, int* offsets, int* fill, const int32_t* ids,
+                                int NK, int K, int E) {
+  hd_expert_offsets(offsets, ids, NK, E);
+  hd_group_slots(slot_row, row_token, fill, ids, offsets, NK, K, E);
+}
+// one thread per token
+__global__ void moe_combine_order_kernel(int32_t* order, const int32_t* slot_order, int N, int K, OrderKind kind,
+                                         NoiseKey key) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  int o[64];
+  hd_combine_order(o, slot_order ? slot_order + n * K : nullptr, K, kind, key.seed, key.layer, key.site, key.call, n);
+  for (int k = 0; k < K; ++k) order[n * K + k] = o[k];
+}
 __global__ void moe_gather_kernel(float* xe, const float* h, const int32_t* row_token, int D, int64_t n) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e < n) xe[e] = h[static_cast<int64_t>(row_token[e / D]) * D + e % D];
@@ -514,6 +533,68 @@ __global__ void router_gate_backward_kernel(float* dz, float* dp, const float* s
                               K, softmax_scoring, norm_topk);
 }
 
+// ---- the gradient clip's sum of squares ------------------------------------------------------------
+// One block of kRowThreads per range: thread t sums the squares of elements t, t + kRowThreads, …
+// in FP64, then a fixed pairwise tree over the threads: part[r]. Deterministic; not the CPU's
+// serial order.
+__global__ void sum_squares_ranges_kernel(double* part, const float* x, const int64_t* begin, const int64_t* end) {
+  __shared__ double sh[kRowThreads];
+  const int r = blockIdx.x, t = threadIdx.x;
+  double acc = 0.0;
+  for (int64_t j = begin[r] + t; j < end[r]; j += kRowThreads) {
+    const double v = x[j];
+    acc = hd_dadd(acc, hd_dmul(v, v));
+  }
+  sh[t] = acc;
+  for (int half = kRowThreads / 2; half > 0; half /= 2) {
+    __syncthreads();
+    if (t < half) sh[t] = hd_dadd(sh[t], sh[t + half]);
+  }
+  if (t == 0) part[r] = sh[0];
+}
+// sq[0] = the ranges' sums in order (one thread)
+__global__ void sum_in_order_kernel(double* sq, const double* part, int n) {
+  double acc = 0.0;
+  for (int r = 0; r < n; ++r) acc = hd_dadd(acc, part[r]);
+  sq[0] = acc;
+}
+
+// ---- the rollout's sampler and the mismatch metrics (hd/sampling.h, hd/mismatch.h) ---------------
+// One thread per row (rows are few and V is the vocabulary: the row functions are serial, FP64).
+// w [N, V] doubles and order [N, V] ints: sample_rows's scratch.
+__global__ void sample_rows_kernel(int32_t* tokens, float* logp, float* entropy, const float* logits,
+                                   const float* lp, const double* uniform, double* w, int* order, int N, int V,
+                                   float temperature, float top_p) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  const int64_t nv = n * V;
+  const int32_t t = hd_sample_row(logits + nv, V, temperature, top_p, uniform ? uniform[n] : 0.0,
+                                  w ? w + nv : nullptr, order ? order + nv : nullptr);
+  tokens[n] = t;
+  logp[n] = lp[nv + t];
+  entropy[n] = static_cast<float>(hd_entropy_row(lp + nv, V));
+}
+// one thread per (row, component)
+__global__ void scatter_rows_kernel(float* dst, const float* src, const int32_t* dst_row, int C, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int32_t r = dst_row[e / C];
+  if (r >= 0) dst[static_cast<int64_t>(r) * C + e % C] = src[e];
+}
+__global__ void kl_rows_kernel(double* kl, double* log_ratio, const float* a, const float* b, const int32_t* a_row,
+                               const int32_t* b_row, const int32_t* targets, int N, int V) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  hd_kl_row(kl + n, log_ratio + n, a + static_cast<int64_t>(a_row[n]) * V, b + static_cast<int64_t>(b_row[n]) * V,
+            targets[n], V);
+}
+__global__ void logit_stats_rows_kernel(double* stdev, double* margin, const float* logits, const int32_t* rows,
+                                        int N, int V, float tau) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n >= N) return;
+  hd_logit_stats_row(stdev + n, margin + n, logits + static_cast<int64_t>(rows[n]) * V, V, tau);
+}
+
 // ---- top-k -------------------------------------------------------------------------------------
 // ids[N,K], vals[N,K], scores[N,E]; rank, perm [N,E] scratch (random mode only). One thread per row.
 __global__ void topk_kernel(int32_t* ids, float* vals, const float* scores, int* rank, int* perm,
@@ -880,6 +961,83 @@ void router_gate_backward(float* dz, const float* scores, const int32_t* ids, co
   finish_out(dz, static_cast<const float*>(d_dz), sz(ne));
 }
 
+// 1 + the largest of the row indices rows[N] (host), for a host array read at those rows; rows
+// in the device's memory with a host array is not a path of the models.
+int64_t rows_extent(const int32_t* rows, int N, const char* op) {
+  if (is_device_pointer(rows))
+    throw std::invalid_argument(std::string("cuda::") + op + ": host rows addressed by device indices");
+  int64_t hi = -1;
+  for (int n = 0; n < N; ++n) hi = std::max<int64_t>(hi, rows[n]);
+  return hi + 1;
+}
+
+// tokens, logp, entropy [N]; logits, lp [N, V]; uniform [N] (read unless temperature is 0)
+void sample_rows(int32_t* tokens, float* logp, float* entropy, const float* logits, const float* lp,
+                 const double* uniform, int N, int V, float temperature, float top_p) {
+  if (N <= 0 || V <= 0) return;
+  const int64_t nv = elems(N, V);
+  const float* d_x = dev_in(0, logits, sz(nv));
+  const float* d_lp = dev_in(1, lp, sz(nv));
+  const double* d_u = temperature != 0.0f ? dev_in(2, uniform, sz(N)) : nullptr;
+  double* d_w = temperature != 0.0f ? static_cast<double*>(device_scratch(3, sz(nv) * sizeof(double))) : nullptr;
+  int* d_o = temperature != 0.0f && top_p < 1.0f ? static_cast<int*>(device_scratch(4, sz(nv) * sizeof(int))) : nullptr;
+  int32_t* d_t = is_device_pointer(tokens) ? tokens : static_cast<int32_t*>(device_scratch(5, sz(N) * sizeof(int32_t)));
+  float* d_lpt = is_device_pointer(logp) ? logp : static_cast<float*>(device_scratch(6, sz(N) * sizeof(float)));
+  float* d_h = is_device_pointer(entropy) ? entropy : static_cast<float*>(device_scratch(7, sz(N) * sizeof(float)));
+  constexpr int kRowsPerBlock = 64;
+  launch(sample_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_t, d_lpt, d_h, d_x, d_lp, d_u, d_w, d_o, N,
+         V, temperature, top_p);
+  finish_out(tokens, static_cast<const int32_t*>(d_t), sz(N));
+  finish_out(logp, static_cast<const float*>(d_lpt), sz(N));
+  finish_out(entropy, static_cast<const float*>(d_h), sz(N));
+}
+
+// dst [·, C] (the backend's memory), src [N, C], dst_row [N]
+void scatter_rows(float* dst, const float* src, const int32_t* dst_row, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const int64_t n = elems(N, C);
+  const float* d_src = dev_in(0, src, sz(n));
+  const int32_t* d_rows = dev_in(1, dst_row, sz(N));
+  // a host dst (tests): its rows up to the largest index go up and come back
+  const size_t held = is_device_pointer(dst) ? 0 : sz(elems(rows_extent(dst_row, N, "scatter_rows"), C));
+  float* d_dst = held ? dev_in(2, dst, held) : dst;
+  launch(scatter_rows_kernel, grid_for(n, kThreads), kThreads, d_dst, d_src, d_rows, C, n);
+  if (held) finish_out(dst, static_cast<const float*>(d_dst), held);
+}
+
+// kl, log_ratio, a_row, b_row, targets [N]; a, b in the device's memory (rows a_row / b_row of V)
+void kl_rows(double* kl, double* log_ratio, const float* a, const float* b, const int32_t* a_row,
+             const int32_t* b_row, const int32_t* targets, int N, int V) {
+  if (N <= 0 || V <= 0) return;
+  // host rows (tests): up to the largest index go up
+  const float* d_a = is_device_pointer(a) ? a : dev_in(5, a, sz(elems(rows_extent(a_row, N, "kl_rows"), V)));
+  const float* d_b = is_device_pointer(b) ? b : dev_in(6, b, sz(elems(rows_extent(b_row, N, "kl_rows"), V)));
+  const int32_t* d_ar = dev_in(0, a_row, sz(N));
+  const int32_t* d_br = dev_in(1, b_row, sz(N));
+  const int32_t* d_t = dev_in(2, targets, sz(N));
+  double* d_kl = is_device_pointer(kl) ? kl : static_cast<double*>(device_scratch(3, sz(N) * sizeof(double)));
+  double* d_lr = is_device_pointer(log_ratio) ? log_ratio : static_cast<double*>(device_scratch(4, sz(N) * sizeof(double)));
+  constexpr int kRowsPerBlock = 64;
+  launch(kl_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_kl, d_lr, d_a, d_b, d_ar, d_br, d_t, N, V);
+  finish_out(kl, static_cast<const double*>(d_kl), sz(N));
+  finish_out(log_ratio, static_cast<const double*>(d_lr), sz(N));
+}
+
+// stdev, margin, rows [N]; logits in the device's memory (rows `rows` of V)
+void logit_stats_rows(double* stdev, double* margin, const float* logits, const int32_t* rows, int N, int V,
+                      float tau) {
+  if (N <= 0 || V <= 0) return;
+  const float* d_x =
+      is_device_pointer(logits) ? logits : dev_in(3, logits, sz(elems(rows_extent(rows, N, "logit_stats_rows"), V)));
+  const int32_t* d_r = dev_in(0, rows, sz(N));
+  double* d_s = is_device_pointer(stdev) ? stdev : static_cast<double*>(device_scratch(1, sz(N) * sizeof(double)));
+  double* d_m = is_device_pointer(margin) ? margin : static_cast<double*>(device_scratch(2, sz(N) * sizeof(double)));
+  constexpr int kRowsPerBlock = 64;
+  launch(logit_stats_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_s, d_m, d_x, d_r, N, V, tau);
+  finish_out(stdev, static_cast<const double*>(d_s), sz(N));
+  finish_out(margin, static_cast<const double*>(d_m), sz(N));
+}
+
 // logp[N], logits[N,V], targets[N]
 void logprob_forward(float* logp, const float* logits, const int32_t* targets, int N, int V) {
   if (N <= 0 || V <= 0) return;
@@ -982,6 +1140,30 @@ void divide_scalar(float* out, const float* x, int64_t n, float s) {
   finish_out(out, static_cast<const float*>(d_out), sz(n));
 }
 
+void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K, int E) {
+  if (N <= 0 || K <= 0) return;
+  const int64_t nk = static_cast<int64_t>(N) * K;
+  const int32_t* d_ids = dev_in(0, ids, sz(nk));
+  int* d_off = static_cast<int*>(device_scratch(1, (sz(E) + 1) * sizeof(int)));
+  int* d_fill = static_cast<int*>(device_scratch(2, sz(std::max(E, 1)) * sizeof(int)));
+  int32_t* d_rt = is_device_pointer(row_token) ? row_token : static_cast<int32_t*>(device_scratch(3, sz(nk) * sizeof(int32_t)));
+  int32_t* d_sr = is_device_pointer(slot_row) ? slot_row : static_cast<int32_t*>(device_scratch(4, sz(nk) * sizeof(int32_t)));
+  launch(moe_plan_kernel, 1, 1, d_rt, d_sr, d_off, d_fill, d_ids, static_cast<int>(nk), K, E);
+  finish_out(row_token, static_cast<const int32_t*>(d_rt), sz(nk));
+  finish_out(slot_row, static_cast<const int32_t*>(d_sr), sz(nk));
+}
+
+void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {
+  if (N <= 0 || K <= 0) return;
+  if (K > 64) throw std::invalid_argument("cuda::moe_combine_order: K > 64");
+  const int64_t nk = static_cast<int64_t>(N) * K;
+  const int32_t* d_so = dev_in(0, slot_order, sz(nk));
+  int32_t* d_o = is_device_pointer(order) ? order : static_cast<int32_t*>(device_scratch(1, sz(nk) * sizeof(int32_t)));
+  constexpr int kRowsPerBlock = 64;
+  launch(moe_combine_order_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_o, d_so, N, K, ctx.order.kind, ctx.key);
+  finish_out(order, static_cast<const int32_t*>(d_o), sz(nk));
+}
+
 void moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D) {
   if (rows <= 0 || D <= 0) return;
   const int64_t n = static_cast<int64_t>(rows) * D;
@@ -1032,6 +1214,29 @@ void moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N
 }
 
 // w[n], m[n], v[n] updated; g[n]
+void sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t* end, int n_ranges, bool per_range) {
+  if (n_ranges <= 0) return;
+  const int64_t* d_b = dev_in(0, begin, sz(n_ranges));
+  const int64_t* d_e = dev_in(1, end, sz(n_ranges));
+  const float* d_x = x;
+  if (!is_device_pointer(x)) {  // a host array (tests): up to the largest end goes up
+    if (is_device_pointer(end)) throw std::invalid_argument("cuda::sum_squares: a host array addressed by device ranges");
+    int64_t hi = 0;
+    for (int r = 0; r < n_ranges; ++r) hi = std::max(hi, end[r]);
+    d_x = dev_in(2, x, sz(hi));
+  }
+  double* d_part = static_cast<double*>(device_scratch(3, sz(n_ranges) * sizeof(double)));
+  launch(sum_squares_ranges_kernel, static_cast<unsigned>(n_ranges), kRowThreads, d_part, d_x, d_b, d_e);
+  const size_t n_out = per_range ? sz(n_ranges) : 1;
+  double* d_sq = is_device_pointer(sq) ? sq : static_cast<double*>(device_scratch(4, n_out * sizeof(double)));
+  if (per_range) {
+    if (d_sq != d_part) MOERL_CUDA_CHECK(cudaMemcpy(d_sq, d_part, n_out * sizeof(double), cudaMemcpyDeviceToDevice));
+  } else {
+    launch(sum_in_order_kernel, 1, 1, d_sq, static_cast<const double*>(d_part), n_ranges);
+  }
+  finish_out(sq, static_cast<const double*>(d_sq), n_out);
+}
+
 void adamw_update(float* w, float* m, float* v, const float* g, int64_t n, float clip, float beta1,
                   float beta2, double bc1, double bc2, float lr, float decay, float eps) {
   if (n <= 0) return;

@@ -1,10 +1,38 @@
 // moe.cpp — the scalar references of the MoE dispatch and combine (kernels/ref/ops.h).
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <numeric>
+#include <vector>
 
 #include "kernels/ref/ops.h"
+#include "kernels/rng.h"
 
 namespace moerl::ref {
+
+void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K, int /*E*/) {
+  std::vector<int> slots(static_cast<size_t>(N) * K);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::stable_sort(slots.begin(), slots.end(), [&](int a, int b) { return ids[a] < ids[b]; });
+  for (size_t r = 0; r < slots.size(); ++r) {
+    row_token[r] = slots[r] / K;
+    slot_row[slots[r]] = static_cast<int32_t>(r);
+  }
+}
+
+void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {
+  for (int n = 0; n < N; ++n) {
+    int32_t* o = order + static_cast<size_t>(n) * K;
+    for (int k = 0; k < K; ++k) o[k] = slot_order ? slot_order[static_cast<size_t>(n) * K + k] : k;
+    if (ctx.order.kind == OrderKind::reversed) {
+      std::reverse(o, o + K);
+    } else if (ctx.order.kind == OrderKind::split_k) {
+      Rng rng(rng_derive3(ctx.key.seed, static_cast<uint64_t>(Stream::combine_order), ctx.key.layer, ctx.key.site,
+                          ctx.key.call + static_cast<uint64_t>(n)));
+      rng.shuffle(o, K);
+    }
+  }
+}
 
 void moe_gather(float* xe, const float* h, const int32_t* row_token, int /*N*/, int rows, int D) {
   for (int r = 0; r < rows; ++r)

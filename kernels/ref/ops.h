@@ -100,6 +100,29 @@ void logprob_forward(float* logp, const float* logits, const int32_t* targets, i
 void logprob_backward(float* dlogits, const float* dlogp, const float* logits,
                       const int32_t* targets, int N, int V);
 
+// The rollout's sampler per row: tokens[n] drawn by inverse CDF from softmax(logits[n] / T) in
+// FP64 (weights exp((x − max)/T), top_p < 1 keeping the heaviest tokens, equal ones in index
+// order, until their mass reaches top_p of the total) with uniform[n]; T = 0: the lowest index of
+// the maximum. logp[n] = lp[n, tokens[n]], entropy[n] = −Σ exp(lp)·lp in FP64.
+void sample_rows(int32_t* tokens, float* logp, float* entropy, const float* logits, const float* lp,
+                 const double* uniform, int N, int V, float temperature, float top_p);
+// dst[dst_row[n]] = src[n], rows of C (dst_row[n] < 0: skipped).
+void scatter_rows(float* dst, const float* src, const int32_t* dst_row, int N, int C);
+// Rows a[a_row[n]], b[b_row[n]] of V, each log-softmaxed in FP64: kl[n] = Σ p_a (la − lb) over
+// p_a > 0, log_ratio[n] = lb − la at targets[n].
+void kl_rows(double* kl, double* log_ratio, const float* a, const float* b, const int32_t* a_row,
+             const int32_t* b_row, const int32_t* targets, int N, int V);
+// Of x = logits[rows[n]] / tau in FP64: stdev[n] = population standard deviation, margin[n] =
+// largest − second largest (0 when V = 1).
+void logit_stats_rows(double* stdev, double* margin, const float* logits, const int32_t* rows, int N, int V,
+                      float tau);
+
+// The dispatch plan: the N·K (token, slot) rows of ids[N, K] sorted stably by expert — row r of
+// the grouped buffer holds slot i = n·K + k: row_token[r] = n, slot_row[i] = r;
+void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K, int E);
+// order[n, ·]: slot_order's row (null: 0..K−1), reversed (order kind reversed), or shuffled by
+// Rng(rng_derive3(key.seed, combine_order, key.layer, key.site, key.call + n)) (split_k).
+void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx);
 // The MoE dispatch and combine over the expert-grouped buffer's N·K rows (models/dispatcher.h):
 // xe[r] = h[row_token[r]] (r < rows; h [N, D]);
 void moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int rows, int D);
@@ -112,6 +135,10 @@ void moe_combine_backward(float* dye, float* dgate, const float* dy, const float
                           const int32_t* slot_row, int N, int K, int D);
 // dh[n] += dxe[slot_row[n, k]] for k = 0..K-1 in turn.
 void moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N, int K, int D);
+
+// Σ x_j² in FP64, j over [begin[r], end[r]) in order: sq[r] per range (per_range), or sq[0] over
+// all ranges one after the other, one accumulator.
+void sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t* end, int n_ranges, bool per_range);
 
 // One AdamW update of n parameters, in place, element-wise: with g' = g·clip,
 //   m = β1·m + (1 − β1)·g';  v = β2·v + ((1 − β2)·g')·g'     (FP32)

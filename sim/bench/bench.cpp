@@ -406,7 +406,7 @@ void BenchSession::rollout_phase(StepItem& it, BenchRun& run) {
   TransferPhaseScope ph(model_.backend(), TransferPhase::rollout);
   watch_.rollout_begin(sh_.P, run.w.eos, run.force ? run.expect.data() + blk_.begin : nullptr, Bl_);
   rollout_generate(&run.rb, model_, it.rp, prompts_.data() + blk_.begin * sh_.P, Bl_, sh_.P, run.w.R_max, sampling_,
-                   s_.run.seed, 0, static_cast<uint64_t>(blk_.begin), 1, run.w.eos);
+                   s_.run.seed, 0, static_cast<uint64_t>(blk_.begin), 1, run.w.eos, /*logp_all_to_host=*/false);
   watch_.rollout_end();
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/cuda/hd/mismatch.h"
 #include "store/h5io.h"
 
 namespace moerl {
@@ -41,39 +42,24 @@ void audit_add_routing(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids
   }
 }
 
-namespace {
-// log-softmax of one row in double: out[v] = x[v] − log Σ exp(x).
-void log_softmax_row(double* out, const float* x, int V) {
-  double m = -INFINITY;
-  for (int v = 0; v < V; ++v) m = std::max(m, static_cast<double>(x[v]));
-  double s = 0.0;
-  for (int v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - m);
-  const double lse = m + std::log(s);
-  for (int v = 0; v < V; ++v) out[v] = static_cast<double>(x[v]) - lse;
-}
-}  // namespace
-
 void audit_add_logprobs(AuditAccum* acc, const float* logits_a, const float* logits_b,
                         const int32_t* targets, const uint8_t* mask, int N, int V) {
-  std::vector<double> la(static_cast<size_t>(V)), lb(static_cast<size_t>(V));
-  const double log_extreme = std::log(kAuditExtremeRatio);
   for (int n = 0; n < N; ++n) {
     if (mask && !mask[n]) continue;
-    log_softmax_row(la.data(), logits_a + static_cast<int64_t>(n) * V, V);
-    log_softmax_row(lb.data(), logits_b + static_cast<int64_t>(n) * V, V);
-    double kl = 0.0;
-    for (int v = 0; v < V; ++v) {
-      const double pa = std::exp(la[static_cast<size_t>(v)]);
-      if (pa > 0.0) kl += pa * (la[static_cast<size_t>(v)] - lb[static_cast<size_t>(v)]);
-    }
-    const int t = targets[n];
-    const double log_r = lb[static_cast<size_t>(t)] - la[static_cast<size_t>(t)];
-    acc->kl_sum += kl;
-    acc->k3_sum += std::expm1(log_r) - log_r;  // r − 1 − log r, accurate for small log r
-    if (std::fabs(log_r) > log_extreme) ++acc->extreme;
-    acc->max_abs_dlogp = std::max(acc->max_abs_dlogp, std::fabs(log_r));
-    ++acc->logprob_tokens;
+    double kl = 0.0, log_r = 0.0;
+    cuda::hd_kl_row(&kl, &log_r, logits_a + static_cast<int64_t>(n) * V, logits_b + static_cast<int64_t>(n) * V,
+                    targets[n], V);
+    audit_add_row(acc, kl, log_r);
   }
+}
+
+void audit_add_row(AuditAccum* acc, double kl, double log_r) {
+  static const double log_extreme = std::log(kAuditExtremeRatio);
+  acc->kl_sum += kl;
+  acc->k3_sum += std::expm1(log_r) - log_r;  // r − 1 − log r, accurate for small log r
+  if (std::fabs(log_r) > log_extreme) ++acc->extreme;
+  acc->max_abs_dlogp = std::max(acc->max_abs_dlogp, std::fabs(log_r));
+  ++acc->logprob_tokens;
 }
 
 AuditMetrics audit_finish(const AuditAccum& acc) {

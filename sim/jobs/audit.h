@@ -49,6 +49,9 @@ void audit_add_routing(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids
 // logits_a, logits_b: [N, V] rows predicting targets [N]; mask: [N] (nullptr = all).
 void audit_add_logprobs(AuditAccum* acc, const float* logits_a, const float* logits_b,
                         const int32_t* targets, const uint8_t* mask, int N, int V);
+// One position already reduced (kernels/cuda/hd/mismatch.h's hd_kl_row, on the host or by a
+// backend's kl_rows): kl = KL(A‖B) over the vocabulary, log_r = log p_B/p_A at the target.
+void audit_add_row(AuditAccum* acc, double kl, double log_r);
 
 struct AuditMetrics {
   std::vector<double> flip_rate;  // [L]

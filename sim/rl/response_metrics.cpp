@@ -89,8 +89,9 @@ void response_metrics_record(RunResults* res, const ResponseMetrics& m) {
   res->set_row("entropy_by_position", {kPositionBuckets}, m.entropy_by_position);
 }
 
-ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<float>& logits,
-                                 const int32_t* len, int S, int P, int T, int L, int V, float tau) {
+ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<double>& logit_std,
+                                 const std::vector<double>& logit_margin, const int32_t* len, int S, int P, int T,
+                                 int L) {
   ResponseMargins m;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> router;
@@ -111,25 +112,11 @@ ResponseMargins response_margins(const std::vector<float>& router_top, const std
     m.router_margin_p10 = nearest_rank(&router, 0.1);
   }
   double std_sum = 0.0, margin_sum = 0.0, n = 0.0;
-  for (int s = 0; s < S; ++s)
-    for (int t = P - 1; t < P - 1 + len[s]; ++t) {
-      const float* row = &logits[(static_cast<size_t>(s) * T + t) * V];
-      double mean = 0.0, sq = 0.0, top1 = -std::numeric_limits<double>::infinity(), top2 = top1;
-      for (int v = 0; v < V; ++v) {
-        const double x = static_cast<double>(row[v]) / tau;
-        mean += x;
-        if (x > top1) { top2 = top1; top1 = x; }
-        else if (x > top2) top2 = x;
-      }
-      mean /= V;
-      for (int v = 0; v < V; ++v) {
-        const double d = static_cast<double>(row[v]) / tau - mean;
-        sq += d * d;
-      }
-      std_sum += std::sqrt(sq / V);
-      margin_sum += V > 1 ? top1 - top2 : 0.0;
-      n += 1.0;
-    }
+  for (size_t j = 0; j < logit_std.size(); ++j) {
+    std_sum += logit_std[j];
+    margin_sum += logit_margin[j];
+    n += 1.0;
+  }
   m.logit_std_mean = n > 0.0 ? std_sum / n : nan;
   m.logit_margin_mean = n > 0.0 ? margin_sum / n : nan;
   return m;

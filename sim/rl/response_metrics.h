@@ -46,9 +46,12 @@ struct ResponseMargins {
   double logit_std_mean = 0.0, logit_margin_mean = 0.0;
 };
 // router_top [L, S·T, 2]: each token's K-th and (K+1)-th largest router logit (ForwardResult::
-// router_top; empty: dense, or E = K); logits [S·T, V]; len [S]; positions P−1..P−2+len[s].
-ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<float>& logits,
-                                 const int32_t* len, int S, int P, int T, int L, int V, float tau);
+// router_top; empty: dense, or E = K); len [S]; positions P−1..P−2+len[s]. logit_std and
+// logit_margin: the logits' std and top-1 − top-2 at those positions in order (s, then the
+// position), reduced where the logits are (the logit_stats_rows op: kernels/cuda/hd/mismatch.h).
+ResponseMargins response_margins(const std::vector<float>& router_top, const std::vector<double>& logit_std,
+                                 const std::vector<double>& logit_margin, const int32_t* len, int S, int P, int T,
+                                 int L);
 // Writes router_margin_mean, router_margin_p10, logit_std_mean, logit_margin_mean.
 void response_margins_record(RunResults* res, const ResponseMargins& m);
 

@@ -16,14 +16,14 @@ namespace {
 
 // The batch's buffers at R_max positions, the prompts in place, every response at its limit.
 void rollout_alloc(RolloutBatch* out, const ModelConfig& cfg, const int32_t* prompts, int S, int P, int R, int eos) {
-  const int V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k, T = P + R;
+  const int L = cfg.n_layers, K = cfg.top_k, T = P + R;
   const bool moe = cfg.is_moe();
   out->S = S; out->P = P; out->R = R; out->T = T;
   out->len.assign(S, R);
   out->truncated.assign(S, eos >= 0 ? 1 : 0);
   out->tokens.assign(static_cast<size_t>(S) * T, 0);
   out->logp.assign(static_cast<size_t>(S) * R, 0.0f);
-  out->logp_all.assign(static_cast<size_t>(S) * R * V, 0.0f);
+  out->logp_all.clear();  // filled at the end when wanted on the host
   out->entropy.assign(static_cast<size_t>(S) * R, 0.0f);
   out->topk_ids.assign(moe ? static_cast<size_t>(L) * S * T * K : 0, 0);
   out->router_logp.assign(out->topk_ids.size(), 0.0f);
@@ -73,15 +73,30 @@ void rollout_place_routing(RolloutBatch* out, const std::vector<int32_t>& ids, c
 }
 
 // Response position r of every sequence still going: row i of the decode batch is sequence
-// seq[i] (its own stream, its own rows of *out); draws its token and records log μ, the
-// log-distribution and the entropy; a finished sequence still in the batch (masked layout) is fed
-// EOS (padding, left at 0). next[n] receives the tokens to feed; returns how many sequences are
-// still going.
-int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, std::vector<uint8_t>* done,
-                                const std::vector<int32_t>& seq, int n, const std::vector<float>& logits,
-                                const std::vector<float>& lp, int V, int r, const SamplingConfig& sampling,
-                                uint64_t seed, uint64_t step, uint64_t first_index, int eos) {
+// seq[i] (its own stream, its own rows of *out). The sampler runs where the logits are
+// (Model::generation_sample): the host draws each row's uniform from the sequence's stream and
+// reads back the token, log μ at it and the entropy; μ's row is stored where it is computed, into
+// the batch's resident record. A finished sequence still in the batch (masked layout) is fed EOS
+// (padding, left at 0). next[n] receives the tokens to feed; returns how many sequences are still
+// going.
+int64_t rollout_sample_position(RolloutBatch* out, Model& model, GenerationState* st, std::vector<int32_t>* next,
+                                std::vector<uint8_t>* done, const std::vector<int32_t>& seq, int n, int r,
+                                const SamplingConfig& sampling, uint64_t seed, uint64_t step, uint64_t first_index,
+                                int eos) {
   const int P = out->P, R = out->R, T = out->T;
+  std::vector<double> uniform(static_cast<size_t>(n), 0.0);
+  std::vector<int32_t> tok(static_cast<size_t>(n)), dst(static_cast<size_t>(n), -1);
+  std::vector<float> lp(static_cast<size_t>(n)), h(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const int s = seq[i];
+    if ((*done)[s]) continue;
+    dst[i] = s * R + r;
+    if (sampling.temperature == 0.0f) continue;  // greedy: no draw
+    Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
+    uniform[i] = rng.uniform_double();
+  }
+  model.generation_sample(st, tok.data(), lp.data(), h.data(), uniform.data(), sampling.temperature, sampling.top_p);
+  model.generation_store_logprobs(st, out->logp_all_resident.data(), dst.data());
   int64_t active = 0;
   for (int i = 0; i < n; ++i) {
     const int s = seq[i];
@@ -90,17 +105,11 @@ int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, s
       out->tokens[static_cast<size_t>(s) * T + P + r] = eos;
       continue;
     }
-    const float* row = &lp[static_cast<size_t>(i) * V];
-    Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
-    const int32_t tok = sampling_draw(&logits[static_cast<size_t>(i) * V], V, sampling, &rng);
-    (*next)[i] = tok;
-    out->tokens[static_cast<size_t>(s) * T + P + r] = tok;
-    out->logp[static_cast<size_t>(s) * R + r] = row[tok];
-    std::memcpy(&out->logp_all[(static_cast<size_t>(s) * R + r) * V], row, sizeof(float) * V);
-    double h = 0.0;
-    for (int v = 0; v < V; ++v) h -= std::exp(static_cast<double>(row[v])) * row[v];
-    out->entropy[static_cast<size_t>(s) * R + r] = static_cast<float>(h);
-    if (eos >= 0 && tok == eos) {
+    (*next)[i] = tok[i];
+    out->tokens[static_cast<size_t>(s) * T + P + r] = tok[i];
+    out->logp[static_cast<size_t>(s) * R + r] = lp[i];
+    out->entropy[static_cast<size_t>(s) * R + r] = h[i];
+    if (eos >= 0 && tok[i] == eos) {
       (*done)[s] = 1;
       out->len[s] = r + 1;
       out->truncated[s] = 0;
@@ -112,19 +121,13 @@ int64_t rollout_sample_position(RolloutBatch* out, std::vector<int32_t>* next, s
 }
 
 // Decode compaction (rollout_compact_plan): the rows whose sequence has ended leave the batch
-// (their KV cache too); seq[n], the logits' and log-probs' rows and the model's state follow;
-// returns the new n.
-int rollout_compact(Model& model, GenerationState* st, std::vector<int32_t>* seq, std::vector<float>* logits,
-                    std::vector<float>* lp, const std::vector<uint8_t>& done, int V) {
+// (their KV cache, logits and log-probs too, moved where they are); seq[n] follows; returns the
+// new n.
+int rollout_compact(Model& model, GenerationState* st, std::vector<int32_t>* seq, const std::vector<uint8_t>& done) {
   const int n = static_cast<int>(seq->size());
   const std::vector<int32_t> from = rollout_compact_plan(seq, done);
   const int keep = static_cast<int>(from.size());
-  if (keep == n) return n;
-  model.generation_keep(st, from.data(), keep);
-  for (int i = 0; i < keep; ++i)
-    if (from[i] != i)
-      for (std::vector<float>* rows : {logits, lp})
-        std::memcpy(&(*rows)[static_cast<size_t>(i) * V], &(*rows)[static_cast<size_t>(from[i]) * V], sizeof(float) * V);
+  if (keep != n) model.generation_keep(st, from.data(), keep);
   return keep;
 }
 
@@ -151,7 +154,8 @@ std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::
 
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
-                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos) {
+                      uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos,
+                      bool logp_all_to_host) {
   const ModelConfig& cfg = model.config();
   const int R = R_max, V = cfg.vocab_size, L = cfg.n_layers, K = cfg.top_k;
   const bool moe = cfg.is_moe();
@@ -160,15 +164,18 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
 
   GenerationState* st = nullptr;
   model.generation_begin(&st, S, P + R, &profile);
-  std::vector<float> logits(static_cast<size_t>(S) * V), lp(static_cast<size_t>(S) * V);
+  // μ's rows [S, R, V], where they are computed (zero: the padding's rows)
+  out->logp_all_resident.resize(model.backend(), static_cast<size_t>(S) * R * V);
+  if (!out->logp_all_resident.empty()) model.backend().mem_zero(out->logp_all_resident.data(), out->logp_all_resident.bytes());
+  out->logp_all_rows = R;
   std::vector<int32_t> ids(moe ? static_cast<size_t>(L) * S * P * K : 0);
   std::vector<float> rlp(ids.size());
-  model.generation_prefill(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
+  model.generation_prefill(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                            prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
   if (moe) rollout_place_routing(out, ids, rlp, L, K, 0, P);
   // log μ of every token: log_softmax(logits / τ), where the logits are
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
-  model.generation_logprobs(st, lp.data(), tau);
+  model.generation_logprobs(st, nullptr, tau);
   const ModelParallel& par = model.parallel();
   // Row i of the decode batch is sequence seq[i]. Under a row-independent profile a sequence that
   // has ended leaves the batch after the step that fed its EOS (compaction); otherwise it stays,
@@ -180,7 +187,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   std::vector<uint8_t> done(S, 0);
   int R_run = R;
   for (int r = 0; r < R; ++r) {
-    int64_t active = rollout_sample_position(out, &next, &done, seq, n, logits, lp, V, r, sampling, seed, step,
+    int64_t active = rollout_sample_position(out, model, st, &next, &done, seq, n, r, sampling, seed, step,
                                              first_index, eos);
     bool last = r + 1 == R;
     if (eos >= 0) {  // the batch ends when its last sequence has, on every data-parallel rank
@@ -195,15 +202,19 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     ids.resize(moe ? static_cast<size_t>(L) * n * K : 0);
     rlp.resize(ids.size());
     if (!last || moe) {
-      model.generation_step(st, logits.data(), moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
-                            next.data());
+      model.generation_step(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr, next.data());
       if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
     }
     if (last) break;
-    model.generation_logprobs(st, lp.data(), tau);
-    if (compact) n = rollout_compact(model, st, &seq, &logits, &lp, done, V);
+    model.generation_logprobs(st, nullptr, tau);
+    if (compact) n = rollout_compact(model, st, &seq, done);
   }
   model.generation_end(st);
+  if (logp_all_to_host) {  // one download of μ's rows, for callers that read them on the host
+    out->logp_all.resize(out->logp_all_resident.size());
+    model.backend().mem_copy(out->logp_all.data(), out->logp_all_resident.data(), out->logp_all_resident.bytes(),
+                             CopyDir::to_host, CrossKind::activations);
+  }
   if (compact)  // the padding of the sequences that left the batch: EOS, as a masked batch feeds
     for (int s = 0; s < S; ++s)
       std::fill(out->tokens.begin() + static_cast<size_t>(s) * out->T + P + out->len[s],
@@ -248,7 +259,7 @@ EvalResult rollout_eval(Model& model, const Task& task, uint64_t seed, int n, co
   const ModelParallel& par = model.parallel();
   const SeqBlock blk = dp_block(n, par.dp_size(), par.dp_rank());
   rollout_generate(&rb, model, profile, prompts.data() + blk.begin * P, static_cast<int>(blk.size()),
-                   P, A, greedy, seed, 0, static_cast<uint64_t>(blk.begin), 1, task.eos());
+                   P, A, greedy, seed, 0, static_cast<uint64_t>(blk.begin), 1, task.eos(), false);
   enum { kExact, kFinal, kWorking, kEarly, kLate, kTrunc, kMalformed, kCounts };
   std::vector<double> partial(static_cast<size_t>(n), 0.0), counts(kCounts, 0.0);
   for (int i = 0; i < blk.size(); ++i) {

@@ -24,7 +24,13 @@ struct RolloutBatch {
   std::vector<int32_t> truncated;    // [S] 1: reached the length limit without EOS
   std::vector<int32_t> tokens;       // [S, T]
   std::vector<float> logp;           // [S, R] log μ(token) at the sampling temperature
-  std::vector<float> logp_all;       // [S, R, V] log μ(·) (full-vocabulary KL)
+  std::vector<float> logp_all;       // [S, R, V] log μ(·) when generated with logp_all_to_host
+  // log μ(·) where the rollout computed it (the model's backend memory): [S, logp_all_rows, V],
+  // sequence s's response position r at row s·logp_all_rows + r (logp_all_rows: the R_max the
+  // batch was generated with; trimming leaves it); zero past each response. This rank's sequences
+  // only (gather_rollout leaves it): the full-vocabulary KL reduces it where it is (kl_rows).
+  ActBuffer<float> logp_all_resident;
+  int logp_all_rows = 0;
   std::vector<float> entropy;        // [S, R] entropy of μ at each response position
   std::vector<int32_t> topk_ids;     // [L, S·T, K] (empty for the dense twin)
   std::vector<float> router_logp;    // [L, S·T, K]
@@ -47,11 +53,14 @@ struct RolloutBatch {
 // is (seed, Stream::sampling, step, first_index + s, r): independent of batch composition.
 // shared_group > 1: consecutive groups of that many sequences share one prompt; its routing is
 // computed once (a prefill of the distinct prompts) and replayed for every sample of the group,
-// as an engine reusing the prefix's KV cache would.
+// as an engine reusing the prefix's KV cache would. The sampler runs where the logits are
+// (Model::generation_sample): per decode step the host sends one uniform per row and reads back
+// the tokens, log μ at them and the entropies; μ's full rows stay in out->logp_all_resident, and
+// come down into out->logp_all once at the end only when logp_all_to_host.
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
                       uint64_t seed, uint64_t step, uint64_t first_index, int shared_group = 1,
-                      int eos = -1);
+                      int eos = -1, bool logp_all_to_host = true);
 
 // The decode compaction's plan: row i of the decode batch holds sequence seq[i]; the rows whose
 // sequence is done leave, each one's place filled by the last row still going (one KV-cache row

@@ -240,7 +240,7 @@ void RlTrainer::rollout(StepState* st) {
   rollout_generate(&st->rollout, *engine, st->rollout_profile, st->prompts.data() + st->block.begin * shape.P,
                    static_cast<int>(st->block.size()), shape.P, shape.R_max, rl.sampling, s_.seed,
                    static_cast<uint64_t>(st->index), static_cast<uint64_t>(st->block.begin),
-                   rl.shared_prefix_routing ? shape.G : 1, task_->eos());
+                   rl.shared_prefix_routing ? shape.G : 1, task_->eos(), /*logp_all_to_host=*/false);
   if (par.dp) gather_rollout(&st->rollout, *par.dp, shape.L, shape.moe);
   st->shape.R = st->rollout.R;
   st->shape.T = st->rollout.T;
@@ -319,8 +319,9 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
   req.lengths = st->old_lengths.data();
   req.profile = &st->train_profile;
   req.temperature = shape.tau;
-  req.want_logits = true;         // the logit margins (measure_mismatch)
-  req.want_logprobs_all = true;   // the full-vocabulary KL (measure_mismatch)
+  // the logit margins and the full-vocabulary KL (measure_mismatch), reduced where they are
+  req.keep_logits = true;
+  req.keep_logprobs_all = true;
   req.want_own_topk = shape.moe;
   req.want_router_top = shape.moe;  // the router margins (measure_mismatch)
   for (const auto& h : hooks_.active) h->request_old(&req);
@@ -383,16 +384,48 @@ void RlTrainer::split_staleness_and_numerics(StepState* st, RunResults* res) {
   st->time_old_logprobs += seconds_since(t0);
 }
 
+// Per response token of the batch, in order (s, then r): KL(μ‖π_old) over the vocabulary and
+// log π_old/μ at the sampled token, from the rollout's resident μ rows and π_old's resident
+// distribution (kl_rows); π_old's logits' spread and top-two margin at the temperature
+// (logit_stats_rows). This rank's block on its backend, then gathered over the data-parallel ranks.
+RlTrainer::PositionStats RlTrainer::mismatch_position_stats(const StepState& st) const {
+  const StepShape& shape = st.shape;
+  const RolloutBatch& ro = st.rollout;
+  const int V = shape.V, P = shape.P, T = shape.T;
+  const int b0 = static_cast<int>(st.block.begin), nb = static_cast<int>(st.block.size());
+  std::vector<int32_t> a_row, b_row, target;
+  for (int i = 0; i < nb; ++i)
+    for (int r = 0; r < ro.len[static_cast<size_t>(b0) + i]; ++r) {
+      a_row.push_back(i * ro.logp_all_rows + r);
+      b_row.push_back(st.old.row_begin[static_cast<size_t>(i)] + P - 1 + r);
+      target.push_back(ro.tokens[(static_cast<size_t>(b0) + i) * T + P + r]);
+    }
+  const int n = static_cast<int>(a_row.size());
+  PositionStats ps;
+  ps.kl.resize(n);
+  ps.log_ratio.resize(n);
+  ps.logit_std.resize(n);
+  ps.logit_margin.resize(n);
+  const Backend& be = model_->backend();
+  be.kl_rows(ps.kl.data(), ps.log_ratio.data(), ro.logp_all_resident.data(), st.old.resident_logprobs_all.data(),
+             a_row.data(), b_row.data(), target.data(), n, V);
+  be.logit_stats_rows(ps.logit_std.data(), ps.logit_margin.data(), st.old.resident_logits.data(), b_row.data(), n, V,
+                      shape.tau);
+  if (Collectives* dp = model_->parallel().dp; dp && dp->size() > 1)
+    for (std::vector<double>* v : {&ps.kl, &ps.log_ratio, &ps.logit_std, &ps.logit_margin})
+      *v = collectives_allgather(*dp, *v);
+  return ps;
+}
+
 // The mismatch between the engines on the response tokens (rollout = A, train = B; each
 // response's own tokens, padding left out): the staleness / numerics split (stale rollouts),
 // routing flips, KL, IS ratios, what every correction would do to this batch (on the recomputed
 // π_old, so bypass runs see it too), and the mismatch along the response.
 void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
   const StepShape& shape = st->shape;
-  const ResponseSlice slice = shape.slice();
   const RolloutBatch& sampled = st->rollout;
   const std::vector<float>& logp_train = st->logp_train;
-  const int S = shape.S, R = shape.R, V = shape.V, L = shape.L;
+  const int S = shape.S, R = shape.R, L = shape.L;
   if (rollout_model_) split_staleness_and_numerics(st, res);
 
   AuditAccum acc;
@@ -401,24 +434,17 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
     const std::vector<uint8_t> mask = rl_scored_positions_mask(S, shape.P, shape.T, sampled.len.data());
     audit_add_routing(&acc, sampled.topk_ids.data(), st->old.own_topk_ids.data(), mask.data(), L, S * shape.T, shape.K);
   }
-  // the response tokens, in order: n of the S·R positions
-  int64_t n = 0;
-  for (int s = 0; s < S; ++s) n += sampled.len[s];
-  std::vector<float> train_lp(static_cast<size_t>(n) * V), rollout_lp(static_cast<size_t>(n) * V);
-  std::vector<int32_t> targets(static_cast<size_t>(n));
-  std::vector<double> rho(static_cast<size_t>(n));
-  size_t j = 0;
+  // the response tokens, in order (s, then r): n of the S·R positions; this rank reduces its own
+  // block's where the rows are (the rollout's μ and π_old's distribution and logits: kl_rows,
+  // logit_stats_rows), and the per-token results are gathered in rank order, i.e. the same order
+  const PositionStats ps = mismatch_position_stats(*st);
+  std::vector<double> rho;
   for (int s = 0; s < S; ++s)
-    for (int r = 0; r < sampled.len[s]; ++r, ++j) {
+    for (int r = 0; r < sampled.len[s]; ++r) {
       const size_t sr = static_cast<size_t>(s) * R + r;
-      // π_old's distribution, log_softmax(logits / τ) where the logits are: the same op the
-      // rollout applied, so identical engines compare identical bits
-      std::memcpy(&train_lp[j * V], &st->old.logprobs_all[slice.row_at(s, r) * V], sizeof(float) * V);
-      std::memcpy(&rollout_lp[j * V], &sampled.logp_all[sr * V], sizeof(float) * V);
-      targets[j] = sampled.tokens[slice.token_at(s, r)];
-      rho[j] = std::exp(static_cast<double>(logp_train[sr]) - sampled.logp[sr]);
+      rho.push_back(std::exp(static_cast<double>(logp_train[sr]) - sampled.logp[sr]));
     }
-  audit_add_logprobs(&acc, rollout_lp.data(), train_lp.data(), targets.data(), nullptr, static_cast<int>(n), V);
+  for (size_t j = 0; j < ps.kl.size(); ++j) audit_add_row(&acc, ps.kl[j], ps.log_ratio[j]);
   const AuditMetrics am = audit_finish(acc);
   res->set("kl_rollout_train", am.k3);
   res->set("kl_rollout_train_full", am.kl);
@@ -442,8 +468,8 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
                                                 sampled.logp.data(), sampled.entropy.data(), S, R, shape.R_max,
                                                 s_.rl.prompts_per_step, st->groups_dropped));
   res->int_attrs["position_bucket_width"] = position_bucket_width(shape.R_max);
-  response_margins_record(res, response_margins(st->old.router_top, st->old.logits, sampled.len.data(), S,
-                                                shape.P, shape.T, L, V, shape.tau));
+  response_margins_record(res, response_margins(st->old.router_top, ps.logit_std, ps.logit_margin,
+                                                sampled.len.data(), S, shape.P, shape.T, L));
 }
 
 // §5–6 a seeded permutation of the sequences in rl.minibatches mini-batches, one forward,

@@ -72,6 +72,10 @@ class RlTrainer {
   double overlong_penalty(int len) const;
   void recompute_old_logprobs(StepState* st, RunResults* res);
   void measure_mismatch(StepState* st, RunResults* res);
+  struct PositionStats {  // per response token of the batch, in order
+    std::vector<double> kl, log_ratio, logit_std, logit_margin;
+  };
+  PositionStats mismatch_position_stats(const StepState& st) const;
   void split_staleness_and_numerics(StepState* st, RunResults* res);
   void train_minibatches(StepState* st, RunResults* res);
   void record_answers(const StepState& st, RunResults* res) const;

@@ -93,31 +93,41 @@ void AdamW::set_parallel(int n_experts, ExpertRange owned, Collectives* ep, bool
   }
 }
 
+// The square of the global norm, where the gradients are (the sum_squares op: the CPU's serial
+// FP64 sum; a device's fixed tree, within its rounding): one FP64 crosses, no gradient.
 double AdamW::grad_norm_sq(const float* g) const {
-  if (!pieces_) {  // the serial sum
+  const Backend& be = backend_or_cpu(backend_);
+  std::vector<int64_t> begin, end;
+  if (!pieces_) {  // the serial sum over the trained tensors in layout order, one accumulator
+    for (const Tensor& t : tensors_)
+      if (!t.frozen) {
+        begin.push_back(t.offset);
+        end.push_back(t.offset + t.size);
+      }
     double sq = 0.0;
-    for (const Tensor& t : tensors_) {
-      if (t.frozen) continue;
-      for (int64_t j = t.offset; j < t.offset + t.size; ++j) sq += static_cast<double>(g[j]) * g[j];
-    }
+    if (!begin.empty()) be.sum_squares(&sq, g, begin.data(), end.data(), static_cast<int>(begin.size()), false);
     return sq;
   }
   // One partial per dense tensor (taken from EP rank 0, where every rank holds the same) and per
   // (expert tensor, expert) (from the owner); the others contribute exact zeros to the sum.
-  std::vector<double> part;
+  std::vector<int> at;  // the partial each range fills
+  int parts = 0;
   for (const Tensor& t : tensors_) {
     if (t.frozen) continue;
     const int n = t.experts > 0 ? t.experts : 1;
     const int64_t per = t.size / n;
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i, ++parts) {
       const int64_t b = per * i, e = per * (i + 1);
       const bool mine = t.experts > 0 ? (b >= t.own_begin && e <= t.own_end) : ep_rank_ == 0;
-      double sq = 0.0;
-      if (mine)
-        for (int64_t j = t.offset + b; j < t.offset + e; ++j) sq += static_cast<double>(g[j]) * g[j];
-      part.push_back(sq);
+      if (!mine) continue;
+      begin.push_back(t.offset + b);
+      end.push_back(t.offset + e);
+      at.push_back(parts);
     }
   }
+  std::vector<double> part(static_cast<size_t>(parts), 0.0), mine(begin.size());
+  if (!begin.empty()) be.sum_squares(mine.data(), g, begin.data(), end.data(), static_cast<int>(begin.size()), true);
+  for (size_t r = 0; r < at.size(); ++r) part[static_cast<size_t>(at[r])] = mine[r];
   if (ep_ && ep_->size() > 1) ep_->allreduce_sum(part.data(), static_cast<int64_t>(part.size()));
   double sq = 0.0;
   for (double p : part) sq += p;
@@ -125,18 +135,15 @@ double AdamW::grad_norm_sq(const float* g) const {
 }
 
 double AdamW::step(ParamStore* params, ParamStore* grads, float lr, int64_t step) {
-  return this->step(params->data().data(), grads->data().data(), grads->data().data(), lr, step);
+  return this->step(params->data().data(), grads->data().data(), lr, step);
 }
 
 double adamw_step(AdamW& opt, Model& model, float lr, int64_t step) {
-  float* w = model.param_data();
-  const float* g = model.grad_sinks().data();
-  const Model& read = model;
-  return opt.step(w, g, read.grads().data().data(), lr, step);
+  return opt.step(model.param_data(), model.grad_sinks().data(), lr, step);
 }
 
-double AdamW::step(float* w, const float* g, const float* g_host, float lr, int64_t step) {
-  const double norm = std::sqrt(grad_norm_sq(g_host));
+double AdamW::step(float* w, const float* g, float lr, int64_t step) {
+  const double norm = std::sqrt(grad_norm_sq(g));
   const float clip = (cfg_.grad_clip > 0.0f && norm > cfg_.grad_clip && std::isfinite(norm))
                          ? static_cast<float>(cfg_.grad_clip / norm) : 1.0f;
   const double bc1 = 1.0 - std::pow(static_cast<double>(cfg_.beta1), static_cast<double>(step + 1));

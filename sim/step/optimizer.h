@@ -55,9 +55,10 @@ class AdamW {
   // Returns the global gradient norm before clipping. step is 0-based (bias correction uses step+1).
   double step(ParamStore* params, ParamStore* grads, float lr, int64_t step);
   // The same on arrays in the parameters' layout where they live (w, g: host memory or the
-  // backend's own; adamw_update takes either); the clip's norm is the serial sum over g_host, the
-  // gradients on the host (their bits: the norm and the clip are the CPU run's).
-  double step(float* w, const float* g, const float* g_host, float lr, int64_t step);
+  // backend's own; adamw_update and sum_squares take either): the clip's norm is reduced where
+  // the gradients are (the CPU's serial FP64 sum on the CPU backend and the test device, so the
+  // norm and the clip keep their bits), and one FP64 crosses.
+  double step(float* w, const float* g, float lr, int64_t step);
 
   // The moments, [params().size()] each, in the parameters' layout (copies: a checkpoint's, a
   // bench round's restore).
@@ -89,8 +90,8 @@ class AdamW {
 };
 
 // One AdamW step on the model's parameters where they live (Model::resident: the backend's device
-// memory, for the run): the update runs there on the resident gradients, and the gradients cross
-// once, down, for the clip's norm. On the CPU backend: opt.step(&params, &grads, ...).
+// memory, for the run): the clip's norm and the update run there on the resident gradients, and
+// no gradient crosses. On the CPU backend: opt.step(&params, &grads, ...).
 double adamw_step(AdamW& opt, Model& model, float lr, int64_t step);
 
 }  // namespace moerl

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -202,24 +203,61 @@ TEST(GemmGpu, DeterministicSplitKBitIdenticalAndAtomicsClose) {
   }
 }
 
-// The grouped form is the per-expert calls (key.call offset by the expert), bit for bit; empty
-// experts are skipped.
+// Rows [a, b) of a row-major [rows][cols] matrix.
+std::vector<float> rows_of(const std::vector<float>& m, int a, int b, int cols) {
+  return std::vector<float>(m.begin() + static_cast<std::ptrdiff_t>(a) * cols,
+                            m.begin() + static_cast<std::ptrdiff_t>(b) * cols);
+}
+
+// Whether expert rows Me run in the grouped cuBLAS GEMM (gemm.cu: fp32 without split-K); the
+// other experts loop over the per-expert forward.
+bool grouped_gemm_expert(const LinearNumerics& nm, int Me, int K) {
+  return nm.format == Format::fp32 && reduce_effective_split(nm.reduce, Me, K) == 1;
+}
+
+// The grouped form against the per-expert calls (expert e with key.call offset by e); empty experts
+// are skipped. Quantised formats and split-K loop over the experts in gemm.cu: the per-expert calls
+// bit for bit. FP32 experts without split-K are ONE cublasGemmGroupedBatchedEx — another kernel
+// than the per-expert cublasGemmEx, so the same K FP32 products (no TF32) summed in another order
+// and blocking: not bit-identical any more, and checked against the per-expert calls with the
+// file's bound between two FP32 summation orders of the same products, (K + 3)·2^-24·Σ|x||w|
+// (S = 1), and against the CPU's linear layer with the same bound.
 TEST(GemmGpu, GroupedEqualsPerExpertCalls) {
   MOERL_REQUIRE_GPU();
   const int E = 4, N = 40, K = 160;
-  const int offsets[E + 1] = {0, 13, 13, 40, 45};
-  for (Format f : {Format::fp32, Format::bf16, Format::fp8_e4m3}) {
-    LinearNumerics nm = numerics(f, f == Format::fp32 ? Scaling::none : Scaling::tensor,
-                                 f == Format::fp32 ? Scaling::none : Scaling::block, 32);
-    nm.reduce.order = ReduceOrder{OrderKind::split_k, 3};
-    std::vector<PackedWeight> pw(E);
+  struct Variant {
+    Format f;
+    OrderKind order;
+    bool batch_invariant;
+    std::vector<int> offsets;
+  };
+  // split_k:3: every expert loops (bits); fixed order: every expert grouped; fixed order,
+  // batch-variant: the two 512-row experts (S = 1) grouped, the 13-row one (S = 4) looped, in one call.
+  const Variant variants[] = {{Format::fp32, OrderKind::split_k, true, {0, 13, 13, 40, 45}},
+                              {Format::bf16, OrderKind::split_k, true, {0, 13, 13, 40, 45}},
+                              {Format::fp8_e4m3, OrderKind::split_k, true, {0, 13, 13, 40, 45}},
+                              {Format::fp32, OrderKind::fixed, true, {0, 13, 13, 40, 45}},
+                              {Format::fp32, OrderKind::fixed, false, {0, 13, 13, 525, 1037}}};
+  for (const Variant& v : variants) {
+    LinearNumerics nm = numerics(v.f, v.f == Format::fp32 ? Scaling::none : Scaling::tensor,
+                                 v.f == Format::fp32 ? Scaling::none : Scaling::block, 32);
+    nm.reduce.order = v.order == OrderKind::split_k ? ReduceOrder{OrderKind::split_k, 3} : ReduceOrder{};
+    nm.reduce.batch_invariant = v.batch_invariant;
+    const std::vector<int>& offsets = v.offsets;
+    const std::string what = std::string(format_name(v.f)) + (v.order == OrderKind::split_k ? " split_k:3" : " fixed") +
+                             (v.batch_invariant ? "" : " batch-variant");
+    std::vector<std::vector<float>> ws(E);
+    std::vector<PackedWeight> pw(E), pw_cpu(E);
     for (int e = 0; e < E; ++e) {
-      const auto w = randn(static_cast<size_t>(N) * K, 20 + e, 0.2f);
-      cuda::linear_pack_weight(&pw[e], w.data(), N, K, nm);
+      ws[e] = randn(static_cast<size_t>(N) * K, 20 + e, 0.2f);
+      cuda::linear_pack_weight(&pw[e], ws[e].data(), N, K, nm);
+      linear_pack_weight(&pw_cpu[e], ws[e].data(), N, K, nm);
     }
     const auto x = randn(static_cast<size_t>(offsets[E]) * K, 8);
     std::vector<float> grouped(static_cast<size_t>(offsets[E]) * N, NAN);
-    cuda::linear_forward_grouped(grouped.data(), x.data(), pw.data(), offsets, E, nm);
+    cuda::linear_forward_grouped(grouped.data(), x.data(), pw.data(), offsets.data(), E, nm);
+    std::vector<float> cpu(grouped.size(), NAN);
+    linear_forward_grouped(cpu.data(), x.data(), pw_cpu.data(), offsets.data(), E, nm);
     std::vector<float> single(grouped.size(), NAN);
     for (int e = 0; e < E; ++e) {
       const int Me = offsets[e + 1] - offsets[e];
@@ -229,7 +267,58 @@ TEST(GemmGpu, GroupedEqualsPerExpertCalls) {
       cuda::linear_forward(single.data() + static_cast<size_t>(offsets[e]) * N,
                            x.data() + static_cast<size_t>(offsets[e]) * K, pw[e], Me, ne);
     }
-    EXPECT_TRUE(bits_equal(grouped, single)) << format_name(f);
+    for (int e = 0; e < E; ++e) {
+      const int a = offsets[e], b = offsets[e + 1];
+      if (a == b) continue;
+      const Case c{b - a, N, K, nm};
+      const auto g = rows_of(grouped, a, b, N), one = rows_of(single, a, b, N);
+      if (grouped_gemm_expert(nm, c.M, K)) {
+        const auto absprod = abs_products(rows_of(x, a, b, K), ws[e], c);
+        expect_close(g, one, absprod, c, 1, Format::fp32);
+        expect_close(g, rows_of(cpu, a, b, N), absprod, c, 1, Format::fp32);
+      } else {
+        EXPECT_TRUE(bits_equal(g, one)) << what << " expert " << e;
+      }
+    }
+  }
+}
+
+// Uneven experts with empty ones among them (offsets {0,0,5,5,17,18}, and the same shifted by 3
+// rows: rows outside the call untouched), forward in fp32 (the grouped GEMM) and bf16 (the
+// per-expert loop), against the CPU's linear layer with the file's tolerance per expert.
+TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  const int E = 5, N = 24, K = 72;
+  for (int shift : {0, 3}) {
+    std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
+    for (int& o : offsets) o += shift;
+    const int rows = offsets[E] + 2;  // 2 rows past the call, untouched too
+    for (Format f : {Format::fp32, Format::bf16}) {
+      const LinearNumerics nm = numerics(f, Scaling::none, Scaling::none);
+      std::vector<std::vector<float>> ws(E);
+      std::vector<PackedWeight> pw(E), pw_cpu(E);
+      for (int e = 0; e < E; ++e) {
+        ws[e] = randn(static_cast<size_t>(N) * K, 60 + e, 0.2f);
+        cuda::linear_pack_weight(&pw[e], ws[e].data(), N, K, nm);
+        linear_pack_weight(&pw_cpu[e], ws[e].data(), N, K, nm);
+      }
+      const auto x = randn(static_cast<size_t>(rows) * K, 65, 2.0f);
+      std::vector<float> got(static_cast<size_t>(rows) * N, NAN), want(got.size(), NAN);
+      cuda::linear_forward_grouped(got.data(), x.data(), pw.data(), offsets.data(), E, nm);
+      linear_forward_grouped(want.data(), x.data(), pw_cpu.data(), offsets.data(), E, nm);
+      for (int e = 0; e < E; ++e) {
+        const int a = offsets[e], b = offsets[e + 1];
+        if (a == b) continue;
+        const Case c{b - a, N, K, nm};
+        expect_close(rows_of(got, a, b, N), rows_of(want, a, b, N), abs_products(rows_of(x, a, b, K), ws[e], c), c,
+                     reduce_effective_split(nm.reduce, c.M, K), f);
+      }
+      int touched = 0;
+      for (int r = 0; r < rows; ++r)
+        if (r < offsets[0] || r >= offsets[E])
+          for (int n = 0; n < N; ++n) touched += !std::isnan(got[static_cast<size_t>(r) * N + n]);
+      EXPECT_EQ(touched, 0) << format_name(f) << " shift " << shift << ": rows outside the call written";
+    }
   }
 }
 
@@ -282,6 +371,70 @@ TEST(GemmGpu, GroupedBackwardMatchesCpu) {
   // Expert 1 has no rows: its dweight slice is untouched.
   const auto dw_init = randn(static_cast<size_t>(E) * N * K, 44);
   for (int i = 0; i < N * K; ++i) ASSERT_EQ(dw_gpu[N * K + i], dw_init[N * K + i]);
+}
+
+// Grouped backward with uneven experts and empty ones (offsets {0,0,5,5,17,18}, and shifted by 3
+// rows), dinp and dweight each one grouped GEMM over the experts with rows, against the CPU with
+// BackwardMatchesCpu's bound: (reduction length + 2)·2^-24·(Σ|terms| + |initial|). Empty experts'
+// dweight slices and the rows outside the call are untouched, bit for bit.
+TEST(GemmGpu, GroupedBackwardUnevenAndEmptyExpertsMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  const int E = 5, N = 24, K = 40;
+  const double u = std::ldexp(1.0, -24);
+  for (int shift : {0, 3}) {
+    std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
+    for (int& o : offsets) o += shift;
+    const int M = offsets[E] + 2;
+    const auto dout = randn(static_cast<size_t>(M) * N, 70 + shift);
+    const auto inp = randn(static_cast<size_t>(M) * K, 71 + shift);
+    const auto w = randn(static_cast<size_t>(E) * N * K, 72 + shift);
+    const auto dinp0 = randn(static_cast<size_t>(M) * K, 73 + shift);
+    const auto dw0 = randn(static_cast<size_t>(E) * N * K, 74 + shift);
+    auto dinp_cpu = dinp0, dw_cpu = dw0, dinp_gpu = dinp0, dw_gpu = dw0;
+    linear_backward_grouped(dinp_cpu.data(), dw_cpu.data(), dout.data(), inp.data(), w.data(), offsets.data(), E, N, K);
+    cuda::linear_backward_grouped(dinp_gpu.data(), dw_gpu.data(), dout.data(), inp.data(), w.data(), offsets.data(), E,
+                                  N, K);
+    int bad = 0;
+    for (int e = 0; e < E; ++e) {
+      const float* we = w.data() + static_cast<size_t>(e) * N * K;
+      for (int m = offsets[e]; m < offsets[e + 1]; ++m)
+        for (int k = 0; k < K; ++k) {
+          const size_t i = static_cast<size_t>(m) * K + k;
+          double s = std::fabs(dinp0[i]);
+          for (int n = 0; n < N; ++n)
+            s += std::fabs(static_cast<double>(dout[static_cast<size_t>(m) * N + n]) * we[n * K + k]);
+          if (!(std::fabs(static_cast<double>(dinp_gpu[i]) - dinp_cpu[i]) <= (N + 2) * u * s) && ++bad <= 3)
+            ADD_FAILURE() << "shift " << shift << " dinp " << m << "," << k << ": gpu " << dinp_gpu[i] << " cpu "
+                          << dinp_cpu[i];
+        }
+      const int Me = offsets[e + 1] - offsets[e];
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k) {
+          const size_t i = static_cast<size_t>(e) * N * K + static_cast<size_t>(n) * K + k;
+          if (Me == 0) {  // no rows: untouched
+            if (std::memcmp(&dw_gpu[i], &dw0[i], sizeof(float)) != 0 && ++bad <= 3)
+              ADD_FAILURE() << "shift " << shift << " empty expert " << e << " dweight " << n << "," << k << " written";
+            continue;
+          }
+          double s = std::fabs(dw0[i]);
+          for (int m = offsets[e]; m < offsets[e + 1]; ++m)
+            s += std::fabs(static_cast<double>(dout[static_cast<size_t>(m) * N + n]) *
+                           inp[static_cast<size_t>(m) * K + k]);
+          if (!(std::fabs(static_cast<double>(dw_gpu[i]) - dw_cpu[i]) <= (Me + 2) * u * s) && ++bad <= 3)
+            ADD_FAILURE() << "shift " << shift << " dweight " << e << ":" << n << "," << k << ": gpu " << dw_gpu[i]
+                          << " cpu " << dw_cpu[i];
+        }
+    }
+    // Rows outside [offsets[0], offsets[E]) of dinp: untouched.
+    for (int m = 0; m < M; ++m)
+      if (m < offsets[0] || m >= offsets[E])
+        for (int k = 0; k < K; ++k) {
+          const size_t i = static_cast<size_t>(m) * K + k;
+          if (std::memcmp(&dinp_gpu[i], &dinp0[i], sizeof(float)) != 0 && ++bad <= 3)
+            ADD_FAILURE() << "shift " << shift << " dinp row " << m << " outside the call written";
+        }
+    EXPECT_EQ(bad, 0) << "shift " << shift;
+  }
 }
 
 // Pack errors: a CPU-packed weight and a format mismatch are refused.

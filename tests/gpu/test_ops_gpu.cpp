@@ -664,6 +664,41 @@ struct MoeRows {
   }
 };
 
+// The plan's rows and the combine orders: integers, the CPU's (hd/moe.h on both sides).
+std::vector<Case> cases_moe_plan() {
+  std::vector<Case> cases;
+  for (const int E : {1, 7, 64}) {
+    const int N = 301, K = 4, NK = N * K;
+    std::vector<int32_t> ids(NK);
+    for (int i = 0; i < NK; ++i) ids[i] = (i * 13 + i / 5) % E / 3 * 3 % E;  // some experts empty
+    Case c(label("moe plan E=%d", E));
+    c.ids = {{"row_token", sz(NK)}, {"slot_row", sz(NK)}};
+    c.run = [=](const Backend& b, Bufs& o) { b.moe_plan(o.i[0].data(), o.i[1].data(), ids.data(), N, K, E); };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+std::vector<Case> cases_moe_combine_order() {
+  std::vector<Case> cases;
+  const int N = 257, K = 6, NK = N * K;
+  std::vector<int32_t> base(NK);
+  for (int i = 0; i < NK; ++i) base[i] = (i % K * 5 + i / K) % K;
+  for (const OrderKind kind : {OrderKind::fixed, OrderKind::reversed, OrderKind::split_k})
+    for (const bool with_base : {false, true}) {
+      ReduceCtx ctx;
+      ctx.order.kind = kind;
+      ctx.key = NoiseKey{29, 1, 4, 1000};
+      Case c(label("moe combine order kind=%d base=%d", int(kind), int(with_base)));
+      c.ids = {{"order", sz(NK)}};
+      c.run = [=](const Backend& b, Bufs& o) {
+        b.moe_combine_order(o.i[0].data(), with_base ? base.data() : nullptr, N, K, ctx);
+      };
+      cases.push_back(std::move(c));
+    }
+  return cases;
+}
+
 std::vector<Case> cases_moe_gather() {
   const MoeRows m;
   const auto h = normals(sz(m.N, m.D), 101);
@@ -843,6 +878,153 @@ std::vector<Case> cases_router_gate_backward() {
       };
       cases.push_back(std::move(c));
     }
+  return cases;
+}
+
+// ---- the rollout's sampler and the mismatch metrics (hd/sampling.h, hd/mismatch.h) ---------------
+// Rows of logits over each vocabulary size and their tempered log-softmax (by the CPU, as the
+// rollout's own op would give them), with one uniform per row.
+struct SamplerRows {
+  int N = 67, V;
+  std::vector<float> logits, lp;
+  std::vector<double> u;
+  SamplerRows(int V_, float tau) : V(V_) {
+    logits = normals(sz(N, V), 130, V, 0, 2.0f);
+    std::vector<float> scaled(logits.size());
+    cpu().divide_scalar(scaled.data(), logits.data(), static_cast<int64_t>(logits.size()), tau > 0 ? tau : 1.0f);
+    lp.resize(logits.size());
+    cpu().log_softmax_forward(lp.data(), scaled.data(), N, V);
+    const auto uf = normals(sz(N, 1), 131, V);
+    for (float x : uf) u.push_back(0.5 * (1.0 + std::erf(x / std::sqrt(2.0))));  // uniform on [0, 1)
+  }
+};
+
+// The token must be the CPU's (an FP64 exp ≤ 1 ulp apart moves a boundary of the cumulative
+// weights by ~1e-16: no row's uniform falls that close); log μ at it is a gather: bits; the
+// entropy, an FP64 sum rounded to FP32: within 2 FP32 ulps.
+std::vector<Case> cases_sample_rows() {
+  std::vector<Case> cases;
+  for (int V : kVocabs)
+    for (float tau : {0.0f, 0.6f, 1.0f})
+      for (float top_p : {1.0f, 0.8f}) {
+        const SamplerRows r(V, tau);
+        Case c(label("sample V=%d tau=%.1f top_p=%.1f", V, tau, top_p));
+        c.outs = {written("logp", sz(r.N, 1), bits()), written("entropy", sz(r.N, 1), close(kEps, 2 * kEps))};
+        c.ids = {{"tokens", sz(r.N, 1)}};
+        c.run = [=](const Backend& b, Bufs& o) {
+          b.sample_rows(o.i[0].data(), o.f[0].data(), o.f[1].data(), r.logits.data(), r.lp.data(), r.u.data(), r.N,
+                        r.V, tau, top_p);
+        };
+        cases.push_back(std::move(c));
+      }
+  return cases;
+}
+
+// A copy: bits; the rows not named keep their start values.
+std::vector<Case> cases_scatter_rows() {
+  const int N = 37, C = 45, rows = 50;
+  const auto src = normals(sz(N, C), 132);
+  std::vector<int32_t> dst_row(N);
+  for (int n = 0; n < N; ++n) dst_row[n] = n % 5 == 3 ? -1 : (n * 7) % rows;  // distinct: 7 is prime to 50
+  Case c("scatter rows");
+  c.outs = {accumulated("dst", normals(sz(rows, C), 133), bits())};
+  c.run = [=](const Backend& b, Bufs& o) { b.scatter_rows(o.f[0].data(), src.data(), dst_row.data(), N, C); };
+  return {c};
+}
+
+// FP64 outputs, compared as FP32 pairs (the value rounded, then what the rounding left): within a
+// few FP64 ulps of the row's scale through the device's exp and log (≤ 1 ulp each).
+constexpr double kEps64 = 1.1102230246251565e-16;
+void split_f64(const std::vector<double>& x, std::vector<float>* hi, std::vector<float>* lo) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    (*hi)[i] = static_cast<float>(x[i]);
+    (*lo)[i] = static_cast<float>(x[i] - static_cast<double>((*hi)[i]));
+  }
+}
+
+std::vector<Case> cases_kl_rows() {
+  return per_size(kVocabs, [&](int V) {
+    const int N = 53, rows = 29;
+    const auto a = normals(sz(rows, V), 134, V, 0, 1.5f), bb = normals(sz(rows, V), 135, V, 0, 1.5f);
+    std::vector<int32_t> ar(N), br(N), t(N);
+    for (int n = 0; n < N; ++n) {
+      ar[n] = (n * 7) % rows;
+      br[n] = (n * 3 + 1) % rows;
+      t[n] = (n * 13) % V;
+    }
+    Case c(label("kl rows V=%d", V));
+    // The FP32 halves first (the rounded value within 2 FP32 ulps); then, in `more`, the FP64
+    // values rebuilt from both halves: within 4·(V + 4) FP64 ulps of the row's scale (|log ratio|,
+    // the terms of the KL: ≤ 10 here) through the device's FP64 exp and log (≤ 1 ulp each).
+    const double tol64 = 4.0 * (V + 4) * 10.0 * kEps64;
+    const Compare in_more = [](const std::vector<float>&, const std::vector<float>&, const std::string&) {};
+    c.outs = {written("kl", sz(N, 1), close(tol64, 2 * kEps)), written("kl lo", sz(N, 1), in_more),
+              written("log ratio", sz(N, 1), close(tol64, 2 * kEps)), written("log ratio lo", sz(N, 1), in_more)};
+    c.run = [=](const Backend& b, Bufs& o) {
+      std::vector<double> kl(N), lr(N);
+      b.kl_rows(kl.data(), lr.data(), a.data(), bb.data(), ar.data(), br.data(), t.data(), N, V);
+      split_f64(kl, &o.f[0], &o.f[1]);
+      split_f64(lr, &o.f[2], &o.f[3]);
+    };
+    c.more = [=](const Bufs& cpu_out, const Bufs& dev) {
+      for (int k : {0, 2})
+        for (int n = 0; n < N; ++n) {
+          const double want = static_cast<double>(cpu_out.f[k][n]) + cpu_out.f[k + 1][n];
+          const double got = static_cast<double>(dev.f[k][n]) + dev.f[k + 1][n];
+          EXPECT_NEAR(got, want, tol64) << (k == 0 ? "kl" : "log ratio") << " row " << n << " (FP64)";
+        }
+    };
+    return c;
+  });
+}
+
+std::vector<Case> cases_logit_stats_rows() {
+  return per_size(kVocabs, [&](int V) {
+    const int N = 53, rows = 29;
+    const auto x = normals(sz(rows, V), 136, V, 0, 3.0f);
+    std::vector<int32_t> at(N);
+    for (int n = 0; n < N; ++n) at[n] = (n * 11) % rows;
+    Case c(label("logit stats rows V=%d", V));
+    // no transcendental function: the CPU's operations in its order, so the FP64 values are the
+    // CPU's bits (both FP32 halves)
+    c.outs = {written("stdev", sz(N, 1), bits()), written("stdev lo", sz(N, 1), bits()),
+              written("margin", sz(N, 1), bits()), written("margin lo", sz(N, 1), bits())};
+    c.run = [=](const Backend& b, Bufs& o) {
+      std::vector<double> sd(N), mg(N);
+      b.logit_stats_rows(sd.data(), mg.data(), x.data(), at.data(), N, V, 0.6f);
+      split_f64(sd, &o.f[0], &o.f[1]);
+      split_f64(mg, &o.f[2], &o.f[3]);
+    };
+    return c;
+  });
+}
+
+// The clip's sum of squares: a fixed tree per range on the device, the serial sum on the CPU —
+// within n·2⁻⁵³ of the sum (the terms are positive), compared in FP64 (`more`).
+std::vector<Case> cases_sum_squares() {
+  std::vector<Case> cases;
+  const auto x = normals(sz(300001), 140, 0, 0, 0.01f);
+  const std::vector<int64_t> begin = {0, 7, 1000, 250000, 250000}, end = {7, 1000, 250000, 300001, 250000};
+  const int R = static_cast<int>(begin.size());
+  for (const bool per_range : {false, true}) {
+    const int n_out = per_range ? R : 1;
+    Case c(label("sum squares per_range=%d", int(per_range)));
+    const Compare in_more = [](const std::vector<float>&, const std::vector<float>&, const std::string&) {};
+    c.outs = {written("sq", sz(n_out), close(0, 300001 * 2 * kEps64 + kEps)), written("sq lo", sz(n_out), in_more)};
+    c.run = [=](const Backend& b, Bufs& o) {
+      std::vector<double> sq(n_out);
+      b.sum_squares(sq.data(), x.data(), begin.data(), end.data(), R, per_range);
+      split_f64(sq, &o.f[0], &o.f[1]);
+    };
+    c.more = [=](const Bufs& cpu_out, const Bufs& dev) {
+      for (int r = 0; r < n_out; ++r) {
+        const double want = static_cast<double>(cpu_out.f[0][r]) + cpu_out.f[1][r];
+        const double got = static_cast<double>(dev.f[0][r]) + dev.f[1][r];
+        EXPECT_NEAR(got, want, 300001 * 2 * kEps64 * want) << "range " << r << " (FP64)";
+      }
+    };
+    cases.push_back(std::move(c));
+  }
   return cases;
 }
 

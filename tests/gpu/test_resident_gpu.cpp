@@ -176,11 +176,12 @@ TEST(ResidentGpu, RlStepTransfers) {
     const auto ph = static_cast<TransferPhase>(p);
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
     EXPECT_EQ(log.bytes(ph, CrossKind::optimizer), 0) << transfer_phase_name(ph);
-    EXPECT_EQ(log.bytes(ph, CrossKind::activations, CrossDir::up), 0) << transfer_phase_name(ph);
+    // the sampler and the mismatch measure reduce the logits where they are: no activation
+    // crosses, either way, in any phase
+    EXPECT_EQ(log.bytes(ph, CrossKind::activations), 0) << transfer_phase_name(ph);
   }
-  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
-  // parameters up once (the run's first op), gradients down once per update (the clip's norm)
-  const int64_t n = static_cast<int64_t>(m.weights().layout().size()) * 4, updates = 2 * s.rl.minibatches;
+  // parameters up once (the run's first op), gradients never (the clip's norm on the device)
+  const int64_t n = static_cast<int64_t>(m.weights().layout().size()) * 4;
   int64_t weights_up = 0, weights_down = 0, grads_up = 0, grads_down = 0;
   for (int p = 0; p < kTransferPhases; ++p) {
     const auto ph = static_cast<TransferPhase>(p);
@@ -192,7 +193,7 @@ TEST(ResidentGpu, RlStepTransfers) {
   EXPECT_EQ(weights_up, n);
   EXPECT_EQ(weights_down, 0);
   EXPECT_EQ(grads_up, 0);
-  EXPECT_EQ(grads_down, updates * n);
+  EXPECT_EQ(grads_down, 0);  // the clip's norm is reduced where the gradients are
   for (float x : m.params().data()) ASSERT_TRUE(std::isfinite(x));
 }
 

@@ -1,6 +1,7 @@
 // cpu::adamw_update against ref::adamw_update: the same bits for every parameter (vector body and
 // scalar tail, several blocks of the parallel loop), over a few steps so the moments grow from zero;
-// and one step against the formula written out by hand in double.
+// and one step against the formula written out by hand in double. The clip's sum of squares
+// (sum_squares): the serial FP64 sum of the reference, one accumulator or one per range.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,6 +49,30 @@ TEST(AdamW, FirstStepMovesByLearningRate) {
   EXPECT_NEAR(w[0], 1.0f - 1e-3f, 1e-6f);   // tolerance: one float ulp of the values involved
   EXPECT_NEAR(w[1], -2.0f + 1e-3f, 2e-6f);
   EXPECT_EQ(w[2], 0.5f);                    // zero gradient, zero moments: no step
+}
+
+TEST(AdamW, SumSquaresIsTheSerialSum) {
+  const auto g = draw(10007, 3, 1e-2f);
+  const std::vector<int64_t> begin = {0, 100, 5000, 9000, 9000}, end = {50, 4999, 9000, 10007, 9000};  // one empty
+  const int R = static_cast<int>(begin.size());
+  for (const bool per_range : {false, true}) {
+    std::vector<double> a(R, -1.0), b(R, -2.0);
+    cpu::sum_squares(a.data(), g.data(), begin.data(), end.data(), R, per_range);
+    ref::sum_squares(b.data(), g.data(), begin.data(), end.data(), R, per_range);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), (per_range ? R : 1) * sizeof(double)), 0) << "per_range " << per_range;
+    // the optimizer's serial sum, written out (one accumulator through the ranges in order)
+    double acc = 0.0, want0 = 0.0;
+    for (int r = 0; r < R; ++r) {
+      double one = 0.0;
+      for (int64_t j = begin[r]; j < end[r]; ++j) {
+        acc += static_cast<double>(g[j]) * g[j];
+        one += static_cast<double>(g[j]) * g[j];
+      }
+      if (per_range) EXPECT_EQ(a[r], one) << "range " << r;
+    }
+    want0 = acc;
+    if (!per_range) EXPECT_EQ(a[0], want0);
+  }
 }
 
 }  // namespace

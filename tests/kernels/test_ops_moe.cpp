@@ -1,5 +1,7 @@
-// test_ops_moe.cpp — the MoE dispatch and combine ops (kernels/ops.def: moe_gather, moe_combine,
-// moe_combine_backward, moe_scatter_add): the CPU kernels equal the scalar references bit for bit,
+// test_ops_moe.cpp — the MoE dispatch and combine ops (kernels/ops.def: moe_plan, moe_combine_order,
+// moe_gather, moe_combine, moe_combine_backward, moe_scatter_add): the plan's rows are a stable
+// sort by expert and the combine orders follow their kind, as the references; the CPU kernels
+// equal the scalar references bit for bit,
 // on a grouping that permutes every row and a per-token order (reversed for odd tokens), with and
 // without the shared expert's extra term; and the combine's backward is its adjoint (the
 // <dy, combine(ye)> = <combine_backward(dy), ye> identity, in double).
@@ -8,6 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#include <algorithm>
+#include <numeric>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/ref/ops.h"
@@ -88,6 +93,73 @@ TEST(OpsMoe, BackwardsAreTheAdjoints) {
   double via_gate = 0.0;
   for (size_t s = 0; s < NK; ++s) via_gate += static_cast<double>(dg[s]) * gate[s];
   EXPECT_NEAR(dot(dy, y), via_gate, 1e-4 * (1.0 + std::abs(via_gate)));
+}
+
+// The plan: CPU = reference on ids with empty experts, all-one-expert rows and K = 1; the rows are
+// a permutation grouped by expert, (token, slot) ascending inside an expert.
+TEST(OpsMoe, PlanIsTheStableGroupingByExpert) {
+  for (const int K : {1, 2, 4})
+    for (const int E : {1, 5, 16}) {
+      SCOPED_TRACE(testing::Message() << "K " << K << " E " << E);
+      const int N = 37, NK = N * K;
+      std::vector<int32_t> ids(NK);
+      for (int i = 0; i < NK; ++i) ids[i] = E == 1 ? 0 : ((i * 7 + i / 3) % E) / 2 * 2 % E;  // odd experts empty
+      std::vector<int32_t> rt(NK, -1), sr(NK, -1), rt_ref(NK, -2), sr_ref(NK, -2);
+      cpu::moe_plan(rt.data(), sr.data(), ids.data(), N, K, E);
+      ref::moe_plan(rt_ref.data(), sr_ref.data(), ids.data(), N, K, E);
+      EXPECT_EQ(rt, rt_ref);
+      EXPECT_EQ(sr, sr_ref);
+      std::vector<int32_t> seen(sr);
+      std::sort(seen.begin(), seen.end());
+      std::vector<int32_t> all(NK);
+      std::iota(all.begin(), all.end(), 0);
+      EXPECT_EQ(seen, all) << "slot_row is a permutation";
+      for (int i = 0; i < NK; ++i) EXPECT_EQ(rt[sr[i]], i / K);
+      for (int i = 0; i + 1 < NK; ++i)
+        for (int j = i + 1; j < std::min(NK, i + 5); ++j)
+          if (ids[i] == ids[j]) {
+            EXPECT_LT(sr[i], sr[j]) << "stable inside an expert";
+          } else {
+            EXPECT_EQ(sr[i] < sr[j], ids[i] < ids[j]) << "grouped by expert";
+          }
+    }
+}
+
+// The combine orders: fixed keeps the base order (or k ascending), reversed reverses it, split_k
+// is a seeded permutation of it per token (the same key gives the same order, another call another).
+TEST(OpsMoe, CombineOrderFollowsItsKind) {
+  const int N = 23, K = 4, NK = N * K;
+  std::vector<int32_t> base(NK);
+  for (int n = 0; n < N; ++n)
+    for (int k = 0; k < K; ++k) base[n * K + k] = (k + n) % K;
+  for (const int32_t* slot_order : {static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(base.data())})
+    for (const OrderKind kind : {OrderKind::fixed, OrderKind::reversed, OrderKind::split_k}) {
+      ReduceCtx ctx;
+      ctx.order.kind = kind;
+      ctx.key = NoiseKey{17, 2, 3, 40};
+      std::vector<int32_t> a(NK, -1), b(NK, -2), c(NK, -3);
+      cpu::moe_combine_order(a.data(), slot_order, N, K, ctx);
+      ref::moe_combine_order(b.data(), slot_order, N, K, ctx);
+      EXPECT_EQ(a, b);
+      ctx.key.call += 1000;
+      cpu::moe_combine_order(c.data(), slot_order, N, K, ctx);
+      int differ = 0;
+      for (int n = 0; n < N; ++n) {
+        std::vector<int32_t> row(a.begin() + n * K, a.begin() + (n + 1) * K), want(K);
+        for (int k = 0; k < K; ++k) want[k] = slot_order ? slot_order[n * K + k] : k;
+        if (kind == OrderKind::reversed) std::reverse(want.begin(), want.end());
+        if (kind != OrderKind::split_k) EXPECT_EQ(row, want) << "token " << n;
+        std::sort(row.begin(), row.end());
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(row, want) << "a permutation of the base order, token " << n;
+        differ += !std::equal(a.begin() + n * K, a.begin() + (n + 1) * K, c.begin() + n * K);
+      }
+      if (kind == OrderKind::split_k) {
+        EXPECT_GT(differ, N / 2) << "another call, other orders";
+      } else {
+        EXPECT_EQ(differ, 0);
+      }
+    }
 }
 
 }  // namespace

@@ -203,15 +203,24 @@ TEST(Lengths, MarginsByHand) {
   const std::vector<float> top2 = {2.0f, 1.0f, 0.4f, 0.1f, 0.0f, -9.0f};
   const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 1.0f, 5.0f, -5.0f};  // [3, V = 2]
   const int32_t len[] = {2};
-  const ResponseMargins m = response_margins(top1, logits, len, 1, 1, 3, 1, 2, 1.0f);
+  // the logits' spread and margin at rows 0 and 1, reduced where they are (logit_stats_rows)
+  auto stats = [&](float tau) {
+    const int32_t rows[] = {0, 1};
+    std::vector<double> sd(2), margin(2);
+    cpu_backend().logit_stats_rows(sd.data(), margin.data(), logits.data(), rows, 2, 2, tau);
+    return std::make_pair(sd, margin);
+  };
+  const auto [sd1, mg1] = stats(1.0f);
+  const auto [sd2, mg2] = stats(2.0f);
+  const ResponseMargins m = response_margins(top1, sd1, mg1, len, 1, 1, 3, 1);
   EXPECT_NEAR(m.router_margin_mean, (1.0 + 0.1) / 2, 1e-7);  // 3 − 2 and 0.5 − 0.4
   EXPECT_NEAR(m.router_margin_p10, 0.1, 1e-7);
   EXPECT_NEAR(m.logit_std_mean, 0.5, 1e-12);                  // stds 1 and 0
   EXPECT_NEAR(m.logit_margin_mean, 1.0, 1e-12);               // margins 2 and 0
-  const ResponseMargins k2 = response_margins(top2, logits, len, 1, 1, 3, 1, 2, 2.0f);
+  const ResponseMargins k2 = response_margins(top2, sd2, mg2, len, 1, 1, 3, 1);
   EXPECT_NEAR(k2.router_margin_mean, (1.0 + 0.3) / 2, 1e-7);  // K = 2: 2 − 1 and 0.4 − 0.1
   EXPECT_NEAR(k2.logit_margin_mean, 0.5, 1e-12);              // at temperature 2
-  EXPECT_TRUE(std::isnan(response_margins({}, logits, len, 1, 1, 3, 1, 2, 1.0f).router_margin_mean));
+  EXPECT_TRUE(std::isnan(response_margins({}, sd1, mg1, len, 1, 1, 3, 1).router_margin_mean));
 }
 
 // The dumped first mini-batch: the mask covers each response's own tokens, truncated responses

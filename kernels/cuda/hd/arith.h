@@ -23,6 +23,7 @@ MOERL_HD float hd_div(float a, float b) { return __fdiv_rn(a, b); }
 MOERL_HD float hd_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 MOERL_HD float hd_sqrt(float a) { return __fsqrt_rn(a); }
 MOERL_HD double hd_dadd(double a, double b) { return __dadd_rn(a, b); }
+MOERL_HD double hd_dsub(double a, double b) { return __dsub_rn(a, b); }
 MOERL_HD double hd_dmul(double a, double b) { return __dmul_rn(a, b); }
 MOERL_HD double hd_ddiv(double a, double b) { return __ddiv_rn(a, b); }
 MOERL_HD double hd_dsqrt(double a) { return __dsqrt_rn(a); }
@@ -34,6 +35,7 @@ MOERL_HD float hd_div(float a, float b) { return a / b; }
 MOERL_HD float hd_fma(float a, float b, float c) { return std::fma(a, b, c); }
 MOERL_HD float hd_sqrt(float a) { return std::sqrt(a); }
 MOERL_HD double hd_dadd(double a, double b) { return a + b; }
+MOERL_HD double hd_dsub(double a, double b) { return a - b; }
 MOERL_HD double hd_dmul(double a, double b) { return a * b; }
 MOERL_HD double hd_ddiv(double a, double b) { return a / b; }
 MOERL_HD double hd_dsqrt(double a) { return std::sqrt(a); }
@@ -43,6 +45,10 @@ MOERL_HD double hd_dsqrt(double a) { return std::sqrt(a); }
 // and as std::exp/std::log in the references), CUDA's expf/logf (≤ 2 ulp) on the device.
 MOERL_HD float hd_exp(float x) { return expf(x); }
 MOERL_HD float hd_log(float x) { return logf(x); }
+// e^x and ln x in FP64: glibc's exp/log on the host (std::exp/std::log of a double), CUDA's
+// (≤ 1 ulp) on the device.
+MOERL_HD double hd_dexp(double x) { return exp(x); }
+MOERL_HD double hd_dlog(double x) { return log(x); }
 
 // The references' running maximum: a if a > b, else b (so a NaN a never wins; see topk for NaN).
 MOERL_HD float hd_max(float a, float b) { return a > b ? a : b; }
