@@ -42,7 +42,7 @@ class RoutingCalibration final : public StepHook {
       q.profile = &c.step.rollout_profile;
       q.router_mode = RouterMode::normal;
       q.replay_ids = nullptr;
-      q.want_logits = q.want_logprobs_all = q.want_own_topk = false;
+      q.want_logits = q.want_logprobs_all = q.want_own_topk = q.keep_logits = q.keep_logprobs_all = false;
       q.want_router_logits = true;
       ForwardResult inference;
       c.model.forward(&inference, q);

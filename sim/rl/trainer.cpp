@@ -342,7 +342,7 @@ void RlTrainer::recompute_old_logprobs(StepState* st, RunResults* res) {
     ForwardRequest rq = req;
     rq.router_mode = RouterMode::normal;
     rq.replay_ids = nullptr;
-    rq.want_logits = rq.want_logprobs_all = rq.want_own_topk = false;
+    rq.want_logits = rq.want_logprobs_all = rq.want_own_topk = rq.keep_logits = rq.keep_logprobs_all = false;
     ForwardResult ref;
     ref_model_->forward(&ref, rq);
     if (par.dp) gather_forward(&ref, *par.dp, shape.L, shape.moe, false);
@@ -365,7 +365,7 @@ void RlTrainer::split_staleness_and_numerics(StepState* st, RunResults* res) {
   q.profile = &st->rollout_profile;
   q.router_mode = RouterMode::normal;
   q.replay_ids = nullptr;
-  q.want_logits = q.want_logprobs_all = q.want_own_topk = false;
+  q.want_logits = q.want_logprobs_all = q.want_own_topk = q.keep_logits = q.keep_logprobs_all = false;
   ForwardResult current;
   model_->forward(&current, q);
   if (model_->parallel().dp) gather_forward(&current, *model_->parallel().dp, shape.L, shape.moe, false);
