@@ -90,6 +90,22 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   const size_t NK = static_cast<size_t>(rows) * K, ND = static_cast<size_t>(rows) * D;
   const Backend& be = m.backend();
   std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
+  st->dev_positions.resize(be, static_cast<size_t>(rows));  // RoPE's, up once for every layer
+  if (rows > 0)
+    be.mem_copy(st->dev_positions.data(), positions, static_cast<size_t>(rows) * sizeof(int32_t), CopyDir::to_device,
+                CrossKind::indices);
+  if (decode) {  // each sequence's length, position + 1, where attention_decode reads it: up once
+    std::vector<int32_t> len(static_cast<size_t>(rows));
+    for (int b = 0; b < rows; ++b) {
+      len[b] = positions[b] + 1;
+      if (len[b] < 1 || len[b] > st->cache_len)
+        throw std::invalid_argument("generation: sequence " + std::to_string(b) + " at length " +
+                                    std::to_string(len[b]) + " outside 1.." + std::to_string(st->cache_len));
+    }
+    st->dev_len.resize(be, len.size());
+    if (rows > 0)
+      be.mem_copy(st->dev_len.data(), len.data(), len.size() * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  }
   st->x_next.resize(be, ND);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = st->layers[l];
@@ -97,6 +113,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     LayerCall c;
     c.cfg = &cfg; c.profile = &p; c.params = &w; c.packed = &ps.layers[l];
     c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
+    c.dev_positions = st->dev_positions.data();
     c.decode = decode ? st : nullptr;
     c.router_mode = replay_ids ? RouterMode::replay : RouterMode::normal;
     c.replay_ids = replay_ids ? replay_ids + l * NK : nullptr;

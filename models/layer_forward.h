@@ -18,6 +18,8 @@ struct LayerCall {
   const std::vector<SeqRun>* runs = nullptr;
   GenerationState* decode = nullptr;   // decode mode: N = B rows, KV cache in here
   const int32_t* positions = nullptr;  // [N]
+  const int32_t* dev_positions = nullptr;  // [N] the same in the backend's memory (RoPE reads them
+                                           // there: up once per call, not per layer), or null
   uint64_t call = 0;
   RouterMode router_mode = RouterMode::normal;
   const int32_t* replay_ids = nullptr;  // [N, K]

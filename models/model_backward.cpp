@@ -178,8 +178,8 @@ void Backward::attention(const LayerActs& a) {
     be_.attention_backward(dq_.data() + o, dk_.data() + o, dv_.data() + o, dctx_.data() + o, a.att.data() + r.att0,
                            a.q.data() + o, a.k.data() + o, a.v.data() + o, r.B, r.T, H, Dh);
   }
-  be_.rope_backward(dq_.data(), im_.positions.data(), N_, H, Dh, cfg_.rope_theta);
-  be_.rope_backward(dk_.data(), im_.positions.data(), N_, H, Dh, cfg_.rope_theta);
+  be_.rope_backward(dq_.data(), im_.dev_positions.data(), N_, H, Dh, cfg_.rope_theta);
+  be_.rope_backward(dk_.data(), im_.dev_positions.data(), N_, H, Dh, cfg_.rope_theta);
 }
 
 // Layer l read bottom-up: the FFN / MoE block, mlp_norm, W_o, attention, W_q/W_k/W_v, attn_norm.

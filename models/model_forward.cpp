@@ -77,8 +77,9 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   be.round_format(a->q.data(), nd, p.activations);
   be.round_format(a->k.data(), nd, p.activations);
   be.round_format(a->v.data(), nd, p.activations);
-  be.rope_forward(a->q.data(), c.positions, N, H, Dh, cfg.rope_theta);
-  be.rope_forward(a->k.data(), c.positions, N, H, Dh, cfg.rope_theta);
+  const int32_t* pos = c.dev_positions ? c.dev_positions : c.positions;
+  be.rope_forward(a->q.data(), pos, N, H, Dh, cfg.rope_theta);
+  be.rope_forward(a->k.data(), pos, N, H, Dh, cfg.rope_theta);
   be.round_format(a->q.data(), nd, p.attention);
   be.round_format(a->k.data(), nd, p.attention);
   be.round_format(a->v.data(), nd, p.attention);
@@ -92,19 +93,16 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
     float* kc = st->kcache[l].data();
     float* vc = st->vcache[l].data();
     const size_t Tc = static_cast<size_t>(st->cache_len), Du = static_cast<size_t>(D);
-    std::vector<int32_t> len(N);
     bool same = true;
-    for (int b = 0; b < N; ++b) {
-      len[b] = c.positions[b] + 1;
-      same = same && c.positions[b] == c.positions[0];
-    }
+    for (int b = 0; b < N; ++b) same = same && c.positions[b] == c.positions[0];
     for (int b0 = 0; b0 < N; b0 += same ? N : 1) {
       const size_t b = static_cast<size_t>(b0);
       be.kv_cache_write(kc + b * Du * Tc, vc + b * Tc * Du, a->k.data() + b * Du, a->v.data() + b * Du,
                         same ? N : 1, 1, D, st->cache_len, c.positions[b0]);
     }
-    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, len.data(), N, st->cache_len, H, Dh,
-                        attn_ctx);
+    // each sequence's length (position + 1) where the kernel reads it: up once per step
+    // (generation.cpp's run_layers) for every layer
+    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, st->dev_len.data(), N, st->cache_len, H, Dh, attn_ctx);
   } else if (!c.runs) {
     a->att.resize(be, static_cast<size_t>(c.B) * H * c.T * c.T);
     be.attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),
@@ -310,6 +308,11 @@ void Forward::pack_inputs() {
       im_.targets[r0 + t] = t + 1 < len ? req_.tokens[static_cast<size_t>(b) * T_ + t + 1] : -1;
     }
   }
+  // the positions where RoPE reads them, forward and backward: up once for the call
+  im_.dev_positions.resize(be_, im_.positions.size());
+  if (N_ > 0)
+    be_.mem_copy(im_.dev_positions.data(), im_.positions.data(), im_.positions.size() * sizeof(int32_t),
+                 CopyDir::to_device, CrossKind::indices);
 }
 
 // 3. The result's routing outputs, sized for the rows.
@@ -330,6 +333,7 @@ LayerCall Forward::layer_call(int l, const PackedSet& ps) const {
   LayerCall c;
   c.cfg = &cfg_; c.profile = &p_; c.params = &w_; c.packed = &ps.layers[l];
   c.layer = l; c.N = N_; c.B = B_; c.T = T_; c.runs = &im_.runs; c.positions = im_.positions.data(); c.call = req_.call;
+  c.dev_positions = im_.dev_positions.data();
   c.router_mode = req_.router_mode;
   c.replay_ids = req_.router_mode == RouterMode::replay ? im_.replay_ids.data() + static_cast<size_t>(l) * N_ * K : nullptr;
   c.bias = cfg_.expert_bias ? m_.expert_bias().data() + static_cast<size_t>(l) * cfg_.n_experts : nullptr;

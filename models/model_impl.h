@@ -79,6 +79,8 @@ struct GenerationState {
   // log-softmax (generation_logprobs), where the sampler reads them; generation_keep's gather target
   ActBuffer<float> logits, scaled, lp, kept;
   ActBuffer<float> sampled;  // generation_sample's [tokens (as int32) | log μ at them | entropy]
+  ActBuffer<int32_t> dev_positions;  // the call's positions in the backend's memory (RoPE's)
+  ActBuffer<int32_t> dev_len;        // decode: each sequence's length there (attention_decode's)
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.
@@ -106,6 +108,7 @@ struct Model::Impl {
   uint64_t call = 0;
   float temperature = 1.0f;
   std::vector<int32_t> tokens, targets, positions;  // [N] in the forward's row layout
+  ActBuffer<int32_t> dev_positions;                 // [N] positions in the backend's memory
   // Packed forward (ForwardRequest::lengths with padding): sequence b's own positions are rows
   // seq_begin[b] .. seq_begin[b+1]-1 of every saved tensor (N = seq_begin[B]); else b·T.
   bool has_padding = false;  // some sequence is shorter than T: the rows are packed

@@ -787,7 +787,10 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
 void attention_decode(float* out, const float* q, const float* kcache, const float* vcache,
                       const int32_t* len, int B, int Tmax, int H, int Dh, const ReduceCtx& /*ctx*/) {
   if (B <= 0 || H <= 0 || Dh <= 0) return;
-  for (int b = 0; b < B; ++b)
+  // len where the kernels read it (the generation's, checked by the model when it sent them), or
+  // a host array checked here
+  const bool host_len = !is_device_pointer(len);
+  for (int b = 0; host_len && b < B; ++b)
     if (len[b] < 1 || len[b] > Tmax)
       throw std::invalid_argument("cuda::attention_decode: len[" + std::to_string(b) + "] = " +
                                   std::to_string(len[b]) + " outside 1.." + std::to_string(Tmax));
@@ -800,8 +803,9 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     float* d_p = static_cast<float*>(device_scratch(5, sz(elems(static_cast<int64_t>(B) * H, Tmax)) * sizeof(float)));
     launch(attention_decode_resident_kernel, static_cast<int64_t>(B) * H, kRowThreads, d_out, d_p, d_q, kcache,
            vcache, d_len, Tmax, H, Dh, hd_attn_scale(Dh));
-    // Rows longer than kDecodeChunk: split over positions, then combined (hd/decode_split.h).
-    const int S_max = hd_decode_splits(*std::max_element(len, len + B));
+    // Rows longer than kDecodeChunk: split over positions, then combined (hd/decode_split.h); each
+    // block sees its own row's length, so with device lengths the grid covers the longest possible.
+    const int S_max = hd_decode_splits(host_len ? *std::max_element(len, len + B) : Tmax);
     if (S_max > 0) {
       float* d_part = static_cast<float*>(
           device_scratch(6, sz(static_cast<int64_t>(B) * H * S_max * (2 + Dh)) * sizeof(float)));
@@ -814,6 +818,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     finish_out(out, static_cast<const float*>(d_out), sz(n_q));
     return;
   }
+  if (!host_len) throw std::invalid_argument("cuda::attention_decode: a host cache with device lengths");
   const int64_t n_cache = static_cast<int64_t>(B) * Tmax * ld;
   float* d_k = static_cast<float*>(device_scratch(0, sz(n_cache) * sizeof(float)));
   float* d_v = static_cast<float*>(device_scratch(1, sz(n_cache) * sizeof(float)));

@@ -67,7 +67,7 @@ TEST(ResidentGpu, DecodeOverTheResidentCache) {
 // Split-position decode (kernels/cuda/hd/decode_split.h) over long contexts, rows of 1 to 4 chunks:
 // within the host composition's tolerance of the CPU (tests/cuda_host/test_hd_decode_split.cpp:
 // abs (2·Tmax + 8)·5·eps, rel 4·eps), deterministic, and batch-invariant — a row's bits do not
-// depend on the other rows' lengths.
+// depend on the other rows' lengths, nor on where the lengths are (host or device).
 TEST(ResidentGpu, SplitDecodeOverLongContexts) {
   MOERL_REQUIRE_GPU();
   const Backend& be = cuda::cuda_backend();
@@ -86,6 +86,14 @@ TEST(ResidentGpu, SplitDecodeOverLongContexts) {
   };
   const std::vector<int32_t> len{1, 256, 257, 700, 1024}, other{1024, 3, 257, 700, 1};
   const std::vector<float> a = decode(len), a2 = decode(len), b = decode(other);
+  // the lengths where the kernels read them (the generation's): the grid covers Tmax, each block
+  // its own row — the same bits as host lengths
+  int32_t* dlen = static_cast<int32_t*>(be.mem_alloc(len.size() * 4));
+  be.mem_copy(dlen, len.data(), len.size() * 4, CopyDir::to_device, CrossKind::indices);
+  std::vector<float> a_dev(static_cast<size_t>(B) * D);
+  be.attention_decode(a_dev.data(), q.data(), dk, dv, dlen, B, Tmax, H, Dh, ReduceCtx{});
+  be.mem_free(dlen);
+  EXPECT_EQ(std::memcmp(a.data(), a_dev.data(), a.size() * 4), 0) << "device lengths";
   std::vector<float> ref(static_cast<size_t>(B) * D);
   cpu_backend().attention_decode(ref.data(), q.data(), k.data(), v.data(), len.data(), B, Tmax, H, Dh, ReduceCtx{});
   be.mem_free(dk);

@@ -288,12 +288,13 @@ class DecodeCounting final : public Backend {
   mutable int64_t decode_[kTransferPhases] = {};
 };
 
-// Host reads per decode step, bounded: what a step of the rollout downloads is the sampler's
-// result (the tokens, log μ at them and the entropies: one read of 3 values a row) and, per layer,
-// the router's choice and its log-probs at it in one read (the ids: the expert GEMMs' row counts,
-// the load and the routing record are the host's) — 1 + L copies a step at most, prefill
-// included — and never more as the model grows (the floor, one read a step, needs the expert
-// GEMMs sized on the device).
+// Host reads and writes per decode step, bounded: what a step of the rollout downloads is the
+// sampler's result (the tokens, log μ at them and the entropies: one read of 3 values a row) and,
+// per layer, the router's choice and its log-probs at it in one read (the ids: the expert GEMMs'
+// row counts, the load and the routing record are the host's) — 1 + L copies a step at most,
+// prefill included — and never more as the model grows (the floor, one read a step, needs the
+// expert GEMMs sized on the device). Writes: 5 + 3·L a step (below). On a GPU every copy of
+// pageable memory waits for the work before it, so both counts are the step's host round trips.
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   const Scenario s = test::tiny_scenario();
   const RlSetup setup = setup_of(s);
@@ -312,13 +313,22 @@ TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout}) {
     const int64_t decode_steps = be.decode_calls(ph) / L;
     const int64_t prefills = ph == TransferPhase::eval ? 1 : steps;
-    int64_t reads = 0;
-    for (int k = 0; k < kCrossKinds; ++k) reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
-    std::printf("%s: %lld decode steps, %lld host reads (%.1f a step, prefill included)\n", transfer_phase_name(ph),
-                static_cast<long long>(decode_steps), static_cast<long long>(reads),
-                static_cast<double>(reads) / static_cast<double>(decode_steps + prefills));
+    int64_t reads = 0, writes = 0;
+    for (int k = 0; k < kCrossKinds; ++k) {
+      reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
+      writes += log.copies(ph, static_cast<CrossKind>(k), CrossDir::up);
+    }
+
+    std::printf("%s: %lld decode steps, %lld host reads (%.1f a step, prefill included), %lld host writes (%.1f)\n",
+                transfer_phase_name(ph), static_cast<long long>(decode_steps), static_cast<long long>(reads),
+                static_cast<double>(reads) / static_cast<double>(decode_steps + prefills),
+                static_cast<long long>(writes), static_cast<double>(writes) / static_cast<double>(decode_steps + prefills));
     EXPECT_GT(decode_steps, 0) << transfer_phase_name(ph);
     EXPECT_LE(reads, (decode_steps + prefills) * (1 + L)) << transfer_phase_name(ph);
+    // writes: per step the tokens, the uniforms, the rows μ is stored at, the positions (RoPE's) and
+    // the sequences' lengths (attention's), each once for every layer; per layer the three expert
+    // GEMMs' offsets; one more per compaction (its sources)
+    EXPECT_LE(writes, (decode_steps + prefills) * (5 + 3 * L) + decode_steps) << transfer_phase_name(ph);
   }
 }
 
