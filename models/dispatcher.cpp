@@ -6,7 +6,6 @@
 #include <cstring>
 #include <stdexcept>
 
-
 #include "kernels/cuda/hd/moe.h"
 #include "kernels/rng.h"
 
