@@ -117,6 +117,12 @@ const T* dev_in(int slot, const T* p, size_t n) {
   if (!p || is_device_pointer(p)) return p;
   return scratch_upload(slot, p, n);
 }
+// Where an op writes an output of n elements: p itself when it is device memory, else scratch
+// `slot`, which finish_out then downloads into p.
+template <class T>
+T* dev_out(int slot, T* p, size_t n) {
+  return is_device_pointer(p) ? p : static_cast<T*>(device_scratch(slot, n * sizeof(T)));
+}
 template <class T>
 void finish_out(T* host_or_dev, const T* dev, size_t n) {
   if (host_or_dev != dev) download(host_or_dev, dev, n);

@@ -472,28 +472,29 @@ bool gemm_f32_grouped(const std::vector<GemmProblem>& ps, float beta) {
                                       dA, CUDA_R_32F, lda.data(), dA + G, CUDA_R_32F, ldb.data(), betas.data(),
                                       dA + 2 * G, CUDA_R_32F, ldc.data(), G, size.data(), ct);
   };
-  if (mode != GroupedMode::f32) {  // untried or pedantic
-    const cublasStatus_t s = run(CUBLAS_COMPUTE_32F_PEDANTIC);
+  // One try with a compute type: true, the mode noted, when it ran; false when cuBLAS refuses it
+  // (nothing launched); any other error throws.
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  auto attempt = [&](cublasComputeType_t ct, GroupedMode as, const char* what) {
+    s = run(ct);
     if (s == CUBLAS_STATUS_SUCCESS) {
-      if (mode != GroupedMode::pedantic) note_grouped(GroupedMode::pedantic, "");
-      mode = GroupedMode::pedantic;
+      if (mode != as) note_grouped(as, "");
+      mode = as;
       return true;
     }
-    if (!grouped_unsupported(s)) blas_check(s, "cublasGemmGroupedBatchedEx(32F_PEDANTIC)", __FILE__, __LINE__);
-  }
+    if (!grouped_unsupported(s)) blas_check(s, what, __FILE__, __LINE__);
+    return false;
+  };
+  if (mode != GroupedMode::f32 &&  // untried or pedantic
+      attempt(CUBLAS_COMPUTE_32F_PEDANTIC, GroupedMode::pedantic, "cublasGemmGroupedBatchedEx(32F_PEDANTIC)"))
+    return true;
   std::string why;
   if (!math_mode_is_fp32(h.blas, &why)) {
     mode = GroupedMode::loop;
     note_grouped(mode, "32F_PEDANTIC refused and " + why);
     return false;
   }
-  const cublasStatus_t s = run(CUBLAS_COMPUTE_32F);
-  if (s == CUBLAS_STATUS_SUCCESS) {
-    if (mode != GroupedMode::f32) note_grouped(GroupedMode::f32, "");
-    mode = GroupedMode::f32;
-    return true;
-  }
-  if (!grouped_unsupported(s)) blas_check(s, "cublasGemmGroupedBatchedEx(32F)", __FILE__, __LINE__);
+  if (attempt(CUBLAS_COMPUTE_32F, GroupedMode::f32, "cublasGemmGroupedBatchedEx(32F)")) return true;
   mode = GroupedMode::loop;
   note_grouped(mode, std::string("cublasGemmGroupedBatchedEx refuses FP32 (") + cublasGetStatusString(s) + ")");
   return false;

@@ -799,7 +799,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
     // The generation's cache, resident (models/generation.cpp): nothing of it crosses.
     const float* d_q = dev_in(2, q, sz(n_q));
     const int32_t* d_len = dev_in(3, len, sz(B));
-    float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(4, sz(n_q) * sizeof(float)));
+    float* d_out = dev_out(4, out, sz(n_q));
     float* d_p = static_cast<float*>(device_scratch(5, sz(elems(static_cast<int64_t>(B) * H, Tmax)) * sizeof(float)));
     launch(attention_decode_resident_kernel, static_cast<int64_t>(B) * H, kRowThreads, d_out, d_p, d_q, kcache,
            vcache, d_len, Tmax, H, Dh, hd_attn_scale(Dh));
@@ -844,7 +844,7 @@ void attention_decode(float* out, const float* q, const float* kcache, const flo
 void softmax_forward(float* out, const float* x, int N, int C) {
   if (N <= 0 || C <= 0) return;
   const float* d_x = dev_in(0, x, sz(elems(N, C)));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  float* d_out = dev_out(1, out, sz(elems(N, C)));
   launch(softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
   finish_out(out, static_cast<const float*>(d_out), sz(elems(N, C)));
 }
@@ -853,7 +853,7 @@ void softmax_forward(float* out, const float* x, int N, int C) {
 void log_softmax_forward(float* out, const float* x, int N, int C) {
   if (N <= 0 || C <= 0) return;
   const float* d_x = dev_in(0, x, sz(elems(N, C)));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(elems(N, C)) * sizeof(float)));
+  float* d_out = dev_out(1, out, sz(elems(N, C)));
   launch(log_softmax_forward_kernel, N, kRowThreads, d_out, d_x, C);
   finish_out(out, static_cast<const float*>(d_out), sz(elems(N, C)));
 }
@@ -900,8 +900,8 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
   if (N <= 0 || K <= 0) return;
   if (K > E) throw std::invalid_argument("cuda::topk_forward: K > E");
   const float* d_s = dev_in(0, scores, sz(elems(N, E)));
-  int32_t* d_ids = is_device_pointer(ids) ? ids : static_cast<int32_t*>(device_scratch(1, sz(elems(N, K)) * sizeof(int32_t)));
-  float* d_vals = is_device_pointer(vals) ? vals : static_cast<float*>(device_scratch(2, sz(elems(N, K)) * sizeof(float)));
+  int32_t* d_ids = dev_out(1, ids, sz(elems(N, K)));
+  float* d_vals = dev_out(2, vals, sz(elems(N, K)));
   int* d_rank = nullptr;
   int* d_perm = nullptr;
   if (tie == TieBreak::random) {
@@ -918,7 +918,7 @@ void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, 
 void sigmoid_forward(float* out, const float* x, int64_t n) {
   if (n <= 0) return;
   const float* d_x = dev_in(0, x, sz(n));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(n) * sizeof(float)));
+  float* d_out = dev_out(1, out, sz(n));
   launch(sigmoid_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, n);
   finish_out(out, static_cast<const float*>(d_out), sz(n));
 }
@@ -928,7 +928,7 @@ void add_bias_rows(float* out, const float* x, const float* bias, int N, int C) 
   const int64_t n = elems(N, C);
   const float* d_x = dev_in(0, x, sz(n));
   const float* d_b = dev_in(1, bias, sz(C));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  float* d_out = dev_out(2, out, sz(n));
   launch(add_bias_rows_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, d_b, C, n);
   finish_out(out, static_cast<const float*>(d_out), sz(n));
 }
@@ -941,8 +941,8 @@ void router_gate_forward(float* gate, float* logp, const float* z, const float* 
   const float* d_s = dev_in(1, scores, sz(ne));
   const int32_t* d_ids = dev_in(2, ids, sz(nk));
   const int32_t* d_at = dev_in(3, at, sz(nk));
-  float* d_g = is_device_pointer(gate) ? gate : static_cast<float*>(device_scratch(4, sz(nk) * sizeof(float)));
-  float* d_lp = !logp || is_device_pointer(logp) ? logp : static_cast<float*>(device_scratch(5, sz(nk) * sizeof(float)));
+  float* d_g = dev_out(4, gate, sz(nk));
+  float* d_lp = logp ? dev_out(5, logp, sz(nk)) : nullptr;
   constexpr int kRowsPerBlock = 64;
   launch(router_gate_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_g, d_lp, d_z, d_s, d_ids, d_at, N, E, K,
          softmax_scoring, norm_topk);
@@ -959,7 +959,7 @@ void router_gate_backward(float* dz, const float* scores, const int32_t* ids, co
   const float* d_g = dev_in(2, gate, sz(nk));
   const float* d_dg = dev_in(3, dgate, sz(nk));
   float* d_dp = static_cast<float*>(device_scratch(4, sz(ne) * sizeof(float)));
-  float* d_dz = is_device_pointer(dz) ? dz : static_cast<float*>(device_scratch(5, sz(ne) * sizeof(float)));
+  float* d_dz = dev_out(5, dz, sz(ne));
   constexpr int kRowsPerBlock = 64;
   launch(router_gate_backward_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_dz, d_dp, d_s, d_ids, d_g, d_dg,
          N, E, K, softmax_scoring, norm_topk);
@@ -986,9 +986,9 @@ void sample_rows(int32_t* tokens, float* logp, float* entropy, const float* logi
   const double* d_u = temperature != 0.0f ? dev_in(2, uniform, sz(N)) : nullptr;
   double* d_w = temperature != 0.0f ? static_cast<double*>(device_scratch(3, sz(nv) * sizeof(double))) : nullptr;
   int* d_o = temperature != 0.0f && top_p < 1.0f ? static_cast<int*>(device_scratch(4, sz(nv) * sizeof(int))) : nullptr;
-  int32_t* d_t = is_device_pointer(tokens) ? tokens : static_cast<int32_t*>(device_scratch(5, sz(N) * sizeof(int32_t)));
-  float* d_lpt = is_device_pointer(logp) ? logp : static_cast<float*>(device_scratch(6, sz(N) * sizeof(float)));
-  float* d_h = is_device_pointer(entropy) ? entropy : static_cast<float*>(device_scratch(7, sz(N) * sizeof(float)));
+  int32_t* d_t = dev_out(5, tokens, sz(N));
+  float* d_lpt = dev_out(6, logp, sz(N));
+  float* d_h = dev_out(7, entropy, sz(N));
   constexpr int kRowsPerBlock = 64;
   launch(sample_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_t, d_lpt, d_h, d_x, d_lp, d_u, d_w, d_o, N,
          V, temperature, top_p);
@@ -1020,8 +1020,8 @@ void kl_rows(double* kl, double* log_ratio, const float* a, const float* b, cons
   const int32_t* d_ar = dev_in(0, a_row, sz(N));
   const int32_t* d_br = dev_in(1, b_row, sz(N));
   const int32_t* d_t = dev_in(2, targets, sz(N));
-  double* d_kl = is_device_pointer(kl) ? kl : static_cast<double*>(device_scratch(3, sz(N) * sizeof(double)));
-  double* d_lr = is_device_pointer(log_ratio) ? log_ratio : static_cast<double*>(device_scratch(4, sz(N) * sizeof(double)));
+  double* d_kl = dev_out(3, kl, sz(N));
+  double* d_lr = dev_out(4, log_ratio, sz(N));
   constexpr int kRowsPerBlock = 64;
   launch(kl_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_kl, d_lr, d_a, d_b, d_ar, d_br, d_t, N, V);
   finish_out(kl, static_cast<const double*>(d_kl), sz(N));
@@ -1035,8 +1035,8 @@ void logit_stats_rows(double* stdev, double* margin, const float* logits, const 
   const float* d_x =
       is_device_pointer(logits) ? logits : dev_in(3, logits, sz(elems(rows_extent(rows, N, "logit_stats_rows"), V)));
   const int32_t* d_r = dev_in(0, rows, sz(N));
-  double* d_s = is_device_pointer(stdev) ? stdev : static_cast<double*>(device_scratch(1, sz(N) * sizeof(double)));
-  double* d_m = is_device_pointer(margin) ? margin : static_cast<double*>(device_scratch(2, sz(N) * sizeof(double)));
+  double* d_s = dev_out(1, stdev, sz(N));
+  double* d_m = dev_out(2, margin, sz(N));
   constexpr int kRowsPerBlock = 64;
   launch(logit_stats_rows_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_s, d_m, d_x, d_r, N, V, tau);
   finish_out(stdev, static_cast<const double*>(d_s), sz(N));
@@ -1132,7 +1132,7 @@ void add_round(float* out, const float* a, const float* b, int64_t n, Format f) 
   if (n <= 0) return;
   const float* d_a = dev_in(0, a, sz(n));
   const float* d_b = dev_in(1, b, sz(n));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  float* d_out = dev_out(2, out, sz(n));
   launch(add_round_kernel, grid_for(n, kThreads), kThreads, d_out, d_a, d_b, n, f);
   finish_out(out, static_cast<const float*>(d_out), sz(n));
 }
@@ -1140,7 +1140,7 @@ void add_round(float* out, const float* a, const float* b, int64_t n, Format f) 
 void divide_scalar(float* out, const float* x, int64_t n, float s) {
   if (n <= 0) return;
   const float* d_x = dev_in(0, x, sz(n));
-  float* d_out = is_device_pointer(out) ? out : static_cast<float*>(device_scratch(1, sz(n) * sizeof(float)));
+  float* d_out = dev_out(1, out, sz(n));
   launch(divide_scalar_kernel, grid_for(n, kThreads), kThreads, d_out, d_x, n, s);
   finish_out(out, static_cast<const float*>(d_out), sz(n));
 }
@@ -1151,8 +1151,8 @@ void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, 
   const int32_t* d_ids = dev_in(0, ids, sz(nk));
   int* d_off = static_cast<int*>(device_scratch(1, (sz(E) + 1) * sizeof(int)));
   int* d_fill = static_cast<int*>(device_scratch(2, sz(std::max(E, 1)) * sizeof(int)));
-  int32_t* d_rt = is_device_pointer(row_token) ? row_token : static_cast<int32_t*>(device_scratch(3, sz(nk) * sizeof(int32_t)));
-  int32_t* d_sr = is_device_pointer(slot_row) ? slot_row : static_cast<int32_t*>(device_scratch(4, sz(nk) * sizeof(int32_t)));
+  int32_t* d_rt = dev_out(3, row_token, sz(nk));
+  int32_t* d_sr = dev_out(4, slot_row, sz(nk));
   launch(moe_plan_kernel, 1, 1, d_rt, d_sr, d_off, d_fill, d_ids, static_cast<int>(nk), K, E);
   finish_out(row_token, static_cast<const int32_t*>(d_rt), sz(nk));
   finish_out(slot_row, static_cast<const int32_t*>(d_sr), sz(nk));
@@ -1163,7 +1163,7 @@ void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, 
   if (K > 64) throw std::invalid_argument("cuda::moe_combine_order: K > 64");
   const int64_t nk = static_cast<int64_t>(N) * K;
   const int32_t* d_so = dev_in(0, slot_order, sz(nk));
-  int32_t* d_o = is_device_pointer(order) ? order : static_cast<int32_t*>(device_scratch(1, sz(nk) * sizeof(int32_t)));
+  int32_t* d_o = dev_out(1, order, sz(nk));
   constexpr int kRowsPerBlock = 64;
   launch(moe_combine_order_kernel, grid_for(N, kRowsPerBlock), kRowsPerBlock, d_o, d_so, N, K, ctx.order.kind, ctx.key);
   finish_out(order, static_cast<const int32_t*>(d_o), sz(nk));
@@ -1174,7 +1174,7 @@ void moe_gather(float* xe, const float* h, const int32_t* row_token, int N, int 
   const int64_t n = static_cast<int64_t>(rows) * D;
   const float* d_h = dev_in(0, h, sz(static_cast<int64_t>(N) * D));
   const int32_t* d_rt = dev_in(1, row_token, sz(rows));
-  float* d_xe = is_device_pointer(xe) ? xe : static_cast<float*>(device_scratch(2, sz(n) * sizeof(float)));
+  float* d_xe = dev_out(2, xe, sz(n));
   launch(moe_gather_kernel, grid_for(n, kThreads), kThreads, d_xe, d_h, d_rt, D, n);
   finish_out(xe, static_cast<const float*>(d_xe), sz(n));
 }
@@ -1188,7 +1188,7 @@ void moe_combine(float* y, const float* ye, const float* gate, const float* extr
   const float* d_x = dev_in(2, extra, sz(n));
   const int32_t* d_sr = dev_in(3, slot_row, sz(nk));
   const int32_t* d_o = dev_in(4, order, sz(nk));
-  float* d_y = is_device_pointer(y) ? y : static_cast<float*>(device_scratch(5, sz(n) * sizeof(float)));
+  float* d_y = dev_out(5, y, sz(n));
   launch(moe_combine_kernel, grid_for(n, kThreads), kThreads, d_y, d_ye, d_g, d_x, d_sr, d_o, K, D, n);
   finish_out(y, static_cast<const float*>(d_y), sz(n));
 }
@@ -1201,8 +1201,8 @@ void moe_combine_backward(float* dye, float* dgate, const float* dy, const float
   const float* d_ye = dev_in(1, ye, sz(nk * D));
   const float* d_g = dev_in(2, gate, sz(nk));
   const int32_t* d_sr = dev_in(3, slot_row, sz(nk));
-  float* d_dye = is_device_pointer(dye) ? dye : static_cast<float*>(device_scratch(4, sz(nk * D) * sizeof(float)));
-  float* d_dg = is_device_pointer(dgate) ? dgate : static_cast<float*>(device_scratch(5, sz(nk) * sizeof(float)));
+  float* d_dye = dev_out(4, dye, sz(nk * D));
+  float* d_dg = dev_out(5, dgate, sz(nk));
   launch(moe_combine_backward_kernel, grid_for(nk, kThreads), kThreads, d_dye, d_dg, d_dy, d_ye, d_g, d_sr, K, D, nk);
   finish_out(dye, static_cast<const float*>(d_dye), sz(nk * D));
   finish_out(dgate, static_cast<const float*>(d_dg), sz(nk));
@@ -1233,7 +1233,7 @@ void sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t
   double* d_part = static_cast<double*>(device_scratch(3, sz(n_ranges) * sizeof(double)));
   launch(sum_squares_ranges_kernel, static_cast<unsigned>(n_ranges), kRowThreads, d_part, d_x, d_b, d_e);
   const size_t n_out = per_range ? sz(n_ranges) : 1;
-  double* d_sq = is_device_pointer(sq) ? sq : static_cast<double*>(device_scratch(4, n_out * sizeof(double)));
+  double* d_sq = dev_out(4, sq, n_out);
   if (per_range) {
     if (d_sq != d_part) MOERL_CUDA_CHECK(cudaMemcpy(d_sq, d_part, n_out * sizeof(double), cudaMemcpyDeviceToDevice));
   } else {

@@ -215,6 +215,19 @@ bool grouped_gemm_expert(const LinearNumerics& nm, int Me, int K) {
   return nm.format == Format::fp32 && reduce_effective_split(nm.reduce, Me, K) == 1;
 }
 
+// E experts' weights [N, K] (seeds seed0 + e, scale 0.2), packed for the device and for the CPU.
+struct Experts {
+  std::vector<std::vector<float>> w;
+  std::vector<PackedWeight> dev, cpu;
+  Experts(int E, int N, int K, uint64_t seed0, const LinearNumerics& nm) : w(E), dev(E), cpu(E) {
+    for (int e = 0; e < E; ++e) {
+      w[e] = randn(static_cast<size_t>(N) * K, seed0 + e, 0.2f);
+      cuda::linear_pack_weight(&dev[e], w[e].data(), N, K, nm);
+      linear_pack_weight(&cpu[e], w[e].data(), N, K, nm);
+    }
+  }
+};
+
 // The grouped form against the per-expert calls (expert e with key.call offset by e); empty experts
 // are skipped. Quantised formats and split-K loop over the experts in gemm.cu: the per-expert calls
 // bit for bit. FP32 experts without split-K are ONE cublasGemmGroupedBatchedEx — another kernel
@@ -246,13 +259,10 @@ TEST(GemmGpu, GroupedEqualsPerExpertCalls) {
     const std::vector<int>& offsets = v.offsets;
     const std::string what = std::string(format_name(v.f)) + (v.order == OrderKind::split_k ? " split_k:3" : " fixed") +
                              (v.batch_invariant ? "" : " batch-variant");
-    std::vector<std::vector<float>> ws(E);
-    std::vector<PackedWeight> pw(E), pw_cpu(E);
-    for (int e = 0; e < E; ++e) {
-      ws[e] = randn(static_cast<size_t>(N) * K, 20 + e, 0.2f);
-      cuda::linear_pack_weight(&pw[e], ws[e].data(), N, K, nm);
-      linear_pack_weight(&pw_cpu[e], ws[e].data(), N, K, nm);
-    }
+    const Experts ex(E, N, K, 20, nm);
+    const std::vector<std::vector<float>>& ws = ex.w;
+    const std::vector<PackedWeight>& pw = ex.dev;
+    const std::vector<PackedWeight>& pw_cpu = ex.cpu;
     const auto x = randn(static_cast<size_t>(offsets[E]) * K, 8);
     std::vector<float> grouped(static_cast<size_t>(offsets[E]) * N, NAN);
     cuda::linear_forward_grouped(grouped.data(), x.data(), pw.data(), offsets.data(), E, nm);
@@ -295,13 +305,10 @@ TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
     const int rows = offsets[E] + 2;  // 2 rows past the call, untouched too
     for (Format f : {Format::fp32, Format::bf16}) {
       const LinearNumerics nm = numerics(f, Scaling::none, Scaling::none);
-      std::vector<std::vector<float>> ws(E);
-      std::vector<PackedWeight> pw(E), pw_cpu(E);
-      for (int e = 0; e < E; ++e) {
-        ws[e] = randn(static_cast<size_t>(N) * K, 60 + e, 0.2f);
-        cuda::linear_pack_weight(&pw[e], ws[e].data(), N, K, nm);
-        linear_pack_weight(&pw_cpu[e], ws[e].data(), N, K, nm);
-      }
+      const Experts ex(E, N, K, 60, nm);
+      const std::vector<std::vector<float>>& ws = ex.w;
+      const std::vector<PackedWeight>& pw = ex.dev;
+    const std::vector<PackedWeight>& pw_cpu = ex.cpu;
       const auto x = randn(static_cast<size_t>(rows) * K, 65, 2.0f);
       std::vector<float> got(static_cast<size_t>(rows) * N, NAN), want(got.size(), NAN);
       cuda::linear_forward_grouped(got.data(), x.data(), pw.data(), offsets.data(), E, nm);
