@@ -34,6 +34,7 @@
 #include "kernels/enum_names.h"
 #include "kernels/linear.h"
 #include "kernels/numerics.h"
+#include "kernels/policy_loss_params.h"
 #include "kernels/transfers.h"
 
 namespace moerl {

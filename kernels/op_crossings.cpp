@@ -289,6 +289,30 @@ void OpCrossings::sum_squares(double* sq, const float* x, const int64_t* begin, 
   this->out(sq, n_of(per_range ? n_ranges : 1) * sizeof(double), K::per_token);
 }
 
+void OpCrossings::policy_loss_rows(float* dlogp, double* totals, float* ratio, float* weight, float* term,
+                                   const float* logp_new, const int32_t* new_row, const float* logp_old,
+                                   const float* logp_rollout, const float* mask, const float* logp_ref,
+                                   const int32_t* seq, const float* advantages, const float* gamma, const double* scale,
+                                   int S, int R, const PolicyLossParams& p) const {
+  if (S <= 0 || R <= 0) return;
+  const size_t tokens = n_of(S, R) * f4;  // the rows read (of any array addressed by row)
+  in(logp_new, tokens, K::per_token);
+  in(logp_old, tokens, K::per_token);
+  in(logp_rollout, tokens, K::per_token);
+  in(mask, tokens, K::per_token);
+  if (p.kl_coef > 0.0f) in(logp_ref, tokens, K::per_token);
+  in(gamma, tokens, K::per_token);
+  in(advantages, n_of(S) * f4, K::per_token);
+  in(scale, n_of(S) * sizeof(double), K::per_token);
+  in(new_row, n_of(S) * 4, K::indices);
+  in(seq, n_of(S) * 4, K::indices);
+  this->out(dlogp, tokens, K::per_token);
+  this->out(ratio, tokens, K::per_token);
+  this->out(weight, tokens, K::per_token);
+  this->out(term, tokens, K::per_token);
+  this->out(totals, kLossTotals * sizeof(double), K::per_token);
+}
+
 void OpCrossings::moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K_, int) const {
   if (N <= 0 || K_ <= 0) return;
   in(ids, n_of(N, K_) * 4, K::indices);

@@ -73,6 +73,10 @@ struct ForwardRequest {
   // mismatch metrics reduce them there (kl_rows, logit_stats_rows) and only per-token results cross.
   bool keep_logits = false;
   bool keep_logprobs_all = false;
+  // Keep the targets' log-probs where they are computed (ForwardResult::resident_logprobs, rows of
+  // the packed layout) instead of bringing them to the host (`logprobs` is then left empty): the
+  // policy loss runs there (policy_loss_rows) and backward_rows takes its gradient there.
+  bool keep_logprobs = false;
   const int32_t* probe_ids = nullptr;   // [L, B*T, K]: router_logp at these ids instead (RSPO)
   float temperature = 1.0f;             // logprobs of softmax(logits / temperature)
   uint64_t call = 0;                    // entity of this call in the profile's noise streams
@@ -91,6 +95,7 @@ struct ForwardResult {
   // In the backend's memory when keep_logits / keep_logprobs_all: [rows, V] over the packed rows,
   // sequence b's position t at row row_begin[b] + t (row_begin [B + 1]).
   ActBuffer<float> resident_logits, resident_logprobs_all;
+  ActBuffer<float> resident_logprobs;  // [rows] when keep_logprobs: row row_begin[b] + t scores t + 1
   std::vector<int> row_begin;
   std::vector<int32_t> topk_ids;   // [L, B*T, K] experts used, sorted by descending gate score
   std::vector<float> router_logp;  // [L, B*T, K] log of the full-softmax router prob of those ids
@@ -159,6 +164,11 @@ class Model {
   // Backward of the last forward (which must have save_for_backward): dlogp[B, T-1] is dLoss /
   // dlogprobs; the aux losses' gradients are added with their coefficients. grads() += .
   void backward(const float* dlogp);
+  // The same, with dlogp [rows] in the forward's packed layout (ForwardResult::row_begin: row
+  // row_begin[b] + t for dLoss / dlogprobs[b, t], 0 at every row that scores nothing, a sequence's
+  // last included) where it lies: the backend's memory when the policy loss ran there
+  // (keep_logprobs).
+  void backward_rows(const float* dlogp_rows);
 
   // Generation with a KV cache. prefill runs the prompt [B, P] (all sequences the same length) and
   // writes the last position's logits [B, V]; step appends one token per sequence and writes
@@ -210,6 +220,8 @@ class Model {
   struct Impl;  // private state (model_impl.h), opaque to users
 
  private:
+  void backward_impl(const float* dlogp, bool rows);
+
   ModelConfig cfg_;
   ModelParallel par_;
   mutable ParamStore params_, grads_;  // the host copies (a const read may refresh them)

@@ -35,7 +35,8 @@ class Backward {
     zero(dh_);
   }
 
-  void head(const float* dlogp);
+  // dlogp [B, T-1] on the host, or (rows) [N] in the packed layout where it lies
+  void head(const float* dlogp, bool rows);
   void layer(int l);
   void embedding();
   void combine_dense();
@@ -103,20 +104,24 @@ void Backward::norm(float* dinp, const std::string& name, const float* dout, con
 
 // logprobs[b, t] = log_softmax(logits[seq_begin[b]+t])[tokens[seq_begin[b]+t+1]] (seq_begin[b] = b·T
 // unpacked; the padding's dlogp is not read); logits = h_final·lm_headᵀ; h_final = rmsnorm(x_final).
-void Backward::head(const float* dlogp) {
+void Backward::head(const float* dlogp, bool rows) {
   const int B = im_.B, T = im_.T, V = cfg_.vocab_size, D = cfg_.d_model;
-  std::vector<float> dlp(N_, 0.0f);
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
-      dlp[im_.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
+  std::vector<float> unpacked;
+  if (!rows) {
+    unpacked.assign(N_, 0.0f);
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
+        unpacked[im_.seq_begin[b] + t] = dlogp[static_cast<size_t>(b) * (T - 1) + t];
+  }
+  const float* dlp = rows ? dlogp : unpacked.data();
   const int64_t NV = static_cast<int64_t>(N_) * V;
   ActBuffer<float>& dlogits = im_.dlogits;
   dlogits.resize(be_, static_cast<size_t>(NV));
   zero(dlogits);
   if (im_.temperature == 1.0f) {
-    be_.logprob_backward(dlogits.data(), dlp.data(), im_.logits.data(), im_.targets.data(), N_, V);
+    be_.logprob_backward(dlogits.data(), dlp, im_.logits.data(), im_.targets.data(), N_, V);
   } else {  // logprobs of softmax(logits / τ) (the forward's im_.scaled): the chain rule adds 1/τ
-    be_.logprob_backward(dlogits.data(), dlp.data(), im_.scaled.data(), im_.targets.data(), N_, V);
+    be_.logprob_backward(dlogits.data(), dlp, im_.scaled.data(), im_.targets.data(), N_, V);
     be_.divide_scalar(dlogits.data(), dlogits.data(), NV, im_.temperature);
   }
   lin(dh_.data(), "lm_head", dlogits.data(), im_.h_final.data(), V, D);
@@ -229,11 +234,14 @@ void Backward::combine_dense() {
 
 }  // namespace
 
-void Model::backward(const float* dlogp) {
+void Model::backward(const float* dlogp) { backward_impl(dlogp, false); }
+void Model::backward_rows(const float* dlogp_rows) { backward_impl(dlogp_rows, true); }
+
+void Model::backward_impl(const float* dlogp, bool rows) {
   Impl& im = *impl_;
   if (!im.saved) throw std::logic_error("backward: the last forward did not save activations");
   Backward bw(*this, im);
-  bw.head(dlogp);
+  bw.head(dlogp, rows);
   for (int l = cfg_.n_layers - 1; l >= 0; --l) bw.layer(l);
   bw.embedding();
   bw.combine_dense();

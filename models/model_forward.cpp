@@ -427,19 +427,26 @@ void Forward::head() {
   im_.logits.resize(be_, NV);
   final_forward(im_.logits.data(), im_.h_final.data(), im_.rstd_final.data(), im_.x.data(), ps_->lm_head,
                 w_, cfg_, p_, N_, req_.call, be_);
-  // the targets' log-probs come back to the host (N floats); the logits stay where they are
-  std::vector<float> lp(N_);
+  // the targets' log-probs come back to the host (N floats), or stay where they are
+  // (keep_logprobs); the logits stay where they are
   const float* tempered = im_.logits.data();
   if (req_.temperature != 1.0f) {
     im_.scaled.resize(be_, NV);
     be_.divide_scalar(im_.scaled.data(), im_.logits.data(), static_cast<int64_t>(NV), req_.temperature);
     tempered = im_.scaled.data();
   }
-  be_.logprob_forward(lp.data(), tempered, im_.targets.data(), N_, V);
-  out_->logprobs.assign(static_cast<size_t>(B_) * (T_ - 1), 0.0f);
-  for (int b = 0; b < B_; ++b)
-    for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
-      out_->logprobs[static_cast<size_t>(b) * (T_ - 1) + t] = lp[im_.seq_begin[b] + t];
+  if (req_.keep_logprobs) {
+    out_->resident_logprobs.resize(be_, N_);
+    be_.logprob_forward(out_->resident_logprobs.data(), tempered, im_.targets.data(), N_, V);
+    out_->logprobs.clear();
+  } else {
+    std::vector<float> lp(N_);
+    be_.logprob_forward(lp.data(), tempered, im_.targets.data(), N_, V);
+    out_->logprobs.assign(static_cast<size_t>(B_) * (T_ - 1), 0.0f);
+    for (int b = 0; b < B_; ++b)
+      for (int t = 0; t + 1 < im_.seq_begin[b + 1] - im_.seq_begin[b]; ++t)
+        out_->logprobs[static_cast<size_t>(b) * (T_ - 1) + t] = lp[im_.seq_begin[b] + t];
+  }
   if (req_.want_logits) {
     out_->logits.resize(NV);
     be_.mem_copy(out_->logits.data(), im_.logits.data(), NV * sizeof(float), CopyDir::to_host, CrossKind::activations);

@@ -28,6 +28,7 @@
 #include "kernels/cuda/hd/index.h"
 #include "kernels/cuda/hd/mismatch.h"
 #include "kernels/cuda/hd/moe.h"
+#include "kernels/cuda/hd/policy_loss.h"
 #include "kernels/cuda/hd/sampling.h"
 #include "kernels/kv_cache.h"
 #include "kernels/cuda/hd/reduce.h"
@@ -593,6 +594,33 @@ __global__ void logit_stats_rows_kernel(double* stdev, double* margin, const flo
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= N) return;
   hd_logit_stats_row(stdev + n, margin + n, logits + static_cast<int64_t>(rows[n]) * V, V, tau);
+}
+
+// ---- the RL policy loss (hd/policy_loss.h) --------------------------------------------------------
+// One thread per sequence, its totals in part[i, kLossTotals]; then one thread sums the rows'
+// totals in row order (the maximum for the last).
+__global__ void policy_loss_rows_kernel(float* dlogp, double* part, float* ratio, float* weight, float* term,
+                                        const float* logp_new, const int32_t* new_row, const float* logp_old,
+                                        const float* logp_rollout, const float* mask, const float* logp_ref,
+                                        const int32_t* seq, const float* advantages, const float* gamma,
+                                        const double* scale, int S, int R, PolicyLossParams p) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= S) return;
+  double* acc = part + i * kLossTotals;
+  for (int k = 0; k < kLossTotals; ++k) acc[k] = 0.0;
+  const int64_t at = static_cast<int64_t>(seq[i]) * R, mine = i * R, row = new_row[i];
+  hd_policy_loss_row(dlogp + row, ratio ? ratio + mine : nullptr, weight ? weight + mine : nullptr,
+                     term ? term + mine : nullptr, acc, logp_new + row, logp_old + at, logp_rollout + at, mask + at,
+                     logp_ref ? logp_ref + at : nullptr, gamma ? gamma + mine : nullptr,
+                     static_cast<double>(advantages[seq[i]]), scale[i], R, p);
+}
+__global__ void policy_loss_totals_kernel(double* totals, const double* part, int S) {
+  double acc[kLossTotals] = {};
+  for (int i = 0; i < S; ++i) {
+    for (int k = 0; k < kLossRatioMaxNegAdv; ++k) acc[k] = hd_dadd(acc[k], part[i * kLossTotals + k]);
+    acc[kLossRatioMaxNegAdv] = hd_dmax(acc[kLossRatioMaxNegAdv], part[i * kLossTotals + kLossRatioMaxNegAdv]);
+  }
+  for (int k = 0; k < kLossTotals; ++k) totals[k] = acc[k];
 }
 
 // ---- top-k -------------------------------------------------------------------------------------
@@ -1219,6 +1247,56 @@ void moe_scatter_add(float* dh, const float* dxe, const int32_t* slot_row, int N
 }
 
 // w[n], m[n], v[n] updated; g[n]
+// dlogp, logp_new: packed rows new_row[i] + t; logp_old, logp_rollout, mask, logp_ref: rows seq[i]
+// of R; advantages [*] at seq[i]; gamma, ratio, weight, term [S, R]; scale [S]; totals [kLossTotals].
+// Host arrays (tests) go up to the largest row addressed; dlogp goes up too, as the op writes only
+// the masked tokens of it.
+void policy_loss_rows(float* dlogp, double* totals, float* ratio, float* weight, float* term, const float* logp_new,
+                      const int32_t* new_row, const float* logp_old, const float* logp_rollout, const float* mask,
+                      const float* logp_ref, const int32_t* seq, const float* advantages, const float* gamma,
+                      const double* scale, int S, int R, const PolicyLossParams& p) {
+  if (S <= 0 || R <= 0) return;
+  const size_t n_new = is_device_pointer(new_row) ? 0 : sz(rows_extent(new_row, S, "policy_loss_rows") - 1 + R);
+  const size_t n_seq = is_device_pointer(seq) ? 0 : sz(rows_extent(seq, S, "policy_loss_rows"));
+  const auto need = [&](const void* x, size_t n, const char* what) {
+    if (x && !is_device_pointer(x) && n == 0)
+      throw std::invalid_argument(std::string("cuda::policy_loss_rows: host ") + what + " addressed by device rows");
+  };
+  need(logp_new, n_new, "logp_new");
+  need(dlogp, n_new, "dlogp");
+  need(logp_old, n_seq, "logp_old");
+  need(logp_rollout, n_seq, "logp_rollout");
+  need(mask, n_seq, "mask");
+  need(advantages, n_seq, "advantages");
+  if (p.kl_coef > 0.0f) need(logp_ref, n_seq, "logp_ref");
+  const size_t SR = sz(elems(S, R));
+  float* d_dlogp = dev_in(0, dlogp, n_new);
+  const float* d_new = dev_in(1, logp_new, n_new);
+  const int32_t* d_new_row = dev_in(2, new_row, sz(S));
+  const float* d_old = dev_in(3, logp_old, sz(elems(n_seq, R)));
+  const float* d_roll = dev_in(4, logp_rollout, sz(elems(n_seq, R)));
+  const float* d_mask = dev_in(5, mask, sz(elems(n_seq, R)));
+  const float* d_ref = p.kl_coef > 0.0f ? dev_in(6, logp_ref, sz(elems(n_seq, R))) : nullptr;
+  const int32_t* d_seq = dev_in(7, seq, sz(S));
+  const float* d_adv = dev_in(8, advantages, n_seq);
+  const float* d_gamma = dev_in(9, gamma, SR);
+  const double* d_scale = dev_in(10, scale, sz(S));
+  float* d_ratio = ratio ? dev_out(11, ratio, SR) : nullptr;
+  float* d_weight = weight ? dev_out(12, weight, SR) : nullptr;
+  float* d_term = term ? dev_out(13, term, SR) : nullptr;
+  double* d_part = static_cast<double*>(device_scratch(14, sz(elems(S, kLossTotals)) * sizeof(double)));
+  double* d_totals = dev_out(15, totals, sz(kLossTotals));
+  constexpr int kRowsPerBlock = 64;
+  launch(policy_loss_rows_kernel, grid_for(S, kRowsPerBlock), kRowsPerBlock, d_dlogp, d_part, d_ratio, d_weight,
+         d_term, d_new, d_new_row, d_old, d_roll, d_mask, d_ref, d_seq, d_adv, d_gamma, d_scale, S, R, p);
+  launch(policy_loss_totals_kernel, 1, 1, d_totals, static_cast<const double*>(d_part), S);
+  if (n_new) finish_out(dlogp, static_cast<const float*>(d_dlogp), n_new);
+  if (ratio) finish_out(ratio, static_cast<const float*>(d_ratio), SR);
+  if (weight) finish_out(weight, static_cast<const float*>(d_weight), SR);
+  if (term) finish_out(term, static_cast<const float*>(d_term), SR);
+  finish_out(totals, static_cast<const double*>(d_totals), sz(kLossTotals));
+}
+
 void sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t* end, int n_ranges, bool per_range) {
   if (n_ranges <= 0) return;
   const int64_t* d_b = dev_in(0, begin, sz(n_ranges));

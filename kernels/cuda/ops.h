@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "kernels/numerics.h"
+#include "kernels/policy_loss_params.h"
 
 namespace moerl::cuda {
 

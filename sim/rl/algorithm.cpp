@@ -1,6 +1,8 @@
 // algorithm.cpp — aggregation and the per-token driver every algorithm shares (policy_loss.h).
 #include "sim/rl/policy_loss.h"
 
+#include <algorithm>
+
 namespace moerl {
 
 namespace rl {
@@ -34,7 +36,7 @@ void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggre
   out->weight.assign(n, 1.0f);
   out->term.assign(n, 0.0f);
   out->loss = out->kl_loss = 0.0;
-  out->clipped_tokens = out->masked_tokens = out->tokens = 0.0;
+  out->clipped_tokens = out->masked_tokens = out->tokens = out->ratio_max_neg_adv = 0.0;
   std::vector<double> scale(b.S);
   aggregation_scales(scale.data(), agg, b);
   const bool seq_level = correction_is_sequence_level(corr);
@@ -68,10 +70,29 @@ void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggre
       out->tokens += 1.0;
       out->clipped_tokens += s.clipped ? 1.0 : 0.0;
       out->masked_tokens += w == 0.0 ? 1.0 : 0.0;
+      if (A < 0.0) out->ratio_max_neg_adv = std::max(out->ratio_max_neg_adv, static_cast<double>(out->ratio[j]));
     }
   }
 }
 
 }  // namespace rl
+
+PolicyLossParams policy_loss_params(const LossConfig& c, PolicyRatio ratio) {
+  PolicyLossParams p;
+  p.clip_low = c.clip_low;
+  p.clip_high = c.clip_high;
+  p.dual_clip = c.dual_clip;
+  p.correction = static_cast<int32_t>(c.correction);
+  p.correction_cap = c.correction_cap;
+  p.correction_cap_low = c.correction_cap_low;
+  p.seq_mask_low = c.seq_mask_low;
+  p.seq_mask_high = c.seq_mask_high;
+  p.seq_k3_max = c.seq_k3_max;
+  p.icepop_low = c.icepop_low;
+  p.icepop_high = c.icepop_high;
+  p.kl_coef = c.kl_coef;
+  p.ratio = ratio;
+  return p;
+}
 
 }  // namespace moerl

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/hd/policy_loss.h"
 #include "sim/rl/ppo_terms.h"
 #include "sim/rl/registry.h"
 
@@ -60,6 +61,15 @@ const std::vector<CorrectionInfo>& correction_registry() {
   };
   return table;
 }
+
+// The policy_loss_rows op's row function (kernels/cuda/hd/policy_loss.h) spells the codes too.
+static_assert(cuda::kCorrNone == static_cast<int>(Correction::none) && cuda::kCorrTis == static_cast<int>(Correction::tis) &&
+              cuda::kCorrMis == static_cast<int>(Correction::mis) && cuda::kCorrIcepop == static_cast<int>(Correction::icepop) &&
+              cuda::kCorrSeqTis == static_cast<int>(Correction::seq_tis) &&
+              cuda::kCorrSeqTisGeo == static_cast<int>(Correction::seq_tis_geo) &&
+              cuda::kCorrSeqMis == static_cast<int>(Correction::seq_mis) &&
+              cuda::kCorrTisSeqMis == static_cast<int>(Correction::tis_seq_mis) &&
+              cuda::kCorrSeqMaxK3 == static_cast<int>(Correction::seq_max_k3) && cuda::kCorrCount == kCorrectionCount);
 
 // The table is indexed by the enum (tests/rl/test_registry.cpp checks each row's place).
 static_assert(kCorrectionNames.size() == kCorrectionCount);

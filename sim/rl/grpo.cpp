@@ -9,6 +9,12 @@ void Grpo::loss(LossOutput* out, const LossBatch& b) const {
   policy_loss(out, b, c_, c_.aggregation, c_.correction, [&](int i, int t) { return token_ratio(b, i, t, gamma(b, i, t)); });
 }
 
+bool Grpo::device_form(PolicyLossParams* p, Aggregation* agg) const {
+  *p = policy_loss_params(c_, PolicyRatio::token);
+  *agg = c_.aggregation;
+  return true;
+}
+
 double Grpo::gamma(const LossBatch& b, int i, int t) const {
   (void)b, (void)i, (void)t;
   return 1.0;

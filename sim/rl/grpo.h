@@ -14,6 +14,8 @@ class Grpo : public Algorithm {
   const char* name() const override { return name_; }
   // policy_loss over γ·r with the run's aggregation and correction (c.correction).
   void loss(LossOutput* out, const LossBatch& b) const override;
+  // The token ratio with b.gamma (RSPO's γ; null: 1), the run's aggregation and correction.
+  bool device_form(PolicyLossParams* p, Aggregation* agg) const override;
 
  protected:
   // γ of token (i, t): 1 for GRPO.

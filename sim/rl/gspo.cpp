@@ -30,6 +30,11 @@ class Gspo final : public Algorithm {
     policy_loss(out, b, c_, Aggregation::seq_mean_token_mean, c_.correction,
                 [&](int i, int) { return RatioValue{s[i], ds[i], 1.0}; });
   }
+  bool device_form(PolicyLossParams* p, Aggregation* agg) const override {
+    *p = policy_loss_params(c_, PolicyRatio::sequence);  // c_.dual_clip is 0
+    *agg = Aggregation::seq_mean_token_mean;
+    return true;
+  }
 
  private:
   LossConfig c_;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/enum_names.h"
+#include "kernels/policy_loss_params.h"
 #include "sim/rl/positions.h"
 
 namespace moerl {
@@ -99,6 +100,7 @@ struct LossOutput {
   double clipped_tokens = 0.0;  // masked tokens where the clipped branch was taken
   double masked_tokens = 0.0;   // masked tokens whose correction weight is 0 (mis / icepop)
   double tokens = 0.0;          // masked tokens in the mini-batch
+  double ratio_max_neg_adv = 0.0;  // largest ratio of a masked token with A < 0 (0 when none)
 };
 
 class RunResults;
@@ -133,11 +135,18 @@ class Algorithm {
   // Fills the inputs of `b` the algorithm owns (RSPO: gamma) for this mini-batch.
   virtual void prepare(LossBatch* b, const MinibatchView& v) { (void)b, (void)v; }
   virtual void loss(LossOutput* out, const LossBatch& b) const = 0;
+  // The same loss as the backend's policy_loss_rows op runs it where the log-probs are (RlTrainer's
+  // resident path): its settings and the aggregation it uses; false when the algorithm has no such
+  // form (the step then brings the log-probs to the host and calls loss()).
+  virtual bool device_form(PolicyLossParams* p, Aggregation* agg) const { (void)p, (void)agg; return false; }
   // The algorithm's extra metrics (its registry row's `metrics`): observed after every
   // mini-batch's loss, written (and reset) once at the end of the step.
   virtual void observe(const LossOutput& out) { (void)out; }
   virtual void record(RunResults* res) { (void)res; }
 };
+
+// The op's settings of a run's loss config, for the given ratio (the algorithm adds what it forces).
+PolicyLossParams policy_loss_params(const LossConfig& c, PolicyRatio ratio);
 
 // Creates the named algorithm; throws std::invalid_argument naming the key and the known names.
 std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg);

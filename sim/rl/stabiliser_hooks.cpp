@@ -78,8 +78,13 @@ class GradSurgery final : public StepHook {
     const std::vector<float> g_policy = c.model.grads().data();
     c.model.router_control().regularisers_in_backward = true;
     c.model.grads().zero();
-    const std::vector<float> no_policy(mb.dlogp_positions.size(), 0.0f);
-    c.model.backward(no_policy.data());
+    if (mb.request.keep_logprobs) {  // the loss ran where the model is: its gradient's layout
+      const std::vector<float> no_policy(static_cast<size_t>(mb.result.row_begin.back()), 0.0f);
+      c.model.backward_rows(no_policy.data());
+    } else {
+      const std::vector<float> no_policy(mb.dlogp_positions.size(), 0.0f);
+      c.model.backward(no_policy.data());
+    }
     ParamStore& grads = c.model.grads();  // on the host (downloaded where they live on a device)
     std::vector<float>& g = grads.data();
     for (int l = 0; l < c.step.shape.L; ++l) {

@@ -64,6 +64,10 @@ struct StepState {
   std::vector<float> logp_ref;                   // [S, R] the reference policy (kl_coef > 0)
   const std::vector<float>* logp_old = nullptr;  // π_old of the loss: logp_train or rollout.logp
   TrainTotals totals;
+  // The policy loss where the model is (RlTrainer::loss_on_device): the loss's [S, R] inputs in
+  // the backend's memory, uploaded once a step — π_old, μ, the mask and the reference (kl_coef > 0)
+  // at loss_rows + k·S·R, k in that order — and the advantages [S].
+  ActBuffer<float> loss_rows, loss_advantages;
   double time_rollout = 0.0, time_old_logprobs = 0.0, time_train = 0.0;
 };
 
@@ -83,6 +87,7 @@ struct Minibatch {
   LossBatch batch;
   LossOutput loss;
   std::vector<float> dlogp_positions;  // [|mine|, T−1] what the model's backward takes
+  ActBuffer<float> dlogp_rows;         // [rows] the same where the model is (loss on the device)
   double grad_norm = 0.0;
   int size() const { return static_cast<int>(seqs.size()); }
 };

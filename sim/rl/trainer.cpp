@@ -16,6 +16,7 @@
 #include "sim/comm/gather.h"
 #include "sim/rl/diagnostics.h"
 #include "sim/rl/loss.h"
+#include "sim/rl/ppo_terms.h"
 #include "sim/rl/precursors.h"
 #include "sim/rl/response_metrics.h"
 #include "sim/rl/rollout.h"
@@ -482,6 +483,10 @@ void RlTrainer::train_minibatches(StepState* st, RunResults* res) {
   Rng perm(rng_derive(s_.seed, static_cast<uint64_t>(Stream::data), {2, static_cast<uint64_t>(st->index)}));
   perm.shuffle(order.data(), S);
   HookContext c = hook_context(st);
+  if (loss_on_device()) {
+    TransferPhaseScope ph(model_->backend(), TransferPhase::train);
+    upload_loss_inputs(st);
+  }
   for (int m = 0; m < s_.rl.minibatches; ++m) {
     Minibatch mb = minibatch_rows(*st, order, m);
     {
@@ -500,6 +505,31 @@ void RlTrainer::train_minibatches(StepState* st, RunResults* res) {
     if (m == 0 && s_.dump_tensors) minibatch_dump(*st, mb, res);
   }
   st->time_train = seconds_since(t0);
+}
+
+bool RlTrainer::loss_on_device() const {
+  PolicyLossParams p;
+  Aggregation agg;
+  return model_->resident() && model_->parallel().dp_size() == 1 && !s_.dump_tensors && algo_->device_form(&p, &agg);
+}
+
+// The step's [S, R] inputs of the loss and its advantages, up once (per-token values of the
+// sampled responses: what the host computed from the rewards and lengths, and the two policies'
+// log-probs of the sampled tokens).
+void RlTrainer::upload_loss_inputs(StepState* st) const {
+  const Backend& be = model_->backend();
+  const size_t SR = static_cast<size_t>(st->shape.S) * st->shape.R;
+  const bool ref = s_.rl.loss.kl_coef > 0.0f && ref_model_;
+  const std::vector<const std::vector<float>*> rows = {st->logp_old, &st->rollout.logp, &st->mask, &st->logp_ref};
+  st->loss_rows.resize(be, (ref ? 4 : 3) * SR);
+  for (size_t k = 0; k < (ref ? 4u : 3u); ++k) {
+    if (rows[k]->size() != SR) throw std::logic_error("upload_loss_inputs: an input of the wrong size");
+    be.mem_copy(st->loss_rows.data() + k * SR, rows[k]->data(), SR * sizeof(float), CopyDir::to_device,
+                CrossKind::per_token);
+  }
+  st->loss_advantages.resize(be, st->advantages.size());
+  be.mem_copy(st->loss_advantages.data(), st->advantages.data(), st->advantages.size() * sizeof(float),
+              CopyDir::to_device, CrossKind::per_token);
 }
 
 // Mini-batch m's rows of the step's batch, and this rank's block of them.
@@ -546,6 +576,7 @@ void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
   req.temperature = shape.tau;
   req.save_for_backward = true;
   req.call = 1 + static_cast<uint64_t>(mb->index);
+  req.keep_logprobs = loss_on_device();
   const std::vector<int32_t>* replay = rl.routing_replay == RoutingReplay::rollout ? &st.rollout.topk_ids
                                        : rl.routing_replay == RoutingReplay::old  ? &st.old.topk_ids
                                                                                   : nullptr;
@@ -559,6 +590,7 @@ void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
     req.probe_ids = mb->probe.data();
   }
   model_->forward(&mb->result, req);
+  if (req.keep_logprobs) return;  // they stay where they are (minibatch_loss_on_device)
   const std::vector<float> mine = shape.slice().response_logprobs(mb->result.logprobs, req.B);
   const ModelParallel& par = model_->parallel();
   mb->logp_new = par.dp ? collectives_allgather(*par.dp, mine) : mine;
@@ -566,6 +598,10 @@ void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
 
 // The algorithm prepares what it owns of the batch (RSPO: γ), then the loss and its gradient.
 void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
+  if (mb->request.keep_logprobs) {
+    minibatch_loss_on_device(st, mb);
+    return;
+  }
   const StepShape& shape = st.shape;
   LossBatch& b = mb->batch;
   b.S = mb->size();
@@ -596,11 +632,74 @@ void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
   mb->dlogp_positions = view.slice.per_position_grad(mb->loss.dlogp, static_cast<int>(mb->block.begin), view.n_mine);
 }
 
+// The same loss where the log-probs are (one data-parallel rank: this rank's block is the whole
+// mini-batch): the algorithm prepares what it owns on the host (RSPO's γ, from the router's
+// log-probs), the aggregation's per-sequence factors come from the host's mask, and the op writes
+// the gradient into the forward's packed rows and returns the mini-batch's totals (48 bytes down).
+// The bits are the host loss's (policy_loss_rows on the CPU; tests/rl/test_loss_device.cpp).
+void RlTrainer::minibatch_loss_on_device(const StepState& st, Minibatch* mb) {
+  const StepShape& shape = st.shape;
+  const Backend& be = model_->backend();
+  const int n = mb->size(), R = shape.R;
+  LossBatch& b = mb->batch;
+  b.S = n;
+  b.R = R;
+  b.logp_new = nullptr;  // where the model is
+  b.logp_old = mb->logp_old.data();
+  b.logp_rollout = mb->logp_rollout.data();
+  b.mask = mb->mask.data();
+  b.advantages = mb->advantages.data();
+  b.norm_len = shape.R_max;
+  b.logp_ref = ref_model_ ? mb->logp_ref.data() : nullptr;
+  MinibatchView view;
+  view.slice = shape.slice();
+  view.L = shape.L;
+  view.K = shape.K;
+  view.S_step = shape.S;
+  view.n_mine = static_cast<int>(mb->mine.size());
+  view.mine = mb->mine.data();
+  if (!mb->probe.empty()) {
+    view.router_logp_new = mb->result.router_logp.data();
+    view.router_logp_old = st.old.router_logp.data();
+  }
+  view.gather = [](const std::vector<double>& x) { return x; };
+  algo_->prepare(&b, view);
+  PolicyLossParams p;
+  Aggregation agg = Aggregation::token_mean;
+  algo_->device_form(&p, &agg);
+  if (!ref_model_) p.kl_coef = 0.0f;
+  std::vector<double> scale(n);
+  rl::aggregation_scales(scale.data(), agg, b);
+  const std::vector<int>& row_begin = mb->result.row_begin;
+  std::vector<int32_t> new_row(n);
+  for (int i = 0; i < n; ++i) new_row[i] = row_begin[i] + shape.P - 1;
+  const size_t SR = static_cast<size_t>(shape.S) * R;
+  const float* rows = st.loss_rows.data();
+  mb->dlogp_rows.resize(be, static_cast<size_t>(row_begin[n]));
+  be.mem_zero(mb->dlogp_rows.data(), mb->dlogp_rows.bytes());
+  double totals[kLossTotals];
+  be.policy_loss_rows(mb->dlogp_rows.data(), totals, nullptr, nullptr, nullptr, mb->result.resident_logprobs.data(),
+                      new_row.data(), rows, rows + SR, rows + 2 * SR, p.kl_coef > 0.0f ? rows + 3 * SR : nullptr,
+                      mb->seqs.data(), st.loss_advantages.data(), b.gamma, scale.data(), n, R, p);
+  LossOutput& out = mb->loss;
+  out = LossOutput{};
+  out.loss = totals[kLossSum];
+  out.kl_loss = totals[kLossKl];
+  out.tokens = totals[kLossTokens];
+  out.clipped_tokens = totals[kLossClipped];
+  out.masked_tokens = totals[kLossMasked];
+  out.ratio_max_neg_adv = totals[kLossRatioMaxNegAdv];
+  algo_->observe(out);
+}
+
 void RlTrainer::minibatch_backward(StepState* st, Minibatch* mb) {
   HookContext c = hook_context(st);
   for (const auto& h : hooks_.active) h->before_backward(c, *mb);
   model_->zero_grads();
-  model_->backward(mb->dlogp_positions.data());
+  if (mb->request.keep_logprobs)
+    model_->backward_rows(mb->dlogp_rows.data());
+  else
+    model_->backward(mb->dlogp_positions.data());
   for (const auto& h : hooks_.active) h->after_backward(c, *mb);
 }
 
@@ -620,18 +719,13 @@ void RlTrainer::optimizer_step(Minibatch* mb) {
 void RlTrainer::minibatch_totals(StepState* st, const Minibatch& mb) const {
   TrainTotals& t = st->totals;
   const LossOutput& loss = mb.loss;
-  const int R = st->shape.R;
   t.finite = t.finite && std::isfinite(loss.loss) && std::isfinite(mb.grad_norm);
   t.loss += loss.loss;
   t.grad_norm += mb.grad_norm;
   t.aux_loss += mb.result.aux_loss;
   t.grad_norm_max = std::max(t.grad_norm_max, mb.grad_norm);
   // PPO's unclipped branch for A < 0 and r > 1+ε, unless the dual clip caps it
-  for (int i = 0; i < mb.size(); ++i)
-    if (mb.advantages[i] < 0.0f)
-      for (int r = 0; r < R; ++r)
-        if (mb.mask[static_cast<size_t>(i) * R + r] != 0.0f)
-          t.ratio_max_neg_adv = std::max(t.ratio_max_neg_adv, static_cast<double>(loss.ratio[static_cast<size_t>(i) * R + r]));
+  t.ratio_max_neg_adv = std::max(t.ratio_max_neg_adv, loss.ratio_max_neg_adv);
   t.clipped += loss.clipped_tokens;
   t.masked += loss.masked_tokens;
   t.tokens += loss.tokens;

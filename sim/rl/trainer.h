@@ -82,6 +82,12 @@ class RlTrainer {
   void record_metrics(StepState* st, RunResults* res);
   void record_expert_load(const StepState& st, RunResults* res) const;
   void record_router_drift(RunResults* res) const;
+  // True when the policy loss runs where the model is (the backend's policy_loss_rows op on the
+  // resident log-probs): parameters on a device, one data-parallel rank, no --dump-tensors (which
+  // reads the per-token loss), and an algorithm with a device form (Algorithm::device_form).
+  bool loss_on_device() const;
+  void upload_loss_inputs(StepState* st) const;
+  void minibatch_loss_on_device(const StepState& st, Minibatch* mb);
   // The parts of train_minibatches, per mini-batch.
   Minibatch minibatch_rows(const StepState& st, const std::vector<int>& order, int m) const;
   void minibatch_forward(const StepState& st, Minibatch* mb);

@@ -1028,6 +1028,90 @@ std::vector<Case> cases_sum_squares() {
   return cases;
 }
 
+// The RL policy loss (hd/policy_loss.h): a mini-batch of S sequences picked from a step of
+// S_step (seq), their response log-probs in packed rows (new_row), some tokens masked, a few
+// settings: token ratio with a sequence correction and the k3 KL, GSPO's sequence ratio, RSPO's γ
+// with the dual clip. The row function runs on both sides in FP64 with the same roundings: the
+// per-token outputs are within an FP32 ulp or two (the device's exp, ≤ 1 FP64 ulp, can move the
+// last rounding to FP32), the totals' FP64 sums within S·R FP64 ulps of their scale (rows summed
+// in another order), the token counts exact.
+std::vector<Case> cases_policy_loss_rows() {
+  std::vector<Case> cases;
+  const int S = 24, R = 17, S_step = 40;
+  const auto shifted = [](std::vector<float> x, float mean) {
+    for (float& v : x) v += mean;
+    return x;
+  };
+  const auto old_lp = shifted(normals(sz(S_step, R), 150, 0, 0, 0.5f), -1.0f);
+  const auto roll = shifted(normals(sz(S_step, R), 151, 0, 0, 0.5f), -1.0f);
+  const auto ref = shifted(normals(sz(S_step, R), 152, 0, 0, 0.5f), -1.0f);
+  const auto adv = normals(sz(S_step), 153);
+  const auto noise = normals(sz(S, R), 154, 0, 0, 0.05f);
+  const auto gam = shifted(normals(sz(S, R), 155, 0, 0, 0.1f), 0.8f);
+  std::vector<float> mask(sz(S_step, R), 0.0f);
+  std::vector<int32_t> seq(S), new_row(S), len(S_step);
+  for (int s = 0; s < S_step; ++s) {
+    len[s] = s % 7 == 3 ? 0 : 1 + (s * 5) % R;  // every seventh response fully masked
+    for (int t = 0; t < len[s]; ++t) mask[sz(s) * R + t] = 1.0f;
+  }
+  int rows = 0;
+  for (int i = 0; i < S; ++i) {
+    seq[i] = (i * 11 + 3) % S_step;
+    new_row[i] = rows + 4;  // a prompt of 5: the response's log-probs from row 4 on
+    rows += 5 + len[seq[i]];
+  }
+  std::vector<float> logp_new(sz(rows + R), 0.0f);
+  for (int i = 0; i < S; ++i)
+    for (int t = 0; t < len[seq[i]]; ++t)
+      logp_new[sz(new_row[i] + t)] = old_lp[sz(seq[i]) * R + t] + noise[sz(i) * R + t];
+  std::vector<double> scale(S);
+  for (int i = 0; i < S; ++i) scale[i] = len[seq[i]] > 0 ? 1.0 / (len[seq[i]] * 20.0) : 0.0;
+  struct Setting {
+    const char* name;
+    PolicyRatio ratio;
+    int correction;
+    float kl, dual;
+    bool gamma;
+  };
+  const Setting settings[] = {{"token tis+seq-mis kl", PolicyRatio::token, 7, 0.05f, 0.0f, false},
+                              {"sequence (gspo) seq-tis-geo", PolicyRatio::sequence, 5, 0.0f, 0.0f, false},
+                              {"token gamma icepop dual", PolicyRatio::token, 3, 0.0f, 3.0f, true}};
+  for (const Setting& st : settings) {
+    PolicyLossParams p;
+    p.ratio = st.ratio;
+    p.correction = st.correction;
+    p.kl_coef = st.kl;
+    p.dual_clip = st.dual;
+    p.seq_mask_low = 0.5f;
+    p.seq_mask_high = 2.0f;
+    if (st.ratio == PolicyRatio::sequence) p.clip_low = 3e-4f, p.clip_high = 4e-4f;
+    Case c(label("policy loss %s", st.name));
+    const Compare in_more = [](const std::vector<float>&, const std::vector<float>&, const std::string&) {};
+    const Compare per_token = close(1e-30, 2 * kEps);
+    c.outs = {written("dlogp", sz(rows + R), per_token), written("ratio", sz(S, R), per_token),
+              written("weight", sz(S, R), per_token), written("term", sz(S, R), per_token),
+              written("totals", sz(kLossTotals), in_more), written("totals lo", sz(kLossTotals), in_more)};
+    c.run = [=](const Backend& b, Bufs& o) {
+      std::vector<double> totals(kLossTotals);
+      o.f[0].assign(sz(rows + R), 0.0f);
+      b.policy_loss_rows(o.f[0].data(), totals.data(), o.f[1].data(), o.f[2].data(), o.f[3].data(), logp_new.data(),
+                         new_row.data(), old_lp.data(), roll.data(), mask.data(), ref.data(), seq.data(), adv.data(),
+                         st.gamma ? gam.data() : nullptr, scale.data(), S, R, p);
+      split_f64(totals, &o.f[4], &o.f[5]);
+    };
+    c.more = [=](const Bufs& cpu_out, const Bufs& dev) {
+      for (int k = 0; k < kLossTotals; ++k) {
+        const double want = static_cast<double>(cpu_out.f[4][k]) + cpu_out.f[5][k];
+        const double got = static_cast<double>(dev.f[4][k]) + dev.f[5][k];
+        const bool count = k == kLossTokens || k == kLossClipped || k == kLossMasked;
+        EXPECT_NEAR(got, want, count ? 0.0 : 4.0 * S * R * kEps64 * (1.0 + std::fabs(want))) << "total " << k;
+      }
+    };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 // ---- the table over the op list ----------------------------------------------------------------
 struct OpCases {
   Op op;

@@ -63,7 +63,9 @@ void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, 
 
 TEST(StepTransfers, TheStateStaysOnTheDevice) {
   for (const char* engines : {"fp32-ref", "fp8-rollout"}) {
-    const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines});
+    // partial credit: rewards that differ within a group, so the steps have a loss and a gradient
+    // and the bits compared below could differ
+    const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines, "task.partial_credit=true"});
     const RlSetup setup = setup_of(s);
     TestDeviceBackend dev;  // outlives the model, whose activations live in its memory
     Model cpu(s.model), dev_model(s.model);
@@ -120,10 +122,16 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
               updates * 8 + log.bytes(TransferPhase::optimizer, CrossKind::indices, CrossDir::up));
     EXPECT_LE(log.bytes(TransferPhase::optimizer, CrossKind::indices, CrossDir::up),
               updates * 16 * static_cast<int64_t>(cpu.params().infos().size()));
-    // The train phase: no activation crosses; per mini-batch one copy of the log-probs down and of
-    // their gradient up, and one copy of each MoE layer's router log-probs down.
+    // The train phase: no activation crosses, and the policy loss runs where the log-probs are
+    // (policy_loss_rows): per step its inputs go up once (π_old, μ and the mask [S, R], the
+    // advantages [S]: 4 copies), per mini-batch the aggregation's factors go up (S/M doubles) and
+    // the totals come down (48 B), with one copy of each MoE layer's router log-probs. Neither the
+    // log-probs nor their gradient cross.
+    const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size, T = s.model.max_seq_len;
     EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
-    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), updates);
+    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), 2 * 4 + updates);
+    EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up),
+              2 * (3 * S * T * 4 + S * 4) + updates * (S / s.rl.minibatches) * 8);
     EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * (1 + s.model.n_layers));
     // The parameters read back (a checkpoint, the end of the run): one download, the CPU run's bits.
     log.reset();
@@ -140,12 +148,13 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
   }
 }
 
-// The dense twin's step. Its activations stay on the device from the embedding to the logits: in
-// the train phase no activation crosses, and exactly one per-token copy crosses each way per
-// mini-batch forward and backward — the targets' log-probs down (rows × 4 bytes), their gradients
-// up (the same rows) — and the bits are the CPU's.
-TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
-  const Scenario s = test::tiny_scenario({"model.n_experts=0"});
+// The dense twin's step. Its activations stay on the device from the embedding to the logits, and
+// the policy loss runs there too: in the train phase no activation crosses, nor the targets'
+// log-probs or their gradient; the loss's inputs go up once a step (4 copies), the aggregation's
+// factors once a mini-batch, and the mini-batch's totals come down (one copy of 48 B) — and the
+// bits are the CPU's.
+TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLossInputsAndTotals) {
+  const Scenario s = test::tiny_scenario({"model.n_experts=0", "task.partial_credit=true"});
   const RlSetup setup = setup_of(s);
   TestDeviceBackend dev;
   Model cpu(s.model), dev_model(s.model);
@@ -166,14 +175,14 @@ TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
   const int64_t passes = steps * s.rl.minibatches;  // forward + backward pairs
   EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
   EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), passes);
-  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), passes);
-  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up),
-            log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down));
-  // the rows: every sequence's prompt and response, at most S·T per step
+  EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down), passes * kLossTotals * 8);
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), steps * 4 + passes);
+  // [old, μ, mask] of at most S·T tokens and S advantages a step; S/M doubles a mini-batch
   const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size;
   const int64_t T = s.model.max_seq_len;
-  EXPECT_GT(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down), 0);
-  EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::down), steps * S * T * 4);
+  EXPECT_GT(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up), 0);
+  EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up),
+            steps * (3 * S * T * 4 + S * 4) + passes * (S / s.rl.minibatches) * 8);
   for (int p = 0; p < kTransferPhases; ++p) {
     const auto ph = static_cast<TransferPhase>(p);
     EXPECT_EQ(log.bytes(ph, CrossKind::kv_cache), 0) << transfer_phase_name(ph);
@@ -184,7 +193,8 @@ TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLogProbs) {
 // A step's crossings have bounds with no term in the model's width, written from the rows each
 // phase runs (sequences × max_seq_len at most; the train phase counts its forward and backward):
 //   activations = 0                          nothing with a width crosses, either way;
-//   per_token   ≤ Σ_p rows_p · 4·(2 + 2·L·K) the targets' log-probs and their gradient, the
+//   per_token   ≤ Σ_p rows_p · 4·(2 + 2·L·K) the targets' log-probs (the evaluation, π_old) and
+//                                           the policy loss's inputs and totals (train), the
 //                 + R_rows · (8 + 12 + 32)   router's ids and its log-probs at them (one read a
 //                                           layer); per sampled position
 //                                           its uniform up (8 B), its token, log μ and entropy

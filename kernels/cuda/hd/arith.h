@@ -49,6 +49,8 @@ MOERL_HD float hd_log(float x) { return logf(x); }
 // (≤ 1 ulp) on the device.
 MOERL_HD double hd_dexp(double x) { return exp(x); }
 MOERL_HD double hd_dlog(double x) { return log(x); }
+// e^x − 1 in FP64, accurate near 0: glibc's expm1 on the host (std::expm1), CUDA's on the device.
+MOERL_HD double hd_dexpm1(double x) { return expm1(x); }
 
 // The references' running maximum: a if a > b, else b (so a NaN a never wins; see topk for NaN).
 MOERL_HD float hd_max(float a, float b) { return a > b ? a : b; }
