@@ -31,6 +31,7 @@ ENTRY_POINTS = {
     "analysis.reproductions": ["-m", "analysis.reproductions", "{d}"],
     "analysis/reproductions.py": ["analysis/reproductions.py", "{d}"],
     "analysis.search_rows": ["-m", "analysis.search_rows", "probe", "{d}"],
+    "analysis.probe_rule": ["-m", "analysis.probe_rule", "probe", "{d}"],
     "analysis/bench/runs_per_hour.py": ["analysis/bench/runs_per_hour.py", "--baseline", "{f}", "--candidate", "{f}"],
     "analysis/bench/torch_peer.py": ["analysis/bench/torch_peer.py", "--repeat", "1"],
 }
@@ -46,6 +47,7 @@ NEEDS = {
     "analysis.reproductions": ["numpy", "h5py", "scipy", "matplotlib"],
     "analysis/reproductions.py": ["numpy", "h5py", "scipy", "matplotlib"],
     "analysis.search_rows": ["numpy", "h5py", "scipy"],
+    "analysis.probe_rule": ["numpy", "h5py", "scipy"],
     "analysis/bench/runs_per_hour.py": ["h5py"],
     "analysis/bench/torch_peer.py": ["torch"],
 }

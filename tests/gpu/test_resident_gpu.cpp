@@ -202,6 +202,12 @@ TEST(ResidentGpu, RlStepTransfers) {
   EXPECT_EQ(weights_down, 0);
   EXPECT_EQ(grads_up, 0);
   EXPECT_EQ(grads_down, 0);  // the clip's norm is reduced where the gradients are
+  // the policy loss runs where the log-probs are (policy_loss_rows): its inputs up once a step
+  // (π_old, μ, the mask, the advantages), the aggregation's factors once a mini-batch; its totals
+  // down once a mini-batch, beside one read of the router's ids and log-probs per MoE layer
+  const int64_t updates = 2 * s.rl.minibatches;
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), 2 * 4 + updates);
+  EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * (1 + s.model.n_layers));
   for (float x : m.params().data()) ASSERT_TRUE(std::isfinite(x));
 }
 
