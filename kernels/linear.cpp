@@ -186,6 +186,11 @@ void linear_backward(float* dinp, float* dweight, const float* dout, const float
   if (dweight) cpu::gemm_backward_weight(dweight, dout, inp, M, N, K);
 }
 
+bool grouped_sized_on_device(const LinearNumerics& nm, int K) {
+  // the split is largest at one row (batch variance multiplies it for few rows)
+  return nm.format == Format::fp32 && nm.accum_bits == 0 && reduce_effective_split(nm.reduce, 1, K) == 1;
+}
+
 // weight/dweight are [E, N, K]; all experts' tiles run in one parallel region per product.
 void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
                              const float* weight, const int* offsets, int E, int N, int K) {

@@ -320,6 +320,12 @@ void OpCrossings::moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t*
   this->out(slot_row, n_of(N, K_) * 4, K::indices);
 }
 
+void OpCrossings::moe_offsets(int32_t* offsets, const int32_t* ids, int N, int K_, int E) const {
+  if (E < 0) return;
+  in(ids, n_of(N, K_) * 4, K::indices);
+  this->out(offsets, n_of(int64_t{E} + 1) * 4, K::indices);
+}
+
 void OpCrossings::moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K_,
                                     const ReduceCtx&) const {
   if (N <= 0 || K_ <= 0) return;
@@ -382,8 +388,12 @@ void OpCrossings::linear_forward(float* out, const float* inp, const PackedWeigh
 }
 
 void OpCrossings::linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
-                                         int E, const LinearNumerics&) const {
-  if (E <= 0 || be_.is_device_pointer(offsets)) return;
+                                         int E, const LinearNumerics& nm) const {
+  if (E <= 0) return;
+  if (be_.is_device_pointer(offsets)) {  // where the ids are: a read first unless sized there
+    if (!grouped_sized_on_device(nm, w[0].K)) log_.add(CrossDir::down, K::indices, (int64_t{E} + 1) * 4);
+    return;
+  }
   in(offsets, n_of(int64_t{E} + 1) * 4, K::indices);
   for (int e = 0; e < E; ++e) {  // each expert's rows (the experts of other ranks have none)
     const int rows = offsets[e + 1] - offsets[e];

@@ -37,11 +37,29 @@ void Dispatcher::dispatch(float* xe, DispatchPlan* p, const float* h, const int3
   p->rank = rank();
   p->E_local = E / p->ranks;
   p->e0 = p->E_local * p->rank;
+  const size_t NK = static_cast<size_t>(N) * K;
+  p->resident = ids == nullptr;
+  if (p->resident) {  // everything where the ids are: the host reads nothing
+    if (ranks() != 1 || !dev_ids)
+      throw std::logic_error("Dispatcher::dispatch: no host ids needs one rank and the ids on the backend");
+    p->offsets.clear();
+    p->slot_row.clear();
+    p->row_token.clear();
+    p->dev_offsets.resize(be, static_cast<size_t>(E) + 1);
+    be.moe_offsets(p->dev_offsets.data(), dev_ids, N, K, E);
+    p->dev.resize(be, 3 * NK);
+    be.moe_plan(p->dev.data(), p->dev.data() + NK, dev_ids, N, K, E);
+    be.moe_gather(xe, h, p->dev_row_token(), N, N * K, D);
+    p->send_rows.assign(1, N * K);
+    p->recv_rows.assign(1, N * K);
+    p->recv_expert.clear();
+    p->expert_offsets.clear();
+    return;
+  }
   p->offsets.assign(E + 1, 0);
   // counting sort by expert; (token, slot) ascending inside an expert (hd/moe.h, the device's too):
   // the offsets on the host (the expert GEMMs' row counts, the load), the rows where the ids are
   cuda::hd_expert_offsets(p->offsets.data(), ids, N * K, E);
-  const size_t NK = static_cast<size_t>(N) * K;
   p->dev.resize(be, 3 * NK);
   if (ranks() == 1 && dev_ids) {  // the plan's rows drawn where the ids are: nothing goes up
     p->slot_row.clear();

@@ -43,7 +43,15 @@ struct DispatchPlan {
   std::vector<int> recv_rows;      // [ranks] rows from each rank
   std::vector<int> recv_expert;    // [ranks, E_local] rows from rank s for local expert j
   std::vector<int> expert_offsets; // [E_local+1] first row of each local expert, regrouped buffer
-  int received() const { return expert_offsets.empty() ? 0 : expert_offsets.back(); }
+  // Resident (dispatch without host ids, one rank): `offsets` is empty and the offsets lie where
+  // the ids are, in dev_offsets [E+1] (the moe_offsets op), which the expert GEMMs read there.
+  bool resident = false;
+  mutable ActBuffer<int32_t> dev_offsets;
+  const int* gemm_offsets() const { return resident ? dev_offsets.data() : offsets.data(); }
+  int received() const {
+    if (resident) return N * K;
+    return expert_offsets.empty() ? 0 : expert_offsets.back();
+  }
   // [3, N*K] row_token, slot_row and each token's combine order where the ops read them (the
   // backend's memory): drawn there (moe_plan, moe_combine_order) or, with several ranks, up once
   // per layer and call; read by the gather, the combine and both backward ops
@@ -65,7 +73,9 @@ class Dispatcher {
   // moe_scatter_add: kernels/ops.def) on h, xe, ye, y where they lie; the plan is the host's.
   // dev_ids: the same ids in the backend's memory (the router's), or null. With them and one
   // rank, the plan's rows are drawn there (the moe_plan op) and only the offsets are the host's;
-  // otherwise the host draws the plan and its rows go up.
+  // otherwise the host draws the plan and its rows go up. ids null (one rank, dev_ids given):
+  // resident — the offsets are drawn there too (moe_offsets, DispatchPlan::dev_offsets) and the
+  // host reads nothing.
   void dispatch(float* xe, DispatchPlan* plan, const float* h, const int32_t* ids, int N, int K,
                 int E, int D, const Backend& be, const int32_t* dev_ids = nullptr) const;
 

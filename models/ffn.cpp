@@ -82,9 +82,9 @@ void ffn_backward_chunks(float* dh, const std::vector<float*>& dw_gate,
 
 void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWeight* w_gate,
                          const PackedWeight* w_up, const PackedWeight* w_down, const int* offsets,
-                         int E, const FfnNumerics& nm, const Backend& be) {
+                         int E, int n_rows, const FfnNumerics& nm, const Backend& be) {
   const int F = w_gate[0].N, D = w_gate[0].K;
-  const size_t rows = static_cast<size_t>(offsets[E]);
+  const size_t rows = static_cast<size_t>(n_rows);
   acts_resize(a, rows * F, be);
   be.linear_forward_grouped(a->g.data(), xe, w_gate, offsets, E, nm.gate);
   be.linear_forward_grouped(a->u.data(), xe, w_up, offsets, E, nm.up);
@@ -96,11 +96,11 @@ void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWei
 void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_down,
                           const float* dye, const FfnActs& a, const float* xe,
                           const float* w_gate, const float* w_up, const float* w_down,
-                          const int* offsets, int E, int F, int D, const Backend& be) {
-  const size_t n = static_cast<size_t>(offsets[E]) * F;
+                          const int* offsets, int E, int rows, int F, int D, const Backend& be) {
+  const size_t n = static_cast<size_t>(rows) * F;
   FfnGrads s(n, be);
   be.linear_backward_grouped(s.da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
-  be.swiglu_backward(s.dg.data(), s.du.data(), s.da.data(), a.g.data(), a.u.data(), offsets[E], F);
+  be.swiglu_backward(s.dg.data(), s.du.data(), s.da.data(), a.g.data(), a.u.data(), rows, F);
   be.linear_backward_grouped(dxe, dw_gate, s.dg.data(), xe, w_gate, offsets, E, F, D);
   be.linear_backward_grouped(dxe, dw_up, s.du.data(), xe, w_up, offsets, E, F, D);
 }

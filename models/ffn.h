@@ -38,14 +38,15 @@ void ffn_backward_chunks(float* dh, const std::vector<float*>& dw_gate,
                          const float* w_up, const float* w_down, const std::vector<int>& bounds,
                          int F, int D, const Backend& be);
 
-// Grouped over experts: rows offsets[e]..offsets[e+1] of xe go through expert e.
+// Grouped over experts: rows offsets[e]..offsets[e+1] of xe go through expert e; rows =
+// offsets[E] (given, so that offsets may lie where the ids are: Backend, linear_forward_grouped).
 // Weights per expert are packed separately; raw weights are [E, F, D] / [E, D, F] contiguous.
 void ffn_forward_grouped(float* ye, FfnActs* acts, const float* xe, const PackedWeight* w_gate,
                          const PackedWeight* w_up, const PackedWeight* w_down, const int* offsets,
-                         int E, const FfnNumerics& nm, const Backend& be);
+                         int E, int rows, const FfnNumerics& nm, const Backend& be);
 void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_down,
                           const float* dye, const FfnActs& acts, const float* xe,
                           const float* w_gate, const float* w_up, const float* w_down,
-                          const int* offsets, int E, int F, int D, const Backend& be);
+                          const int* offsets, int E, int rows, int F, int D, const Backend& be);
 
 }  // namespace moerl

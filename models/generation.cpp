@@ -78,6 +78,20 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
 }
 
 namespace {
+// Resident routing in generation: a device backend, one EP rank, no EP layout (its combine order
+// reads the ids), and experts whose grouped GEMMs are sized where their offsets lie
+// (grouped_sized_on_device: FP32, one chunk of K). Then no layer reads its ids on the host: the
+// dispatch plan and the GEMMs' offsets are drawn where the ids are, and the call's routing, every
+// layer's, comes down in one read at its end (when the caller asks for it).
+bool routes_resident(const Model& m, const Model::Impl& im, const NumericsProfile& p) {
+  const ModelConfig& cfg = m.config();
+  if (!cfg.is_moe() || m.backend().memory_space() != MemorySpace::device) return false;
+  if ((im.dispatcher && im.dispatcher->ranks() != 1) || p.ep_layout.kind != EpLayoutKind::none) return false;
+  const FfnNumerics nm = ffn_numerics(p, 0, Site::expert_gate, Site::expert_up, Site::expert_down, 0);
+  return grouped_sized_on_device(nm.gate, cfg.d_model) && grouped_sized_on_device(nm.up, cfg.d_model) &&
+         grouped_sized_on_device(nm.down, cfg.d_ff);
+}
+
 // Runs all layers over the rows in st->x; positions [rows]; decode when `decode`.
 void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B, int T,
                 const int32_t* positions, bool decode, uint64_t call, int32_t* topk_ids,
@@ -107,6 +121,8 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
       be.mem_copy(st->dev_len.data(), len.data(), len.size() * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
   }
   st->x_next.resize(be, ND);
+  const bool resident = routes_resident(m, *im, p);
+  if (resident) st->routing_stage.resize(be, static_cast<size_t>(L) * 2 * NK);
   for (int l = 0; l < L; ++l) {
     LayerActs& a = st->layers[l];
     act_copy(be, &a.x_in, st->x.data(), ND);
@@ -122,10 +138,15 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     c.dispatcher = im->dispatcher.get();
     c.control = &m.router_control();
     c.backend = &be;
-    float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
-    layer_forward(&a, st->x_next.data(), rl, nullptr, c);
-    if (cfg.is_moe() && topk_ids)
-      std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
+    if (resident) {
+      c.routing_stage = st->routing_stage.data() + static_cast<size_t>(l) * 2 * NK;
+      layer_forward(&a, st->x_next.data(), nullptr, nullptr, c);
+    } else {
+      float* rl = router_logp ? router_logp + l * NK : (cfg.is_moe() ? logp_scratch.data() : nullptr);
+      layer_forward(&a, st->x_next.data(), rl, nullptr, c);
+      if (cfg.is_moe() && topk_ids)
+        std::memcpy(topk_ids + l * NK, a.moe.router.ids.data(), sizeof(int32_t) * NK);
+    }
     if (!decode)  // prefill: the prompt's k, v into the cache's positions 0..T-1, on the device
       be.kv_cache_write(st->kcache[l].data(), st->vcache[l].data(), a.k.data(), a.v.data(), B, T, D,
                         st->cache_len, 0);
@@ -147,6 +168,16 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   st->logits.resize(be, BV);
   final_forward(st->logits.data(), st->h_final.data(), st->rstd_final.data(), xl, ps.lm_head,
                 w, cfg, p, B, call, be);
+  if (resident && (topk_ids || router_logp) && NK > 0) {  // every layer's routing in one read
+    std::vector<int32_t> stage(static_cast<size_t>(L) * 2 * NK);
+    be.mem_copy(stage.data(), st->routing_stage.data(), stage.size() * sizeof(int32_t), CopyDir::to_host,
+                CrossKind::per_token);
+    for (int l = 0; l < L; ++l) {
+      const int32_t* s = stage.data() + static_cast<size_t>(l) * 2 * NK;
+      if (topk_ids) std::memcpy(topk_ids + l * NK, s, NK * sizeof(int32_t));
+      if (router_logp) std::memcpy(router_logp + l * NK, s + NK, NK * sizeof(float));
+    }
+  }
   if (logits) be.mem_copy(logits, st->logits.data(), BV * f4, CopyDir::to_host, CrossKind::activations);
 }
 }  // namespace

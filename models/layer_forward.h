@@ -31,6 +31,9 @@ struct LayerCall {
   const Dispatcher* dispatcher = nullptr;  // MoE exchange (null: local)
   const RowSums* rows = nullptr;          // training: sums over the whole batch (parallel.h)
   const Backend* backend = nullptr;       // where the ops run (null: CPU)
+  // Resident routing (RouterCall::stage): the layer's [ids | log-probs] there, [2·N·K]; the
+  // router_logp and load of layer_forward must then be null.
+  int32_t* routing_stage = nullptr;
 };
 
 // a->x_in[N, D] → x_out[N, D] ('='); router_logp[N, K] and load[E] (+=) when non-null.

@@ -36,6 +36,7 @@ float moe_block(LayerActs* a, float* router_logp, int64_t* load, const LayerCall
   mc.router.backend = c.backend;
   mc.router.probe_ids = c.probe_ids;
   mc.router.own_ids = c.own_ids;
+  mc.router.stage = c.routing_stage;
   if (c.control) router_apply_control(&mc.router, *c.control, l, N, cfg.n_experts, c.training);
   const bool staged = be.memory_space() == MemorySpace::device && c.dispatcher && c.dispatcher->ranks() > 1;
   const float* h = staged ? act_to_host(be, &a->h_mlp_host, a->h_mlp.data(), ND) : a->h_mlp.data();

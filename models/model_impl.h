@@ -81,6 +81,10 @@ struct GenerationState {
   ActBuffer<float> sampled;  // generation_sample's [tokens (as int32) | log μ at them | entropy]
   ActBuffer<int32_t> dev_positions;  // the call's positions in the backend's memory (RoPE's)
   ActBuffer<int32_t> dev_len;        // decode: each sequence's length there (attention_decode's)
+  // Resident routing (routes_resident, models/generation.cpp): every layer's [ids | log-probs]
+  // of the call, [L, 2·rows·K] where they are computed, read (when asked) in one copy after the
+  // last layer.
+  ActBuffer<int32_t> routing_stage;
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.

@@ -49,18 +49,21 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   const Backend& mem = moe_rows_memory(be, d);
   a->xe.resize(mem, static_cast<size_t>(N) * K * D);
   a->ye.resize(mem, static_cast<size_t>(N) * K * D);
-  d.dispatch(a->xe.data(), &a->plan, h, a->router.ids.data(), N, K, E, D, be, a->router.dev_ids.data());
+  // resident routing (RouterCall::stage): the ids stay where they are, and so do the plan's offsets
+  const bool resident = c.router.stage != nullptr;
+  d.dispatch(a->xe.data(), &a->plan, h, resident ? nullptr : a->router.ids.data(), N, K, E, D, be,
+             a->router.dev_ids.data());
   const DispatchPlan& p = a->plan;
   if (p.ranks == 1) {
     ffn_forward_grouped(a->ye.data(), &a->experts, a->xe.data(), w.w_gate, w.w_up, w.w_down,
-                        p.offsets.data(), E, c.experts, be);
+                        p.gemm_offsets(), E, N * K, c.experts, be);
   } else {
     const size_t rows = static_cast<size_t>(p.received());
     a->xg.resize(rows * D);
     a->yg.resize(rows * D);
     d.to_experts(a->xg.data(), a->xe.data(), p, D);
     ffn_forward_grouped(a->yg.data(), &a->experts, a->xg.data(), w.w_gate + p.e0, w.w_up + p.e0,
-                        w.w_down + p.e0, p.expert_offsets.data(), p.E_local,
+                        w.w_down + p.e0, p.expert_offsets.data(), p.E_local, p.received(),
                         local_experts(c.experts, p.e0), be);
     d.from_experts(a->ye.data(), a->yg.data(), p, D);
   }
@@ -72,6 +75,7 @@ float moe_forward(float* y, MoeActs* a, float* router_logp, int64_t* load, const
   }
   const int32_t* order = nullptr;
   if (c.ep_layout.kind != EpLayoutKind::none) {
+    if (resident) throw std::logic_error("moe_forward: resident routing with an EP layout (its order reads the ids)");
     a->slot_order.resize(static_cast<size_t>(N) * K);
     moe_slot_order(a->slot_order.data(), a->router.ids.data(), N, K, E, c.ep_layout);
     order = a->slot_order.data();
@@ -100,8 +104,8 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
   d.combine_backward(dye.data(), dgate.data(), dy, a.ye.data(), a.router.gate.data(), p, D, be);
   if (p.ranks == 1) {
     ffn_backward_grouped(dxe.data(), g.w_gate, g.w_up, g.w_down, dye.data(), a.experts,
-                         a.xe.data(), w.w_gate_raw, w.w_up_raw, w.w_down_raw, p.offsets.data(), E,
-                         F, D, be);
+                         a.xe.data(), w.w_gate_raw, w.w_up_raw, w.w_down_raw, p.gemm_offsets(), E,
+                         N * K, F, D, be);
   } else {
     // ye = from_experts(yg): its adjoint sends dye to the experts' owners (counts swapped)
     const size_t recv = static_cast<size_t>(p.received());
@@ -111,7 +115,7 @@ void moe_backward(float* dh, const MoeGrads& g, const float* dy, const MoeActs& 
     ffn_backward_grouped(dxg.data(), g.w_gate + e0 * fd, g.w_up + e0 * fd, g.w_down + e0 * fd,
                          dyg.data(), a.experts, a.xg.data(), w.w_gate_raw + e0 * fd,
                          w.w_up_raw + e0 * fd, w.w_down_raw + e0 * fd, p.expert_offsets.data(),
-                         p.E_local, F, D, be);
+                         p.E_local, p.received(), F, D, be);
     // xg = to_experts(xe): the adjoint brings dxg back to the tokens' ranks
     d.from_experts(dxe.data(), dxg.data(), p, D);
   }

@@ -137,6 +137,15 @@ void router_gate(RouterActs* a, float* router_logp, int64_t* load, int N, const 
   const ModelConfig& cfg = *c.cfg;
   const int E = cfg.n_experts, K = cfg.top_k;
   const size_t NK = static_cast<size_t>(N) * K;
+  if (c.stage) {  // resident routing: the ids and their log-probs stay where they are
+    if (router_logp || load || a->own_ids_out)
+      throw std::logic_error("router_gate: resident routing brings nothing to the host");
+    be.router_gate_forward(a->gate.data(), reinterpret_cast<float*>(c.stage + NK), a->logits.data(), a->scores.data(),
+                           a->dev_ids.data(), c.probe_ids, N, E, K, cfg.scoring == Scoring::softmax,
+                           cfg.norm_topk_prob);
+    if (NK > 0) be.mem_copy(c.stage, a->dev_ids.data(), NK * sizeof(int32_t), CopyDir::on_device, CrossKind::indices);
+    return;
+  }
   const bool ids_down = c.mode == RouterMode::normal;
   a->staged.resize(be, 2 * NK);
   int32_t* staged = a->staged.data();
@@ -324,6 +333,7 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
   router_gate(a, router_logp, load, N, c, be);
   a->kl_grad.clear();
   if (!c.training || !host_terms(c)) return 0.0f;
+  if (c.stage) throw std::logic_error("router_forward: resident routing with terms computed on the host");
   // Sums over the whole batch: one partial per row group (rows.h), combined across ranks.
   RowSums local;
   if (!c.rows) local = RowSums(ModelParallel{}, N / std::max(c.seq_len, 1), N / std::max(c.seq_len, 1), c.seq_len);

@@ -60,6 +60,12 @@ struct RouterCall {
   bool regularisers = true;        // backward includes aux, z-loss and the KL regularisers
   int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
   const Backend* backend = nullptr;  // where the router's (and the MoE layer's) ops run; null: CPU
+  // Resident routing (a device backend, one EP rank, no host-side terms): the layer's ids and its
+  // log-probs at them are written here, [ids N·K | log-probs N·K] in the backend's memory, and
+  // nothing of the layer is read on the host — acts.ids is left as it was, the dispatch draws its
+  // offsets where the ids are (models/dispatcher.h) and the caller reads the routing of every
+  // layer at once. router_logp and load must then be null.
+  int32_t* stage = nullptr;
 };
 
 // h[N, D] → acts; router_logp[N, K] (log of softmax(z) at the ids used — or at probe_ids when

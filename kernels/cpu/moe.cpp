@@ -24,6 +24,15 @@ void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, 
   cuda::hd_group_slots(slot_row, row_token, fill.data(), ids, offsets.data(), N * K, K, E);
 }
 
+void moe_offsets(int32_t* offsets, const int32_t* ids, int N, int K, int E) {
+  if (E < 0) return;
+  if (N <= 0 || K <= 0) {
+    std::fill_n(offsets, E + 1, 0);
+    return;
+  }
+  cuda::hd_expert_offsets(offsets, ids, N * K, E);
+}
+
 void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {
   if (N <= 0 || K <= 0) return;
   tbb::parallel_for(0, N, [&](int n) {

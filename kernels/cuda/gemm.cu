@@ -853,6 +853,85 @@ void check_grouped_offsets(const int* offsets, int E, const char* what) {
       throw std::invalid_argument(std::string(what) + ": offsets must be non-decreasing");
 }
 
+// ---- grouped FP32 products sized where their offsets lie ------------------------------------------
+// The experts' row offsets in device memory (the moe_offsets op, drawn where the router's ids are):
+// no host read sizes these launches. Rows are walked with a grid stride up to offsets[E]; each
+// output is one FP32 FMA chain from 0 in the reduction's order, as the CPU's FP32 product (one
+// chunk of K: grouped_sized_on_device), so the forward's and the input gradient's bits are the
+// CPU's; the weight gradient sums each expert's rows in order.
+__device__ int grouped_expert_of_row(const int* off, int E, int r) {
+  int lo = 0, hi = E;  // the largest e < E with off[e] <= r (empty experts passed over)
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (off[mid] <= r) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+// out[r, n] = Σ_k inp[r, k]·W_e[n, k], W_e = w[e] [N, K]
+__global__ void grouped_forward_sized_kernel(float* out, const float* inp, const float* const* w, const int* off,
+                                             int E, int N, int K) {
+  const int n = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= N) return;
+  const int end = off[E];
+  for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
+       r += static_cast<int>(gridDim.y * blockDim.y)) {
+    const float* x = inp + static_cast<int64_t>(r) * K;
+    const float* wr = w[grouped_expert_of_row(off, E, r)] + static_cast<int64_t>(n) * K;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k) acc = __fmaf_rn(x[k], wr[k], acc);
+    out[static_cast<int64_t>(r) * N + n] = acc;
+  }
+}
+// dinp[r, k] += Σ_n dout[r, n]·W_e[n, k], W_e = weight + e·N·K
+__global__ void grouped_backward_input_sized_kernel(float* dinp, const float* dout, const float* weight,
+                                                    const int* off, int E, int N, int K) {
+  const int k = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k >= K) return;
+  const int end = off[E];
+  for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
+       r += static_cast<int>(gridDim.y * blockDim.y)) {
+    const float* dy = dout + static_cast<int64_t>(r) * N;
+    const float* we = weight + static_cast<int64_t>(grouped_expert_of_row(off, E, r)) * N * K + k;
+    float acc = 0.0f;
+    for (int n = 0; n < N; ++n) acc = __fmaf_rn(dy[n], we[static_cast<int64_t>(n) * K], acc);
+    float* d = dinp + static_cast<int64_t>(r) * K + k;
+    *d = __fadd_rn(*d, acc);
+  }
+}
+// dweight[e, n, k] += Σ_{r of e} dout[r, n]·inp[r, k]: one thread per (e, n, k)
+__global__ void grouped_backward_weight_sized_kernel(float* dweight, const float* dout, const float* inp,
+                                                     const int* off, int E, int N, int K) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t NK = static_cast<int64_t>(N) * K;
+  if (i >= static_cast<int64_t>(E) * NK) return;
+  const int e = static_cast<int>(i / NK), n = static_cast<int>(i % NK / K), k = static_cast<int>(i % K);
+  float acc = 0.0f;
+  for (int r = off[e]; r < off[e + 1]; ++r)
+    acc = __fmaf_rn(dout[static_cast<int64_t>(r) * N + n], inp[static_cast<int64_t>(r) * K + k], acc);
+  if (off[e + 1] > off[e]) dweight[i] = __fadd_rn(dweight[i], acc);
+}
+
+void require_resident(const void* p, const char* what) {
+  if (p && !is_device_pointer(p))
+    throw std::invalid_argument(std::string("cuda grouped GEMM with device offsets: ") + what +
+                                " must lie in the backend's memory too");
+}
+constexpr unsigned kSizedRowBlocks = 128;  // the grid's rows of blocks; each walks rows with a stride
+
+void grouped_forward_sized(float* out, const float* inp, const PackedWeight* w, const int* offsets, int E,
+                           const LinearNumerics& nm) {
+  require_resident(out, "out");
+  require_resident(inp, "inp");
+  const int N = w[0].N, K = w[0].K;
+  std::vector<const float*> ptrs(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) ptrs[e] = device_weight(w[e], nm).f32.get();
+  const float* const* d_ptrs = static_cast<const float* const*>(
+      static_cast<const void*>(scratch_upload(15, reinterpret_cast<const uintptr_t*>(ptrs.data()), ptrs.size())));
+  const dim3 block(32, 8), grid(static_cast<unsigned>((N + 31) / 32), kSizedRowBlocks);
+  grouped_forward_sized_kernel<<<grid, block>>>(out, inp, d_ptrs, offsets, E, N, K);
+  MOERL_CUDA_LAUNCHED();
+}
+
 }  // namespace
 
 // ---- public entry points ------------------------------------------------------------------------------
@@ -917,6 +996,16 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
     if (w[e].N != N || w[e].K != K)
       throw std::invalid_argument("cuda linear_forward_grouped: experts' weights differ in shape");
   }
+  if (is_device_pointer(offsets)) {  // drawn where the ids are
+    if (N > 0 && K > 0 && grouped_sized_on_device(nm, K)) {
+      grouped_forward_sized(out, inp, w, offsets, E, nm);
+      return;
+    }
+    std::vector<int> host(static_cast<size_t>(E) + 1);  // the read OpCrossings counts
+    download(host.data(), offsets, host.size());
+    cuda::linear_forward_grouped(out, inp, w, host.data(), E, nm);
+    return;
+  }
   check_grouped_offsets(offsets, E, "cuda linear_forward_grouped");
   const int r0 = offsets[0], rows = offsets[E] - offsets[0];
   if (rows <= 0 || N <= 0) return;
@@ -979,6 +1068,24 @@ void linear_backward(float* dinp, float* dweight, const float* dout, const float
 void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,
                              const float* weight, const int* offsets, int E, int N, int K) {
   if (E <= 0 || N <= 0 || K <= 0 || (!dinp && !dweight)) return;
+  if (is_device_pointer(offsets)) {  // drawn where the ids are: sized there (FP32)
+    require_resident(dout, "dout");
+    if (dinp) {
+      require_resident(dinp, "dinp");
+      require_resident(weight, "weight");
+      const dim3 block(32, 8), grid(static_cast<unsigned>((K + 31) / 32), kSizedRowBlocks);
+      grouped_backward_input_sized_kernel<<<grid, block>>>(dinp, dout, weight, offsets, E, N, K);
+      MOERL_CUDA_LAUNCHED();
+    }
+    if (dweight) {
+      require_resident(dweight, "dweight");
+      require_resident(inp, "inp");
+      const int64_t n = static_cast<int64_t>(E) * N * K;
+      grouped_backward_weight_sized_kernel<<<grid_for(n, kThreads), kThreads>>>(dweight, dout, inp, offsets, E, N, K);
+      MOERL_CUDA_LAUNCHED();
+    }
+    return;
+  }
   check_grouped_offsets(offsets, E, "cuda linear_backward_grouped");
   const int r0 = offsets[0], rows = offsets[E] - offsets[0];
   if (rows <= 0) return;

@@ -131,6 +131,9 @@ __global__ void moe_plan_kernel(int32_t* row_token, int32_t* slot_row, int* offs
   hd_expert_offsets(offsets, ids, NK, E);
   hd_group_slots(slot_row, row_token, fill, ids, offsets, NK, K, E);
 }
+__global__ void moe_offsets_kernel(int* offsets, const int32_t* ids, int NK, int E) {
+  hd_expert_offsets(offsets, ids, NK, E);
+}
 // one thread per token
 __global__ void moe_combine_order_kernel(int32_t* order, const int32_t* slot_order, int N, int K, OrderKind kind,
                                          NoiseKey key) {
@@ -1184,6 +1187,15 @@ void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, 
   launch(moe_plan_kernel, 1, 1, d_rt, d_sr, d_off, d_fill, d_ids, static_cast<int>(nk), K, E);
   finish_out(row_token, static_cast<const int32_t*>(d_rt), sz(nk));
   finish_out(slot_row, static_cast<const int32_t*>(d_sr), sz(nk));
+}
+
+void moe_offsets(int32_t* offsets, const int32_t* ids, int N, int K, int E) {
+  if (E < 0) return;
+  const int64_t nk = N > 0 && K > 0 ? static_cast<int64_t>(N) * K : 0;
+  const int32_t* d_ids = dev_in(0, ids, sz(nk));
+  int32_t* d_off = dev_out(1, offsets, sz(E) + 1);
+  launch(moe_offsets_kernel, 1, 1, d_off, d_ids, static_cast<int>(nk), E);  // one thread: E + NK steps
+  finish_out(offsets, static_cast<const int32_t*>(d_off), sz(E) + 1);
 }
 
 void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {

@@ -20,6 +20,12 @@ void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, 
   }
 }
 
+void moe_offsets(int32_t* offsets, const int32_t* ids, int N, int K, int E) {
+  const int64_t nk = static_cast<int64_t>(N) * K;
+  for (int e = 0; e <= E; ++e)
+    offsets[e] = static_cast<int32_t>(std::count_if(ids, ids + nk, [e](int32_t id) { return id < e; }));
+}
+
 void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx) {
   for (int n = 0; n < N; ++n) {
     int32_t* o = order + static_cast<size_t>(n) * K;

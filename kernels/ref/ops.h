@@ -120,6 +120,8 @@ void logit_stats_rows(double* stdev, double* margin, const float* logits, const 
 // The dispatch plan: the N·K (token, slot) rows of ids[N, K] sorted stably by expert — row r of
 // the grouped buffer holds slot i = n·K + k: row_token[r] = n, slot_row[i] = r;
 void moe_plan(int32_t* row_token, int32_t* slot_row, const int32_t* ids, int N, int K, int E);
+// offsets[e] = the number of the N·K ids below e, e = 0..E (offsets[E] = N·K).
+void moe_offsets(int32_t* offsets, const int32_t* ids, int N, int K, int E);
 // order[n, ·]: slot_order's row (null: 0..K−1), reversed (order kind reversed), or shuffled by
 // Rng(rng_derive3(key.seed, combine_order, key.layer, key.site, key.call + n)) (split_k).
 void moe_combine_order(int32_t* order, const int32_t* slot_order, int N, int K, const ReduceCtx& ctx);

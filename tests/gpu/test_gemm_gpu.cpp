@@ -25,6 +25,8 @@
 
 #include "../kernels/test_ops_util.h"
 #include "gpu_test.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/linear.h"
 #include "kernels/precision.h"
@@ -327,6 +329,98 @@ TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
       EXPECT_EQ(touched, 0) << format_name(f) << " shift " << shift << ": rows outside the call written";
     }
   }
+}
+
+// Offsets where the ids are (resident routing, docs/gpu.md): the FP32 grouped products are sized on
+// the device (grouped_*_sized_kernel), forward, dinp and dweight, against the CPU with the same
+// offsets on the host, uneven and empty experts; BF16 reads its offsets first and runs its
+// per-expert calls. Each output is an FMA chain in the CPU's order, so the FP32 forward's and
+// dinp's bits are expected to be the CPU's: the count of equal elements is printed, the check is the
+// FP32 summation bound.
+TEST(GemmGpu, GroupedWithDeviceOffsetsMatchesCpu) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  const int E = 5, N = 24, K = 40;
+  const std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
+  const int M = offsets[E];
+  const double u = std::ldexp(1.0, -24);
+  std::vector<void*> blocks;
+  const auto up = [&](const void* src, size_t bytes) {
+    void* p = be.mem_alloc(bytes);
+    blocks.push_back(p);
+    be.mem_copy(p, src, bytes, CopyDir::to_device, CrossKind::indices);
+    return p;
+  };
+  const auto down = [&](std::vector<float>* dst, const void* src) {
+    be.mem_copy(dst->data(), src, dst->size() * sizeof(float), CopyDir::to_host, CrossKind::indices);
+  };
+  const int* d_off = static_cast<const int*>(up(offsets.data(), offsets.size() * sizeof(int)));
+  for (Format f : {Format::fp32, Format::bf16}) {
+    const LinearNumerics nm = numerics(f, Scaling::none, Scaling::none);
+    EXPECT_EQ(grouped_sized_on_device(nm, K), f == Format::fp32);
+    const Experts ex(E, N, K, 80, nm);
+    const auto x = randn(static_cast<size_t>(M) * K, 81, 2.0f);
+    std::vector<float> want(static_cast<size_t>(M) * N), got(want.size());
+    linear_forward_grouped(want.data(), x.data(), ex.cpu.data(), offsets.data(), E, nm);
+    const float* d_x = static_cast<const float*>(up(x.data(), x.size() * sizeof(float)));
+    float* d_y = static_cast<float*>(up(got.data(), got.size() * sizeof(float)));
+    cuda::linear_forward_grouped(d_y, d_x, ex.dev.data(), d_off, E, nm);
+    down(&got, d_y);
+    int same = 0;
+    for (size_t i = 0; i < got.size(); ++i) same += std::memcmp(&got[i], &want[i], sizeof(float)) == 0;
+    std::printf("%s forward with device offsets: %d of %zu elements the CPU's bits\n", format_name(f), same, got.size());
+    for (int e = 0; e < E; ++e) {
+      const int a = offsets[e], b = offsets[e + 1];
+      if (a == b) continue;
+      const Case c{b - a, N, K, nm};
+      expect_close(rows_of(got, a, b, N), rows_of(want, a, b, N), abs_products(rows_of(x, a, b, K), ex.w[e], c), c,
+                   reduce_effective_split(nm.reduce, c.M, K), f);
+    }
+  }
+  // backward (FP32): '+=' into nonzero gradients
+  const auto dout = randn(static_cast<size_t>(M) * N, 82);
+  const auto inp = randn(static_cast<size_t>(M) * K, 83);
+  const auto w = randn(static_cast<size_t>(E) * N * K, 84);
+  const auto dinp0 = randn(static_cast<size_t>(M) * K, 85);
+  const auto dw0 = randn(static_cast<size_t>(E) * N * K, 86);
+  auto dinp_cpu = dinp0, dw_cpu = dw0, dinp_gpu = dinp0, dw_gpu = dw0;
+  linear_backward_grouped(dinp_cpu.data(), dw_cpu.data(), dout.data(), inp.data(), w.data(), offsets.data(), E, N, K);
+  float* d_dinp = static_cast<float*>(up(dinp0.data(), dinp0.size() * sizeof(float)));
+  float* d_dw = static_cast<float*>(up(dw0.data(), dw0.size() * sizeof(float)));
+  cuda::linear_backward_grouped(d_dinp, d_dw, static_cast<const float*>(up(dout.data(), dout.size() * sizeof(float))),
+                                static_cast<const float*>(up(inp.data(), inp.size() * sizeof(float))),
+                                static_cast<const float*>(up(w.data(), w.size() * sizeof(float))), d_off, E, N, K);
+  down(&dinp_gpu, d_dinp);
+  down(&dw_gpu, d_dw);
+  int bad = 0;
+  for (int e = 0; e < E; ++e) {
+    const float* we = w.data() + static_cast<size_t>(e) * N * K;
+    for (int m = offsets[e]; m < offsets[e + 1]; ++m)
+      for (int k = 0; k < K; ++k) {
+        const size_t i = static_cast<size_t>(m) * K + k;
+        double s = std::fabs(dinp0[i]);
+        for (int n = 0; n < N; ++n) s += std::fabs(static_cast<double>(dout[static_cast<size_t>(m) * N + n]) * we[n * K + k]);
+        if (!(std::fabs(static_cast<double>(dinp_gpu[i]) - dinp_cpu[i]) <= (N + 2) * u * s) && ++bad <= 3)
+          ADD_FAILURE() << "dinp " << m << "," << k << ": gpu " << dinp_gpu[i] << " cpu " << dinp_cpu[i];
+      }
+    const int Me = offsets[e + 1] - offsets[e];
+    for (int n = 0; n < N; ++n)
+      for (int k = 0; k < K; ++k) {
+        const size_t i = static_cast<size_t>(e) * N * K + static_cast<size_t>(n) * K + k;
+        if (Me == 0) {
+          if (std::memcmp(&dw_gpu[i], &dw0[i], sizeof(float)) != 0 && ++bad <= 3)
+            ADD_FAILURE() << "empty expert " << e << " dweight " << n << "," << k << " written";
+          continue;
+        }
+        double s = std::fabs(dw0[i]);
+        for (int m = offsets[e]; m < offsets[e + 1]; ++m)
+          s += std::fabs(static_cast<double>(dout[static_cast<size_t>(m) * N + n]) * inp[static_cast<size_t>(m) * K + k]);
+        if (!(std::fabs(static_cast<double>(dw_gpu[i]) - dw_cpu[i]) <= (Me + 2) * u * s) && ++bad <= 3)
+          ADD_FAILURE() << "dweight " << e << ":" << n << "," << k << ": gpu " << dw_gpu[i] << " cpu " << dw_cpu[i];
+      }
+  }
+  EXPECT_EQ(bad, 0);
+  for (void* p : blocks) be.mem_free(p);
 }
 
 // Backward: '+=' into nonzero gradients, within (reduction length + 2)·2^-24·(Σ|terms| + |initial|).

@@ -679,6 +679,20 @@ std::vector<Case> cases_moe_plan() {
   return cases;
 }
 
+std::vector<Case> cases_moe_offsets() {
+  std::vector<Case> cases;
+  for (const int E : {1, 7, 64}) {
+    const int N = 301, K = 4, NK = N * K;
+    std::vector<int32_t> ids(NK);
+    for (int i = 0; i < NK; ++i) ids[i] = (i * 13 + i / 5) % E / 3 * 3 % E;  // some experts empty
+    Case c(label("moe offsets E=%d", E));
+    c.ids = {{"offsets", sz(E + 1)}};
+    c.run = [=](const Backend& b, Bufs& o) { b.moe_offsets(o.i[0].data(), ids.data(), N, K, E); };
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 std::vector<Case> cases_moe_combine_order() {
   std::vector<Case> cases;
   const int N = 257, K = 6, NK = N * K;

@@ -125,6 +125,34 @@ TEST(OpsMoe, PlanIsTheStableGroupingByExpert) {
     }
 }
 
+// The expert GEMMs' row offsets where the ids are: CPU = reference (the counts below each expert),
+// consistent with the plan (expert e's rows are offsets[e] .. offsets[e+1]−1 of the grouping), with
+// empty experts and no rows at all.
+TEST(OpsMoe, OffsetsBoundEachExpertsRowsOfThePlan) {
+  for (const int K : {1, 2, 4})
+    for (const int E : {1, 5, 16}) {
+      SCOPED_TRACE(testing::Message() << "K " << K << " E " << E);
+      const int N = 37, NK = N * K;
+      std::vector<int32_t> ids(NK);
+      for (int i = 0; i < NK; ++i) ids[i] = E == 1 ? 0 : ((i * 7 + i / 3) % E) / 2 * 2 % E;  // odd experts empty
+      std::vector<int32_t> off(E + 1, -1), off_ref(E + 1, -2), rt(NK), sr(NK);
+      cpu::moe_offsets(off.data(), ids.data(), N, K, E);
+      ref::moe_offsets(off_ref.data(), ids.data(), N, K, E);
+      EXPECT_EQ(off, off_ref);
+      EXPECT_EQ(off[0], 0);
+      EXPECT_EQ(off[E], NK);
+      cpu::moe_plan(rt.data(), sr.data(), ids.data(), N, K, E);
+      for (int i = 0; i < NK; ++i) {
+        EXPECT_GE(sr[i], off[ids[i]]);
+        EXPECT_LT(sr[i], off[ids[i] + 1]);
+      }
+      if (E > 2) EXPECT_EQ(off[2], off[1]) << "expert 1 is empty";
+    }
+  std::vector<int32_t> off(4, -1);
+  cpu::moe_offsets(off.data(), nullptr, 0, 2, 3);
+  EXPECT_EQ(off, std::vector<int32_t>(4, 0));
+}
+
 // The combine orders: fixed keeps the base order (or k ascending), reversed reverses it, split_k
 // is a seeded permutation of it per token (the same key gives the same order, another call another).
 TEST(OpsMoe, CombineOrderFollowsItsKind) {

@@ -30,11 +30,13 @@ class CountingBackend final : public Backend {
 // The ops of the list a model step does not call: the log-softmax of the sampler and of the
 // rollout/train mismatch measure, the sampler's draw and record, the mismatch's reductions
 // (sim/rl/), the policy loss (sim/rl/trainer.cpp), the optimizer's norm and update
-// (sim/step/optimizer.cpp), and the softmax backward
+// (sim/step/optimizer.cpp), the expert GEMMs' offsets drawn where the ids are (a decode step on a
+// device backend: models/dispatcher.h; this backend's memory is the host's), and the softmax backward
 // no caller needs. A new op for sim/ goes here (docs/architecture.md, "Adding an op").
 const std::set<Op> kNotInAModelStep = {Op::log_softmax_forward, Op::softmax_backward, Op::adamw_update,
                                        Op::sum_squares,         Op::sample_rows,      Op::scatter_rows,
-                                       Op::kl_rows,             Op::logit_stats_rows, Op::policy_loss_rows};
+                                       Op::kl_rows,             Op::logit_stats_rows, Op::policy_loss_rows,
+                                       Op::moe_offsets};
 // The ops only the MoE layer calls: the router's softmax and top-k, the experts' grouped GEMMs,
 // the dispatch plan and the combine (its row gather serves decode compaction too).
 const std::set<Op> kMoeOnly = {Op::softmax_forward, Op::topk_forward, Op::linear_forward_grouped,

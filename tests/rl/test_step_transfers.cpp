@@ -298,12 +298,73 @@ class DecodeCounting final : public Backend {
   mutable int64_t decode_[kTransferPhases] = {};
 };
 
-// Host reads and writes per decode step, bounded: what a step of the rollout downloads is the
-// sampler's result (the tokens, log μ at them and the entropies: one read of 3 values a row) and,
-// per layer, the router's choice and its log-probs at it in one read (the ids: the expert GEMMs'
-// row counts, the load and the routing record are the host's) — 1 + L copies a step at most,
-// prefill included — and never more as the model grows (the floor, one read a step, needs the
-// expert GEMMs sized on the device). Writes: 5 + 3·L a step (below). On a GPU every copy of
+// Host reads and writes per decode step of the eval and rollout phases, with the prefills.
+struct DecodeTraffic {
+  int64_t steps = 0, reads = 0, writes = 0;  // decode steps + prefills
+  double reads_per_step() const { return static_cast<double>(reads) / static_cast<double>(steps); }
+};
+std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, int64_t* decode_steps_out = nullptr) {
+  const Scenario s = test::tiny_scenario(sets);
+  const RlSetup setup = setup_of(s);
+  TestDeviceBackend dev;
+  DecodeCounting be(dev);
+  Model m(s.model);
+  params_init(&m.params(), s.model, 8);
+  m.set_backend(be);
+  RlTrainer t(setup, &m);
+  TransferLog& log = *dev.transfers();
+  log.reset();
+  RunResults res;
+  const int64_t steps = 2;
+  for (int64_t step = 0; step < steps; ++step) t.step(step, &res);
+  const int L = s.model.n_layers;
+  std::vector<DecodeTraffic> out;
+  int64_t decode_steps = 0;
+  for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout}) {
+    DecodeTraffic x;
+    const int64_t d = be.decode_calls(ph) / L;
+    decode_steps += d;
+    x.steps = d + (ph == TransferPhase::eval ? 1 : steps);
+    for (int k = 0; k < kCrossKinds; ++k) {
+      x.reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
+      x.writes += log.copies(ph, static_cast<CrossKind>(k), CrossDir::up);
+    }
+    std::printf("%s, %s: %lld steps, %lld host reads (%.2f a step, prefill included), %lld host writes (%.2f)\n",
+                sets.empty() ? "default" : sets.back().c_str(), transfer_phase_name(ph), static_cast<long long>(x.steps),
+                static_cast<long long>(x.reads), x.reads_per_step(), static_cast<long long>(x.writes),
+                static_cast<double>(x.writes) / static_cast<double>(x.steps));
+    out.push_back(x);
+  }
+  if (decode_steps_out) *decode_steps_out = decode_steps;
+  return out;
+}
+
+// With the experts' GEMMs sized where the ids are (FP32 experts with one chunk of K:
+// grouped_sized_on_device), no layer's routing is read on the host: a decode step reads the
+// sampler's one array and, in one more read, every layer's routing (the record R3 replays) — 2 a
+// step whatever the depth — and writes nothing per layer (the offsets are drawn there). With
+// quantised experts (FP8) the CUDA backend sizes its per-expert calls on the host, so each layer's
+// ids still come down (1 + L a step).
+TEST(StepTransfers, ResidentRoutingReadsTwiceADecodeStepAtAnyDepth) {
+  for (const int L : {2, 4}) {
+    const std::string depth = "model.n_layers=" + std::to_string(L);
+    int64_t decode_steps = 0;
+    for (const DecodeTraffic& x : decode_traffic({"engines.rollout=fp32-ref", depth}, &decode_steps)) {
+      EXPECT_LE(x.reads, 2 * x.steps) << depth;
+      EXPECT_LE(x.writes, 5 * x.steps + x.steps) << depth;  // 5 a step, and a compaction's sources
+    }
+    EXPECT_GT(decode_steps, 0);
+    const DecodeTraffic fp8 = decode_traffic({"engines.rollout=fp8-rollout", depth})[1];  // the rollout phase
+    EXPECT_GT(fp8.reads, 2 * fp8.steps) << depth << ": the FP8 experts' ids come down per layer";
+    EXPECT_LE(fp8.reads, (1 + L) * fp8.steps) << depth;
+  }
+}
+
+// Host reads and writes per decode step, bounded for any numerics: what a step of the rollout
+// downloads is the sampler's result (the tokens, log μ at them and the entropies: one read of 3
+// values a row) and, per layer at most, the router's choice and its log-probs at it in one read
+// (where the expert GEMMs are sized on the host) — 1 + L copies a step at most, prefill included
+// (2 with resident routing, above). Writes: 5 + 3·L a step (below). On a GPU every copy of
 // pageable memory waits for the work before it, so both counts are the step's host round trips.
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   const Scenario s = test::tiny_scenario();
