@@ -123,6 +123,8 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   st->x_next.resize(be, ND);
   const bool resident = routes_resident(m, *im, p);
   if (resident) st->routing_stage.resize(be, static_cast<size_t>(L) * 2 * NK);
+  st->routed_resident = resident;
+  st->routed_rows = rows;
   for (int l = 0; l < L; ++l) {
     LayerActs& a = st->layers[l];
     act_copy(be, &a.x_in, st->x.data(), ND);
@@ -239,6 +241,32 @@ void Model::generation_logprobs(GenerationState* st, float* logp, float temperat
   st->lp.resize(be, BV);
   be.log_softmax_forward(st->lp.data(), tempered, B, V);
   if (logp) be.mem_copy(logp, st->lp.data(), BV * sizeof(float), CopyDir::to_host, CrossKind::activations);
+}
+
+bool Model::generation_routes_resident(const GenerationState* st) const {
+  return routes_resident(*this, *impl_, st->profile);
+}
+
+void Model::generation_record_routing(GenerationState* st, int32_t* rec_ids, float* rec_logp, int64_t rec_rows,
+                                      const int32_t* dst_row, int n) {
+  if (!st->routed_resident || st->routed_rows != n)
+    throw std::logic_error("generation_record_routing: the last call did not route resident over " + std::to_string(n) +
+                           " rows");
+  const Backend& be = backend();
+  const int L = cfg_.n_layers, K = cfg_.top_k;
+  const size_t NK = static_cast<size_t>(n) * K;
+  if (n <= 0) return;
+  st->record_rows.resize(be, static_cast<size_t>(n));
+  be.mem_copy(st->record_rows.data(), dst_row, static_cast<size_t>(n) * sizeof(int32_t), CopyDir::to_device,
+              CrossKind::indices);
+  // the stage's 32-bit words, copied as they are (scatter_rows moves rows of floats; ids included)
+  for (int l = 0; l < L; ++l) {
+    const int32_t* stage = st->routing_stage.data() + static_cast<size_t>(l) * 2 * NK;
+    const size_t at = static_cast<size_t>(l) * static_cast<size_t>(rec_rows) * K;
+    be.scatter_rows(reinterpret_cast<float*>(rec_ids + at), reinterpret_cast<const float*>(stage),
+                    st->record_rows.data(), n, K);
+    be.scatter_rows(rec_logp + at, reinterpret_cast<const float*>(stage + NK), st->record_rows.data(), n, K);
+  }
 }
 
 void Model::generation_sample(GenerationState* st, int32_t* tokens, float* logp, float* entropy,

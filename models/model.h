@@ -195,6 +195,15 @@ class Model {
   // dst[dst_row[i]] = the state's log-probs of row i, rows of V in the backend's memory
   // (dst_row[i] < 0: skipped): the rollout's record of μ stays where it is computed.
   void generation_store_logprobs(GenerationState* state, float* dst, const int32_t* dst_row);
+  // True when the state's calls route resident (models/generation.cpp, routes_resident: a device
+  // backend, one EP rank, no EP layout, experts whose GEMMs are sized where the ids are): a call's
+  // routing then stays where it is computed, and the host reads it only when asked.
+  bool generation_routes_resident(const GenerationState* state) const;
+  // Resident routing: the last call's routing (n rows) into records where they lie, without a
+  // read: row dst_row[i] of rec_ids [L, rec_rows, K] and of rec_logp [L, rec_rows, K] (the
+  // backend's memory) receives the call's row i; dst_row (host, n) goes up once.
+  void generation_record_routing(GenerationState* state, int32_t* rec_ids, float* rec_logp, int64_t rec_rows,
+                                 const int32_t* dst_row, int n);
   // Keeps n of the state's rows (decode compaction: finished sequences leave the batch): row i
   // becomes what row from[i] was (its KV cache, logits and log-probs included: one gather each in
   // the backend's memory), the others are dropped, and later steps

@@ -85,6 +85,9 @@ struct GenerationState {
   // of the call, [L, 2·rows·K] where they are computed, read (when asked) in one copy after the
   // last layer.
   ActBuffer<int32_t> routing_stage;
+  bool routed_resident = false;   // the last call routed so (its stage holds its routing) ...
+  int routed_rows = 0;            // ... of this many rows
+  ActBuffer<int32_t> record_rows;  // generation_record_routing's destination rows, up once a call
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.

@@ -173,6 +173,19 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   model.generation_prefill(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                            prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
   if (moe) rollout_place_routing(out, ids, rlp, L, K, 0, P);
+  // Resident routing (Model::generation_routes_resident): each decode step's routing goes into a
+  // record where it is computed, [L, S·T, K] ids and log-probs, and comes down once at the end.
+  const bool record_resident = moe && model.generation_routes_resident(st);
+  const Backend& be = model.backend();
+  ActBuffer<int32_t> rec_ids;
+  ActBuffer<float> rec_logp;
+  std::vector<int32_t> rec_rows;
+  if (record_resident) {
+    rec_ids.resize(be, out->topk_ids.size());
+    rec_logp.resize(be, out->router_logp.size());
+    be.mem_zero(rec_ids.data(), rec_ids.bytes());  // positions no step reaches stay 0, as on the host
+    be.mem_zero(rec_logp.data(), rec_logp.bytes());
+  }
   // log μ of every token: log_softmax(logits / τ), where the logits are
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
   model.generation_logprobs(st, nullptr, tau);
@@ -202,14 +215,34 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     ids.resize(moe ? static_cast<size_t>(L) * n * K : 0);
     rlp.resize(ids.size());
     if (!last || moe) {
-      model.generation_step(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr, next.data());
-      if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
+      if (record_resident) {  // position P + r of each row's sequence, recorded where it is
+        model.generation_step(st, nullptr, nullptr, nullptr, next.data());
+        rec_rows.resize(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) rec_rows[i] = seq[i] * out->T + P + r;
+        model.generation_record_routing(st, rec_ids.data(), rec_logp.data(), static_cast<int64_t>(S) * out->T,
+                                        rec_rows.data(), n);
+      } else {
+        model.generation_step(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr, next.data());
+        if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
+      }
     }
     if (last) break;
     model.generation_logprobs(st, nullptr, tau);
     if (compact) n = rollout_compact(model, st, &seq, done);
   }
   model.generation_end(st);
+  if (record_resident) {  // the decode steps' routing, one read each of ids and log-probs
+    std::vector<int32_t> ids_all(rec_ids.size());
+    std::vector<float> logp_all(rec_logp.size());
+    be.mem_copy(ids_all.data(), rec_ids.data(), rec_ids.bytes(), CopyDir::to_host, CrossKind::per_token);
+    be.mem_copy(logp_all.data(), rec_logp.data(), rec_logp.bytes(), CopyDir::to_host, CrossKind::per_token);
+    const size_t row = static_cast<size_t>(out->T) * K, prompt = static_cast<size_t>(P) * K;
+    for (size_t b = 0; b < static_cast<size_t>(L) * S; ++b) {  // positions P.. (the prefill's are placed)
+      std::copy(ids_all.begin() + b * row + prompt, ids_all.begin() + (b + 1) * row, out->topk_ids.begin() + b * row + prompt);
+      std::copy(logp_all.begin() + b * row + prompt, logp_all.begin() + (b + 1) * row,
+                out->router_logp.begin() + b * row + prompt);
+    }
+  }
   if (logp_all_to_host) {  // one download of μ's rows, for callers that read them on the host
     out->logp_all.resize(out->logp_all_resident.size());
     model.backend().mem_copy(out->logp_all.data(), out->logp_all_resident.data(), out->logp_all_resident.bytes(),

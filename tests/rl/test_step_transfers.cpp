@@ -29,6 +29,7 @@
 #include "kernels/test_device.h"
 #include "models/model.h"
 #include "rl_fixture.h"
+#include "sim/rl/rollout.h"
 #include "sim/rl/trainer.h"
 
 namespace moerl {
@@ -300,7 +301,8 @@ class DecodeCounting final : public Backend {
 
 // Host reads and writes per decode step of the eval and rollout phases, with the prefills.
 struct DecodeTraffic {
-  int64_t steps = 0, reads = 0, writes = 0;  // decode steps + prefills
+  int64_t decode = 0, prefills = 0;
+  int64_t steps = 0, reads = 0, writes = 0;  // steps: decode steps + prefills
   double reads_per_step() const { return static_cast<double>(reads) / static_cast<double>(steps); }
 };
 std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, int64_t* decode_steps_out = nullptr) {
@@ -324,7 +326,9 @@ std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, 
     DecodeTraffic x;
     const int64_t d = be.decode_calls(ph) / L;
     decode_steps += d;
-    x.steps = d + (ph == TransferPhase::eval ? 1 : steps);
+    x.decode = d;
+    x.prefills = ph == TransferPhase::eval ? 1 : steps;
+    x.steps = x.decode + x.prefills;
     for (int k = 0; k < kCrossKinds; ++k) {
       x.reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
       x.writes += log.copies(ph, static_cast<CrossKind>(k), CrossDir::up);
@@ -340,18 +344,21 @@ std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, 
 }
 
 // With the experts' GEMMs sized where the ids are (FP32 experts with one chunk of K:
-// grouped_sized_on_device), no layer's routing is read on the host: a decode step reads the
-// sampler's one array and, in one more read, every layer's routing (the record R3 replays) — 2 a
-// step whatever the depth — and writes nothing per layer (the offsets are drawn there). With
-// quantised experts (FP8) the CUDA backend sizes its per-expert calls on the host, so each layer's
-// ids still come down (1 + L a step).
-TEST(StepTransfers, ResidentRoutingReadsTwiceADecodeStepAtAnyDepth) {
+// grouped_sized_on_device), no layer's routing is read on the host in a decode step: each step's
+// routing, every layer's, goes into the rollout's record where it is computed
+// (Model::generation_record_routing), and a decode step reads the sampler's one array — the floor,
+// one read a step, whatever the depth. A rollout adds three reads: its prefill's routing and the
+// record's ids and log-probs at the end. Writes: 5 a step, the record's rows, and a compaction's
+// sources; none per layer (the offsets are drawn there). With quantised experts (FP8) the CUDA
+// backend sizes its per-expert calls on the host, so each layer's ids still come down (1 + L a
+// step).
+TEST(StepTransfers, ResidentRoutingReadsOnceADecodeStepAtAnyDepth) {
   for (const int L : {2, 4}) {
     const std::string depth = "model.n_layers=" + std::to_string(L);
     int64_t decode_steps = 0;
     for (const DecodeTraffic& x : decode_traffic({"engines.rollout=fp32-ref", depth}, &decode_steps)) {
-      EXPECT_LE(x.reads, 2 * x.steps) << depth;
-      EXPECT_LE(x.writes, 5 * x.steps + x.steps) << depth;  // 5 a step, and a compaction's sources
+      EXPECT_LE(x.reads, x.decode + 3 * x.prefills) << depth;
+      EXPECT_LE(x.writes, 7 * x.steps) << depth;
     }
     EXPECT_GT(decode_steps, 0);
     const DecodeTraffic fp8 = decode_traffic({"engines.rollout=fp8-rollout", depth})[1];  // the rollout phase
@@ -360,11 +367,55 @@ TEST(StepTransfers, ResidentRoutingReadsTwiceADecodeStepAtAnyDepth) {
   }
 }
 
+// The record resident routing keeps where it is computed is the host's record: a rollout on the
+// test device (FP32 experts, so it routes resident) and on the CPU backend give the same tokens,
+// routing ids and router log-probs, bit for bit — with an EOS, so that sequences leave the batch
+// (compaction) and the record's rows follow them, with shared-prefix routing (its prefill replayed),
+// and at two depths.
+TEST(StepTransfers, ResidentRoutingRecordIsTheHostsRecord) {
+  for (const int L : {2, 3})
+    for (const int shared : {1, 2}) {
+      const Scenario s = test::tiny_scenario({"model.n_layers=" + std::to_string(L)});
+      TestDeviceBackend dev;
+      Model cpu(s.model), on(s.model);
+      params_init(&cpu.params(), s.model, 11);
+      params_init(&on.params(), s.model, 11);
+      on.set_backend(dev);
+      const NumericsProfile p = s.profile("fp32-ref");
+      const int S = 8, P = 4, R = 9, eos = 3;
+      std::vector<int32_t> prompts(static_cast<size_t>(S) * P);
+      for (size_t i = 0; i < prompts.size(); ++i) prompts[i] = static_cast<int32_t>((i * 7 + i / P) % 10);
+      SamplingConfig sampling;
+      RolloutBatch a, b;
+      rollout_generate(&a, cpu, p, prompts.data(), S, P, R, sampling, 5, 0, 0, shared, eos, false);
+      TransferLog& log = *dev.transfers();
+      log.reset();
+      rollout_generate(&b, on, p, prompts.data(), S, P, R, sampling, 5, 0, 0, shared, eos, false);
+      const std::string what = "L " + std::to_string(L) + " shared " + std::to_string(shared);
+      // it routed resident: a read a decode step (R), the prefill's routing and the record's two
+      // reads, and with a shared prefix its own prefill's logits and routing — whatever the depth
+      int64_t reads = 0;
+      for (int k = 0; k < kCrossKinds; ++k)
+        reads += log.copies(TransferPhase::other, static_cast<CrossKind>(k), CrossDir::down);
+      EXPECT_LE(reads, R + 3 + (shared > 1 ? 2 : 0)) << what;
+      EXPECT_EQ(a.tokens, b.tokens) << what;
+      EXPECT_EQ(a.len, b.len) << what;
+      EXPECT_EQ(a.topk_ids, b.topk_ids) << what;
+      expect_same_bits(a.router_logp, b.router_logp, what.c_str());
+      int ended_early = 0;  // the EOS made rows leave the batch before the last step
+      for (int32_t n : a.len) ended_early += n < R;
+      EXPECT_GT(ended_early, 0) << what;
+      int routed = 0;  // the decode positions' record is not empty
+      for (size_t i = 0; i < a.router_logp.size(); ++i) routed += a.router_logp[i] != 0.0f;
+      EXPECT_GT(routed, 0) << what;
+    }
+}
+
 // Host reads and writes per decode step, bounded for any numerics: what a step of the rollout
 // downloads is the sampler's result (the tokens, log μ at them and the entropies: one read of 3
 // values a row) and, per layer at most, the router's choice and its log-probs at it in one read
 // (where the expert GEMMs are sized on the host) — 1 + L copies a step at most, prefill included
-// (2 with resident routing, above). Writes: 5 + 3·L a step (below). On a GPU every copy of
+// (1 with resident routing, above). Writes: 5 + 3·L a step (below). On a GPU every copy of
 // pageable memory waits for the work before it, so both counts are the step's host round trips.
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   const Scenario s = test::tiny_scenario();
