@@ -78,20 +78,6 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
 }
 
 namespace {
-// Resident routing in generation: a device backend, one EP rank, no EP layout (its combine order
-// reads the ids), and experts whose grouped GEMMs are sized where their offsets lie
-// (grouped_sized_on_device: FP32, one chunk of K). Then no layer reads its ids on the host: the
-// dispatch plan and the GEMMs' offsets are drawn where the ids are, and the call's routing, every
-// layer's, comes down in one read at its end (when the caller asks for it).
-bool routes_resident(const Model& m, const Model::Impl& im, const NumericsProfile& p) {
-  const ModelConfig& cfg = m.config();
-  if (!cfg.is_moe() || m.backend().memory_space() != MemorySpace::device) return false;
-  if ((im.dispatcher && im.dispatcher->ranks() != 1) || p.ep_layout.kind != EpLayoutKind::none) return false;
-  const FfnNumerics nm = ffn_numerics(p, 0, Site::expert_gate, Site::expert_up, Site::expert_down, 0);
-  return grouped_sized_on_device(nm.gate, cfg.d_model) && grouped_sized_on_device(nm.up, cfg.d_model) &&
-         grouped_sized_on_device(nm.down, cfg.d_ff);
-}
-
 // Runs all layers over the rows in st->x; positions [rows]; decode when `decode`.
 void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B, int T,
                 const int32_t* positions, bool decode, uint64_t call, int32_t* topk_ids,

@@ -208,6 +208,16 @@ FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up
   return nm;
 }
 
+// See model_impl.h.
+bool routes_resident(const Model& m, const Model::Impl& im, const NumericsProfile& p) {
+  const ModelConfig& cfg = m.config();
+  if (!cfg.is_moe() || m.backend().memory_space() != MemorySpace::device) return false;
+  if ((im.dispatcher && im.dispatcher->ranks() != 1) || p.ep_layout.kind != EpLayoutKind::none) return false;
+  const FfnNumerics nm = ffn_numerics(p, 0, Site::expert_gate, Site::expert_up, Site::expert_down, 0);
+  return grouped_sized_on_device(nm.gate, cfg.d_model) && grouped_sized_on_device(nm.up, cfg.d_model) &&
+         grouped_sized_on_device(nm.down, cfg.d_ff);
+}
+
 MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,
                  RouterMode mode, const int32_t* replay_ids, const float* bias, int seq_len,
                  bool training, const Dispatcher* dispatcher, const RowSums* rows) {

@@ -195,7 +195,7 @@ class Model {
   // dst[dst_row[i]] = the state's log-probs of row i, rows of V in the backend's memory
   // (dst_row[i] < 0: skipped): the rollout's record of μ stays where it is computed.
   void generation_store_logprobs(GenerationState* state, float* dst, const int32_t* dst_row);
-  // True when the state's calls route resident (models/generation.cpp, routes_resident: a device
+  // True when the state's calls route resident (models/model_impl.h, routes_resident: a device
   // backend, one EP rank, no EP layout, experts whose GEMMs are sized where the ids are): a call's
   // routing then stays where it is computed, and the host reads it only when asked.
   bool generation_routes_resident(const GenerationState* state) const;

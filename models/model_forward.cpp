@@ -213,6 +213,8 @@ class Forward {
   void pack_inputs();
   LayerCall layer_call(int l, const PackedSet& ps) const;
   void record_layer(int l, const LayerActs& a);
+  bool resident_routing() const;
+  void read_routing();
 
   Model& m_;
   Model::Impl& im_;
@@ -227,6 +229,7 @@ class Forward {
   int N_ = 0;                  // the rows: every sequence's own positions
   std::vector<int32_t> probe_; // probe ids in the row layout (RSPO)
   std::vector<double> a2a_;    // per layer: bytes sent, rows received
+  bool resident_ = false;      // routes_resident, and no term computed on the host from the router
 };
 
 // 1. The request: sizes, this rank's data-parallel block, tokens in the vocabulary.
@@ -356,6 +359,8 @@ void Forward::layers() {
   ps_ = &model_packed(&im_, cfg_, w_, p_, m_.expert_range());
   im_.layers.resize(L);
   a2a_.assign(moe ? 2 * L : 0, 0.0);
+  resident_ = resident_routing();
+  if (resident_) im_.routing_stage.resize(be_, static_cast<size_t>(L) * 2 * N_ * K);
   const size_t ND = static_cast<size_t>(N_) * D;
   ActBuffer<float>& x = im_.x;  // the residual stream [N, D], in the backend's memory
   x.resize(be_, ND);
@@ -365,9 +370,48 @@ void Forward::layers() {
     LayerActs& a = req_.save_for_backward ? im_.layers[l] : im_.scratch;
     act_copy(be_, &a.x_in, x.data(), ND);
     const size_t lo = static_cast<size_t>(l) * N_ * K;
-    out_->aux_loss += layer_forward(&a, x.data(), moe ? &out_->router_logp[lo] : nullptr,
-                                    moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, layer_call(l, *ps_));
+    LayerCall c = layer_call(l, *ps_);
+    if (resident_) {  // the ids and log-probs stay where they are, read once below
+      c.routing_stage = im_.routing_stage.data() + 2 * lo;
+      out_->aux_loss += layer_forward(&a, x.data(), nullptr, nullptr, c);
+    } else {
+      out_->aux_loss += layer_forward(&a, x.data(), moe ? &out_->router_logp[lo] : nullptr,
+                                      moe ? &out_->expert_load[static_cast<size_t>(l) * E] : nullptr, c);
+    }
     if (moe) record_layer(l, a);
+  }
+  if (resident_) read_routing();
+}
+
+// Resident routing (routes_resident) in a training forward: besides the backend and the experts'
+// numerics, nothing the host computes from a layer's routing during the call — no balance loss,
+// z-loss or KL regulariser (they read the logits and scores), and no own top-k under replay.
+bool Forward::resident_routing() const {
+  if (!routes_resident(m_, im_, p_)) return false;
+  const RouterControl& c = im_.control;
+  const bool kl = (c.kl_full_target && c.kl_full_weight > 0.0f) || (c.kl_topk_target && c.kl_topk_weight > 0.0f);
+  return cfg_.load_balance == LoadBalance::none && cfg_.z_loss_coef == 0.0f && !kl &&
+         !(req_.want_own_topk && req_.router_mode == RouterMode::replay);
+}
+
+// Every layer's routing in one read: the result's ids and router log-probs, the load (the ids'
+// counts, as router_gate adds them) and, in normal mode, the router's own top-k.
+void Forward::read_routing() {
+  const int L = cfg_.n_layers, K = cfg_.top_k, E = cfg_.n_experts;
+  const size_t NK = static_cast<size_t>(N_) * K;
+  if (NK == 0) return;
+  std::vector<int32_t> stage(static_cast<size_t>(L) * 2 * NK);
+  be_.mem_copy(stage.data(), im_.routing_stage.data(), stage.size() * sizeof(int32_t), CopyDir::to_host,
+               CrossKind::per_token);
+  for (int l = 0; l < L; ++l) {
+    const int32_t* s = stage.data() + static_cast<size_t>(l) * 2 * NK;
+    const size_t lo = static_cast<size_t>(l) * NK;
+    std::memcpy(&out_->topk_ids[lo], s, NK * sizeof(int32_t));
+    std::memcpy(&out_->router_logp[lo], s + NK, NK * sizeof(float));
+    int64_t* load = &out_->expert_load[static_cast<size_t>(l) * E];
+    for (size_t i = 0; i < NK; ++i) load[s[i]] += 1;
+    if (req_.want_own_topk && req_.router_mode == RouterMode::normal)
+      std::memcpy(&out_->own_topk_ids[lo], s, NK * sizeof(int32_t));
   }
 }
 
@@ -380,11 +424,11 @@ void Forward::record_layer(int l, const LayerActs& a) {
     if (s != dp.rank)  // rows out in the dispatch, rows back in the combine
       a2a_[2 * l] += static_cast<double>(dp.send_rows[s] + dp.recv_rows[s]) * D * sizeof(float);
   a2a_[2 * l + 1] = dp.received();
-  std::memcpy(&out_->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
+  if (!resident_) std::memcpy(&out_->topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
   if (req_.want_router_logits)
     be_.mem_copy(&out_->router_logits[static_cast<size_t>(l) * N_ * E], a.moe.router.logits.data(),
                  sizeof(float) * N_ * E, CopyDir::to_host, CrossKind::activations);
-  if (req_.want_own_topk && req_.router_mode == RouterMode::normal)
+  if (!resident_ && req_.want_own_topk && req_.router_mode == RouterMode::normal)
     std::memcpy(&out_->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
   if (!out_->router_top.empty()) {
     // the K+1 largest logits of each row where they are; their last two come down (values only:

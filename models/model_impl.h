@@ -81,7 +81,7 @@ struct GenerationState {
   ActBuffer<float> sampled;  // generation_sample's [tokens (as int32) | log μ at them | entropy]
   ActBuffer<int32_t> dev_positions;  // the call's positions in the backend's memory (RoPE's)
   ActBuffer<int32_t> dev_len;        // decode: each sequence's length there (attention_decode's)
-  // Resident routing (routes_resident, models/generation.cpp): every layer's [ids | log-probs]
+  // Resident routing (routes_resident, below): every layer's [ids | log-probs]
   // of the call, [L, 2·rows·K] where they are computed, read (when asked) in one copy after the
   // last layer.
   ActBuffer<int32_t> routing_stage;
@@ -101,6 +101,7 @@ struct Model::Impl {
   Newer params_newer = Newer::none, grads_newer = Newer::none;
   std::vector<PackedSet> packed;
   std::unique_ptr<Dispatcher> dispatcher;  // LocalDispatcher, or over the EP group
+  ActBuffer<int32_t> routing_stage;        // a resident-routing forward's [L, 2·N·K] (routes_resident)
   // Dense (replicated) tensors in a compact layout, for per-chunk gradient partials: offset of
   // each ParamStore tensor in it, -1 for routed-expert tensors.
   std::vector<int64_t> dense_offset;
@@ -147,6 +148,16 @@ const PackedSet& model_packed(Model::Impl* impl, const ModelConfig& cfg, const P
 // Numerics of the FFN sites of a layer.
 FfnNumerics ffn_numerics(const NumericsProfile& p, int layer, Site gate, Site up, Site down,
                          uint64_t call);
+
+// Resident routing (docs/gpu.md): a device backend, one EP rank, no EP layout (its combine order
+// reads the ids), and experts whose grouped GEMMs are sized where their offsets lie
+// (grouped_sized_on_device: FP32, one chunk of K). Then no layer reads its ids on the host: each
+// writes them, with its router log-probs, into the call's stage (RouterCall::stage), the dispatch
+// plan and the GEMMs' offsets are drawn where the ids are, and the call's routing, every layer's,
+// comes down in one read at its end (generation: when the caller asks; Forward: always, for the
+// result's ids, log-probs and load). A training forward also needs no term computed on the host
+// from the router (a balance loss, the z-loss, a KL regulariser).
+bool routes_resident(const Model& m, const Model::Impl& im, const NumericsProfile& p);
 
 // The RouterCall / MoeCall of one layer for one call (rows: training only, see RouterCall).
 MoeCall moe_call(const ModelConfig& cfg, const NumericsProfile& p, int layer, uint64_t call,

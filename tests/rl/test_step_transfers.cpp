@@ -411,6 +411,40 @@ TEST(StepTransfers, ResidentRoutingRecordIsTheHostsRecord) {
     }
 }
 
+// Resident routing in the training forward (FP32 train engine, no balance loss): π_old's and the
+// mini-batches' forwards read every layer's routing at once, one copy a forward, whatever the
+// depth — the train phase's reads are the loss's totals and that one copy per mini-batch — and two
+// steps on the test device end with the CPU backend's parameters and routing metrics, bit for bit.
+TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
+  for (const int L : {2, 3}) {
+    const Scenario s = test::tiny_scenario({"engines.rollout=fp32-ref", "engines.train=fp32-ref",
+                                            "task.partial_credit=true", "model.n_layers=" + std::to_string(L)});
+    const RlSetup setup = setup_of(s);
+    TestDeviceBackend dev;
+    Model cpu(s.model), on(s.model);
+    params_init(&cpu.params(), s.model, 12);
+    params_init(&on.params(), s.model, 12);
+    on.set_backend(dev);
+    RlTrainer t_cpu(setup, &cpu), t_dev(setup, &on);
+    TransferLog& log = *dev.transfers();
+    log.reset();
+    RunResults rc, rd;
+    for (int64_t step = 0; step < 2; ++step) {
+      t_cpu.step(step, &rc);
+      t_dev.step(step, &rd);
+    }
+    const std::string what = "L " + std::to_string(L);
+    const int64_t updates = 2 * s.rl.minibatches;
+    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), 2 * updates) << what;
+    expect_same_bits(cpu.params().data(), on.params().data(), what.c_str());
+    for (const char* m : {"loss", "grad_norm", "load_cv", "load_max_over_mean", "dead_experts", "flip_rate_mean",
+                          "kl_rollout_train"}) {
+      const double a = rc.last(m), b = rd.last(m);
+      EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0) << what << " " << m << ": " << a << " vs " << b;
+    }
+  }
+}
+
 // Host reads and writes per decode step, bounded for any numerics: what a step of the rollout
 // downloads is the sampler's result (the tokens, log μ at them and the entropies: one read of 3
 // values a row) and, per layer at most, the router's choice and its log-probs at it in one read
