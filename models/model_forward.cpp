@@ -381,6 +381,9 @@ void Forward::layers() {
     if (moe) record_layer(l, a);
   }
   if (resident_) read_routing();
+  if (!out_->router_top.empty())  // the margins of every layer: one read
+    be_.mem_copy(out_->router_top.data(), im_.router_top.data(), out_->router_top.size() * sizeof(float),
+                 CopyDir::to_host, CrossKind::per_token);
 }
 
 // Resident routing (routes_resident) in a training forward: besides the backend and the experts'
@@ -431,15 +434,17 @@ void Forward::record_layer(int l, const LayerActs& a) {
   if (!resident_ && req_.want_own_topk && req_.router_mode == RouterMode::normal)
     std::memcpy(&out_->own_topk_ids[lo], a.moe.router.ids.data(), sizeof(int32_t) * N_ * K);
   if (!out_->router_top.empty()) {
-    // the K+1 largest logits of each row where they are; their last two come down (values only:
+    // the K+1 largest logits of each row where they are; their last two are kept (values only:
     // the tie rule decides nothing)
     im_.top_ids.resize(be_, static_cast<size_t>(N_) * (K + 1));
     im_.top_vals.resize(be_, static_cast<size_t>(N_) * (K + 1));
     be_.topk_forward(im_.top_ids.data(), im_.top_vals.data(), a.moe.router.logits.data(), N_, E, K + 1,
                      TieBreak::lowest, NoiseKey{});
-    be_.mem_copy_2d(&out_->router_top[static_cast<size_t>(l) * N_ * 2], 2 * sizeof(float), im_.top_vals.data() + (K - 1),
-                    (K + 1) * sizeof(float), 2 * sizeof(float), static_cast<size_t>(N_), CopyDir::to_host,
-                    CrossKind::per_token);
+    // gathered where they are, every layer's, and read once after the last (Forward::layers)
+    if (l == 0) im_.router_top.resize(be_, out_->router_top.size());
+    be_.mem_copy_2d(im_.router_top.data() + static_cast<size_t>(l) * N_ * 2, 2 * sizeof(float),
+                    im_.top_vals.data() + (K - 1), (K + 1) * sizeof(float), 2 * sizeof(float), static_cast<size_t>(N_),
+                    CopyDir::on_device, CrossKind::per_token);
   }
 }
 

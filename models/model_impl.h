@@ -138,6 +138,7 @@ struct Model::Impl {
   // the router's K+1 largest logits per row (ForwardResult::router_top), one layer at a time
   ActBuffer<int32_t> top_ids;
   ActBuffer<float> top_vals;
+  ActBuffer<float> router_top;  // [L, N, 2] every layer's margins where they are, read once a call
 };
 
 // Packs (once per parameter version) the weights of `profile`.

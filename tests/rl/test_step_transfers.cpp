@@ -24,6 +24,7 @@
 // numbers on a GPU come from tests/gpu/device_checks.sh.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "kernels/test_device.h"
@@ -413,9 +414,12 @@ TEST(StepTransfers, ResidentRoutingRecordIsTheHostsRecord) {
 
 // Resident routing in the training forward (FP32 train engine, no balance loss): π_old's and the
 // mini-batches' forwards read every layer's routing at once, one copy a forward, whatever the
-// depth — the train phase's reads are the loss's totals and that one copy per mini-batch — and two
-// steps on the test device end with the CPU backend's parameters and routing metrics, bit for bit.
+// depth — the train phase's reads are the loss's totals and that one copy per mini-batch; π_old's
+// phase reads as many copies at L = 3 as at L = 2 (the router's margins too come down once a
+// forward) — and two steps on the test device end with the CPU backend's parameters and routing
+// metrics, bit for bit.
 TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
+  std::vector<int64_t> old_reads;
   for (const int L : {2, 3}) {
     const Scenario s = test::tiny_scenario({"engines.rollout=fp32-ref", "engines.train=fp32-ref",
                                             "task.partial_credit=true", "model.n_layers=" + std::to_string(L)});
@@ -436,13 +440,18 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
     const std::string what = "L " + std::to_string(L);
     const int64_t updates = 2 * s.rl.minibatches;
     EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), 2 * updates) << what;
+    old_reads.push_back(0);
+    for (int k = 0; k < kCrossKinds; ++k)
+      old_reads.back() += log.copies(TransferPhase::old_logprobs, static_cast<CrossKind>(k), CrossDir::down);
     expect_same_bits(cpu.params().data(), on.params().data(), what.c_str());
     for (const char* m : {"loss", "grad_norm", "load_cv", "load_max_over_mean", "dead_experts", "flip_rate_mean",
-                          "kl_rollout_train"}) {
+                          "kl_rollout_train", "router_margin_mean", "router_margin_p10"}) {
       const double a = rc.last(m), b = rd.last(m);
       EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0) << what << " " << m << ": " << a << " vs " << b;
     }
+    EXPECT_TRUE(std::isfinite(rd.last("router_margin_mean"))) << what << ": the margins were measured";
   }
+  EXPECT_EQ(old_reads[0], old_reads[1]) << "π_old's reads grow with the depth";
 }
 
 // Host reads and writes per decode step, bounded for any numerics: what a step of the rollout
