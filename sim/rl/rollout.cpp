@@ -152,6 +152,68 @@ std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::
   return from;
 }
 
+namespace {
+// Each decode step's routing (MoE models): the host places what each step reads back
+// (rollout_place_routing), or, with resident routing (Model::generation_routes_resident), the step's
+// routing goes into a record where it is computed, [L, S·T, K] ids and log-probs, which comes down
+// once at the end.
+class DecodeRouting {
+ public:
+  DecodeRouting(Model& model, GenerationState* st, const RolloutBatch& out)
+      : model_(model), st_(st), cfg_(model.config()),
+        resident_(cfg_.is_moe() && model.generation_routes_resident(st)) {
+    if (!resident_) return;
+    const Backend& be = model.backend();
+    rec_ids_.resize(be, out.topk_ids.size());
+    rec_logp_.resize(be, out.router_logp.size());
+    be.mem_zero(rec_ids_.data(), rec_ids_.bytes());  // positions no step reaches stay 0, as on the host
+    be.mem_zero(rec_logp_.data(), rec_logp_.bytes());
+  }
+  // Feeds next[n] (row i: sequence seq[i]) and keeps the routing of position P + r.
+  void step(RolloutBatch* out, const int32_t* next, const int32_t* seq, int n, int r) {
+    const int L = cfg_.n_layers, K = cfg_.top_k, P = out->P;
+    if (resident_) {
+      model_.generation_step(st_, nullptr, nullptr, nullptr, next);
+      rows_.resize(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) rows_[i] = seq[i] * out->T + P + r;
+      model_.generation_record_routing(st_, rec_ids_.data(), rec_logp_.data(), static_cast<int64_t>(out->S) * out->T,
+                                       rows_.data(), n);
+      return;
+    }
+    const bool moe = cfg_.is_moe();
+    ids_.resize(moe ? static_cast<size_t>(L) * n * K : 0);
+    rlp_.resize(ids_.size());
+    model_.generation_step(st_, nullptr, moe ? ids_.data() : nullptr, moe ? rlp_.data() : nullptr, next);
+    if (moe) rollout_place_routing(out, ids_, rlp_, L, K, P + r, 1, seq, n);
+  }
+  // The resident record's decode positions (P..) into *out: one read each of ids and log-probs.
+  void finish(RolloutBatch* out) const {
+    if (!resident_) return;
+    const Backend& be = model_.backend();
+    std::vector<int32_t> ids(rec_ids_.size());
+    std::vector<float> logp(rec_logp_.size());
+    be.mem_copy(ids.data(), rec_ids_.data(), rec_ids_.bytes(), CopyDir::to_host, CrossKind::per_token);
+    be.mem_copy(logp.data(), rec_logp_.data(), rec_logp_.bytes(), CopyDir::to_host, CrossKind::per_token);
+    const size_t K = static_cast<size_t>(cfg_.top_k), row = static_cast<size_t>(out->T) * K,
+                 prompt = static_cast<size_t>(out->P) * K;
+    for (size_t b = 0; b < static_cast<size_t>(cfg_.n_layers) * out->S; ++b) {  // the prefill's are placed
+      std::copy(ids.begin() + b * row + prompt, ids.begin() + (b + 1) * row, out->topk_ids.begin() + b * row + prompt);
+      std::copy(logp.begin() + b * row + prompt, logp.begin() + (b + 1) * row, out->router_logp.begin() + b * row + prompt);
+    }
+  }
+
+ private:
+  Model& model_;
+  GenerationState* st_;
+  const ModelConfig& cfg_;
+  const bool resident_;
+  ActBuffer<int32_t> rec_ids_;
+  ActBuffer<float> rec_logp_;
+  std::vector<int32_t> rows_, ids_;
+  std::vector<float> rlp_;
+};
+}  // namespace
+
 void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& profile,
                       const int32_t* prompts, int S, int P, int R_max, const SamplingConfig& sampling,
                       uint64_t seed, uint64_t step, uint64_t first_index, int shared_group, int eos,
@@ -173,19 +235,7 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
   model.generation_prefill(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr,
                            prompts, P, prefix_ids.empty() ? nullptr : prefix_ids.data());
   if (moe) rollout_place_routing(out, ids, rlp, L, K, 0, P);
-  // Resident routing (Model::generation_routes_resident): each decode step's routing goes into a
-  // record where it is computed, [L, S·T, K] ids and log-probs, and comes down once at the end.
-  const bool record_resident = moe && model.generation_routes_resident(st);
-  const Backend& be = model.backend();
-  ActBuffer<int32_t> rec_ids;
-  ActBuffer<float> rec_logp;
-  std::vector<int32_t> rec_rows;
-  if (record_resident) {
-    rec_ids.resize(be, out->topk_ids.size());
-    rec_logp.resize(be, out->router_logp.size());
-    be.mem_zero(rec_ids.data(), rec_ids.bytes());  // positions no step reaches stay 0, as on the host
-    be.mem_zero(rec_logp.data(), rec_logp.bytes());
-  }
+  DecodeRouting routing(model, st, *out);
   // log μ of every token: log_softmax(logits / τ), where the logits are
   const float tau = sampling.temperature > 0.0f ? sampling.temperature : 1.0f;
   model.generation_logprobs(st, nullptr, tau);
@@ -212,37 +262,13 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     }
     // Feed the sampled token: this computes the routing of position P + r (kept for replay —
     // the last position's routing included, so R3 has a record for every position).
-    ids.resize(moe ? static_cast<size_t>(L) * n * K : 0);
-    rlp.resize(ids.size());
-    if (!last || moe) {
-      if (record_resident) {  // position P + r of each row's sequence, recorded where it is
-        model.generation_step(st, nullptr, nullptr, nullptr, next.data());
-        rec_rows.resize(static_cast<size_t>(n));
-        for (int i = 0; i < n; ++i) rec_rows[i] = seq[i] * out->T + P + r;
-        model.generation_record_routing(st, rec_ids.data(), rec_logp.data(), static_cast<int64_t>(S) * out->T,
-                                        rec_rows.data(), n);
-      } else {
-        model.generation_step(st, nullptr, moe ? ids.data() : nullptr, moe ? rlp.data() : nullptr, next.data());
-        if (moe) rollout_place_routing(out, ids, rlp, L, K, P + r, 1, seq.data(), n);
-      }
-    }
+    if (!last || moe) routing.step(out, next.data(), seq.data(), n, r);
     if (last) break;
     model.generation_logprobs(st, nullptr, tau);
     if (compact) n = rollout_compact(model, st, &seq, done);
   }
   model.generation_end(st);
-  if (record_resident) {  // the decode steps' routing, one read each of ids and log-probs
-    std::vector<int32_t> ids_all(rec_ids.size());
-    std::vector<float> logp_all(rec_logp.size());
-    be.mem_copy(ids_all.data(), rec_ids.data(), rec_ids.bytes(), CopyDir::to_host, CrossKind::per_token);
-    be.mem_copy(logp_all.data(), rec_logp.data(), rec_logp.bytes(), CopyDir::to_host, CrossKind::per_token);
-    const size_t row = static_cast<size_t>(out->T) * K, prompt = static_cast<size_t>(P) * K;
-    for (size_t b = 0; b < static_cast<size_t>(L) * S; ++b) {  // positions P.. (the prefill's are placed)
-      std::copy(ids_all.begin() + b * row + prompt, ids_all.begin() + (b + 1) * row, out->topk_ids.begin() + b * row + prompt);
-      std::copy(logp_all.begin() + b * row + prompt, logp_all.begin() + (b + 1) * row,
-                out->router_logp.begin() + b * row + prompt);
-    }
-  }
+  routing.finish(out);
   if (logp_all_to_host) {  // one download of μ's rows, for callers that read them on the host
     out->logp_all.resize(out->logp_all_resident.size());
     model.backend().mem_copy(out->logp_all.data(), out->logp_all_resident.data(), out->logp_all_resident.bytes(),

@@ -596,17 +596,14 @@ void RlTrainer::minibatch_forward(const StepState& st, Minibatch* mb) {
   mb->logp_new = par.dp ? collectives_allgather(*par.dp, mine) : mine;
 }
 
-// The algorithm prepares what it owns of the batch (RSPO: γ), then the loss and its gradient.
-void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
-  if (mb->request.keep_logprobs) {
-    minibatch_loss_on_device(st, mb);
-    return;
-  }
+// The mini-batch's LossBatch (mb->batch; logp_new is the caller's: on the host, or where the model
+// is) and the view the algorithm prepares from (its gather is the caller's).
+MinibatchView RlTrainer::minibatch_loss_batch(const StepState& st, Minibatch* mb) const {
   const StepShape& shape = st.shape;
   LossBatch& b = mb->batch;
   b.S = mb->size();
   b.R = shape.R;
-  b.logp_new = mb->logp_new.data();
+  b.logp_new = mb->logp_new.empty() ? nullptr : mb->logp_new.data();
   b.logp_old = mb->logp_old.data();
   b.logp_rollout = mb->logp_rollout.data();
   b.mask = mb->mask.data();
@@ -624,6 +621,17 @@ void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
     view.router_logp_new = mb->result.router_logp.data();
     view.router_logp_old = st.old.router_logp.data();
   }
+  return view;
+}
+
+// The algorithm prepares what it owns of the batch (RSPO: γ), then the loss and its gradient.
+void RlTrainer::minibatch_loss(const StepState& st, Minibatch* mb) {
+  if (mb->request.keep_logprobs) {
+    minibatch_loss_on_device(st, mb);
+    return;
+  }
+  MinibatchView view = minibatch_loss_batch(st, mb);
+  LossBatch& b = mb->batch;
   Collectives* dp = model_->parallel().dp;
   view.gather = [dp](const std::vector<double>& x) { return dp ? collectives_allgather(*dp, x) : x; };
   algo_->prepare(&b, view);
@@ -641,27 +649,8 @@ void RlTrainer::minibatch_loss_on_device(const StepState& st, Minibatch* mb) {
   const StepShape& shape = st.shape;
   const Backend& be = model_->backend();
   const int n = mb->size(), R = shape.R;
+  MinibatchView view = minibatch_loss_batch(st, mb);  // logp_new: where the model is (left null)
   LossBatch& b = mb->batch;
-  b.S = n;
-  b.R = R;
-  b.logp_new = nullptr;  // where the model is
-  b.logp_old = mb->logp_old.data();
-  b.logp_rollout = mb->logp_rollout.data();
-  b.mask = mb->mask.data();
-  b.advantages = mb->advantages.data();
-  b.norm_len = shape.R_max;
-  b.logp_ref = ref_model_ ? mb->logp_ref.data() : nullptr;
-  MinibatchView view;
-  view.slice = shape.slice();
-  view.L = shape.L;
-  view.K = shape.K;
-  view.S_step = shape.S;
-  view.n_mine = static_cast<int>(mb->mine.size());
-  view.mine = mb->mine.data();
-  if (!mb->probe.empty()) {
-    view.router_logp_new = mb->result.router_logp.data();
-    view.router_logp_old = st.old.router_logp.data();
-  }
   view.gather = [](const std::vector<double>& x) { return x; };
   algo_->prepare(&b, view);
   PolicyLossParams p;

@@ -91,6 +91,7 @@ class RlTrainer {
   // The parts of train_minibatches, per mini-batch.
   Minibatch minibatch_rows(const StepState& st, const std::vector<int>& order, int m) const;
   void minibatch_forward(const StepState& st, Minibatch* mb);
+  MinibatchView minibatch_loss_batch(const StepState& st, Minibatch* mb) const;
   void minibatch_loss(const StepState& st, Minibatch* mb);
   void minibatch_backward(StepState* st, Minibatch* mb);
   void optimizer_step(Minibatch* mb);
