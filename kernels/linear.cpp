@@ -187,8 +187,11 @@ void linear_backward(float* dinp, float* dweight, const float* dout, const float
 }
 
 bool grouped_sized_on_device(const LinearNumerics& nm, int K) {
+  const bool unscaled = nm.format == Format::fp32 ||
+                        ((nm.format == Format::bf16 || nm.format == Format::fp16) &&
+                         nm.act_scaling == Scaling::none && nm.weight_scaling == Scaling::none);
   // the split is largest at one row (batch variance multiplies it for few rows)
-  return nm.format == Format::fp32 && nm.accum_bits == 0 && reduce_effective_split(nm.reduce, 1, K) == 1;
+  return unscaled && nm.accum_bits == 0 && reduce_effective_split(nm.reduce, 1, K) == 1;
 }
 
 // weight/dweight are [E, N, K]; all experts' tiles run in one parallel region per product.

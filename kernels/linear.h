@@ -68,11 +68,12 @@ void linear_backward_grouped(float* dinp, float* dweight, const float* dout, con
 
 // The grouped products' offsets may lie where the ids are (a device backend's memory: the
 // moe_offsets op), so that the host need not read the ids to size the experts' GEMMs. True when a
-// grouped forward of these numerics is sized where its offsets lie: FP32 operands, FP32
-// accumulation and one chunk of K at every row count (the FP32 backward always is). Otherwise the
-// backend reads the E + 1 offsets first (kernels/op_crossings.cpp counts that read): split-K and
-// batch-variant splits follow each expert's row count, and the CUDA backend's quantised formats
-// run a call per expert with its own activation scales.
+// grouped forward of these numerics is sized where its offsets lie: FP32 operands, or BF16 / FP16
+// operands without scales (bf16-train, fp16: each operand rounded on its own, so no expert's
+// rows set another's rounding), FP32 accumulation and one chunk of K at every row count (the FP32
+// backward always is). Otherwise the backend reads the E + 1 offsets first
+// (kernels/op_crossings.cpp counts that read): split-K and batch-variant splits follow each
+// expert's row count, and scaled formats (FP8) compute their activation scales per expert.
 bool grouped_sized_on_device(const LinearNumerics& nm, int K);
 
 // Which BLAS kernel family runs (e.g. "OpenBLAS SkylakeX"), for bench reports.

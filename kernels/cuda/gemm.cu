@@ -52,6 +52,7 @@
 #include "kernels/cuda/buffer.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/hd/gemm_hd.h"
+#include "kernels/cuda/hd/round.h"
 #include "kernels/cuda/peak.h"
 
 namespace moerl::cuda {
@@ -853,12 +854,14 @@ void check_grouped_offsets(const int* offsets, int E, const char* what) {
       throw std::invalid_argument(std::string(what) + ": offsets must be non-decreasing");
 }
 
-// ---- grouped FP32 products sized where their offsets lie ------------------------------------------
+// ---- grouped products sized where their offsets lie ----------------------------------------------
 // The experts' row offsets in device memory (the moe_offsets op, drawn where the router's ids are):
 // no host read sizes these launches. Rows are walked with a grid stride up to offsets[E]; each
-// output is one FP32 FMA chain from 0 in the reduction's order, as the CPU's FP32 product (one
-// chunk of K: grouped_sized_on_device), so the forward's and the input gradient's bits are the
-// CPU's; the weight gradient sums each expert's rows in order.
+// output is one FP32 FMA chain from 0 in the reduction's order, as the CPU's product (one chunk of
+// K, FP32 accumulation: grouped_sized_on_device), so the forward's and the input gradient's bits are
+// the CPU's; the weight gradient sums each expert's rows in order. The forward's operands are FP32,
+// or BF16 / FP16 without scales (bf16-train): each activation rounded as the CPU rounds it
+// (hd_round_to_format, tests/cuda_host/test_hd_round.cpp), each weight the value of its code.
 __device__ int grouped_expert_of_row(const int* off, int E, int r) {
   int lo = 0, hi = E;  // the largest e < E with off[e] <= r (empty experts passed over)
   while (hi - lo > 1) {
@@ -867,18 +870,24 @@ __device__ int grouped_expert_of_row(const int* off, int E, int r) {
   }
   return lo;
 }
-// out[r, n] = Σ_k inp[r, k]·W_e[n, k], W_e = w[e] [N, K]
-__global__ void grouped_forward_sized_kernel(float* out, const float* inp, const float* const* w, const int* off,
-                                             int E, int N, int K) {
+__device__ float sized_weight_value(float w, Format) { return w; }  // FP32, or fake-quantised
+__device__ float sized_weight_value(uint16_t code, Format f) { return gemm_code_value(code, f); }
+// out[r, n] = Σ_k round(inp[r, k])·W_e[n, k], W_e's row n at w[e] + n·ldw (T: float, or 16-bit codes)
+template <class T>
+__global__ void grouped_forward_sized_kernel(float* out, const float* inp, const T* const* w, int64_t ldw,
+                                             const int* off, int E, int N, int K, Format f) {
   const int n = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (n >= N) return;
   const int end = off[E];
   for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
        r += static_cast<int>(gridDim.y * blockDim.y)) {
     const float* x = inp + static_cast<int64_t>(r) * K;
-    const float* wr = w[grouped_expert_of_row(off, E, r)] + static_cast<int64_t>(n) * K;
+    const T* wr = w[grouped_expert_of_row(off, E, r)] + static_cast<int64_t>(n) * ldw;
     float acc = 0.0f;
-    for (int k = 0; k < K; ++k) acc = __fmaf_rn(x[k], wr[k], acc);
+    if (f == Format::fp32)
+      for (int k = 0; k < K; ++k) acc = __fmaf_rn(x[k], sized_weight_value(wr[k], f), acc);
+    else
+      for (int k = 0; k < K; ++k) acc = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(wr[k], f), acc);
     out[static_cast<int64_t>(r) * N + n] = acc;
   }
 }
@@ -923,12 +932,25 @@ void grouped_forward_sized(float* out, const float* inp, const PackedWeight* w, 
   require_resident(out, "out");
   require_resident(inp, "inp");
   const int N = w[0].N, K = w[0].K;
-  std::vector<const float*> ptrs(static_cast<size_t>(E));
-  for (int e = 0; e < E; ++e) ptrs[e] = device_weight(w[e], nm).f32.get();
-  const float* const* d_ptrs = static_cast<const float* const*>(
-      static_cast<const void*>(scratch_upload(15, reinterpret_cast<const uintptr_t*>(ptrs.data()), ptrs.size())));
+  const bool codes = device_weight(w[0], nm).lowp;  // 16-bit codes (BF16 / FP16), else FP32 values
+  std::vector<const void*> ptrs(static_cast<size_t>(E));
+  int64_t ldw = K;
+  for (int e = 0; e < E; ++e) {
+    const DeviceWeight& d = device_weight(w[e], nm);
+    if (d.lowp != codes || (codes && (d.blocked || gemm_code_bytes(d.format) != 2)))
+      throw std::invalid_argument("cuda grouped GEMM with device offsets: experts packed differently");
+    ptrs[e] = codes ? static_cast<const void*>(d.q.get()) : static_cast<const void*>(d.f32.get());
+    if (codes) ldw = d.L.kp;  // the codes' padded rows (one K block: column k at k)
+  }
+  const void* d_ptrs =
+      scratch_upload(15, reinterpret_cast<const uintptr_t*>(ptrs.data()), ptrs.size());
   const dim3 block(32, 8), grid(static_cast<unsigned>((N + 31) / 32), kSizedRowBlocks);
-  grouped_forward_sized_kernel<<<grid, block>>>(out, inp, d_ptrs, offsets, E, N, K);
+  if (codes)
+    grouped_forward_sized_kernel<uint16_t><<<grid, block>>>(
+        out, inp, static_cast<const uint16_t* const*>(d_ptrs), ldw, offsets, E, N, K, nm.format);
+  else
+    grouped_forward_sized_kernel<float><<<grid, block>>>(
+        out, inp, static_cast<const float* const*>(d_ptrs), ldw, offsets, E, N, K, nm.format);
   MOERL_CUDA_LAUNCHED();
 }
 

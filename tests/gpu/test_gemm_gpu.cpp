@@ -333,10 +333,11 @@ TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
 
 // Offsets where the ids are (resident routing, docs/gpu.md): the FP32 grouped products are sized on
 // the device (grouped_*_sized_kernel), forward, dinp and dweight, against the CPU with the same
-// offsets on the host, uneven and empty experts; BF16 reads its offsets first and runs its
-// per-expert calls. Each output is an FMA chain in the CPU's order, so the FP32 forward's and
-// dinp's bits are expected to be the CPU's: the count of equal elements is printed, the check is the
-// FP32 summation bound.
+// offsets on the host, uneven and empty experts; so are the forwards of unscaled BF16 and FP16
+// (bf16-train's experts: each activation rounded as the CPU rounds it, each weight its code's
+// value), while a scaled format reads its offsets first and runs its per-expert calls. Each output
+// is an FMA chain in the CPU's order, so the forward's and dinp's bits are expected to be the CPU's:
+// the count of equal elements is printed, the check is the format's summation bound.
 TEST(GemmGpu, GroupedWithDeviceOffsetsMatchesCpu) {
   MOERL_REQUIRE_GPU();
   const Backend& be = cuda::cuda_backend();
@@ -355,9 +356,11 @@ TEST(GemmGpu, GroupedWithDeviceOffsetsMatchesCpu) {
     be.mem_copy(dst->data(), src, dst->size() * sizeof(float), CopyDir::to_host, CrossKind::indices);
   };
   const int* d_off = static_cast<const int*>(up(offsets.data(), offsets.size() * sizeof(int)));
-  for (Format f : {Format::fp32, Format::bf16}) {
+  EXPECT_FALSE(grouped_sized_on_device(numerics(Format::bf16, Scaling::row, Scaling::row), K));
+  EXPECT_FALSE(grouped_sized_on_device(numerics(Format::fp8_e4m3, Scaling::block, Scaling::block), K));
+  for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
     const LinearNumerics nm = numerics(f, Scaling::none, Scaling::none);
-    EXPECT_EQ(grouped_sized_on_device(nm, K), f == Format::fp32);
+    EXPECT_TRUE(grouped_sized_on_device(nm, K)) << format_name(f);
     const Experts ex(E, N, K, 80, nm);
     const auto x = randn(static_cast<size_t>(M) * K, 81, 2.0f);
     std::vector<float> want(static_cast<size_t>(M) * N), got(want.size());

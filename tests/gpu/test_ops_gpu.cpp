@@ -420,7 +420,7 @@ std::vector<Case> cases_kv_cache_write() {
   const int B = 3, D = 24, Tc = 40;
   const auto k0 = normals(sz(B, D, Tc), 45), v0 = normals(sz(B, Tc, D), 46);
   std::vector<Case> cases;
-  for (const auto [T, t0] : {std::pair{17, 0}, std::pair{1, 29}}) {
+  for (const auto& [T, t0] : {std::pair{17, 0}, std::pair{1, 29}}) {
     const auto k = normals(sz(B, T, D), 47 + t0), v = normals(sz(B, T, D), 48 + t0);
     Case c(label("kv cache write T=%d at %d", T, t0));
     c.outs = {accumulated("kcache", k0, bits()), accumulated("vcache", v0, bits())};

@@ -127,14 +127,15 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
     // The train phase: no activation crosses, and the policy loss runs where the log-probs are
     // (policy_loss_rows): per step its inputs go up once (π_old, μ and the mask [S, R], the
     // advantages [S]: 4 copies), per mini-batch the aggregation's factors go up (S/M doubles) and
-    // the totals come down (48 B), with one copy of each MoE layer's router log-probs. Neither the
-    // log-probs nor their gradient cross.
+    // the totals come down (48 B), with one read of every MoE layer's routing (bf16-train's experts
+    // are sized where the ids are: Forward::read_routing). Neither the log-probs nor their gradient
+    // cross.
     const int64_t S = static_cast<int64_t>(s.rl.prompts_per_step) * s.rl.group_size, T = s.model.max_seq_len;
     EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
     EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), 2 * 4 + updates);
     EXPECT_LE(log.bytes(TransferPhase::train, CrossKind::per_token, CrossDir::up),
               2 * (3 * S * T * 4 + S * 4) + updates * (S / s.rl.minibatches) * 8);
-    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * (1 + s.model.n_layers));
+    EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * 2);
     // The parameters read back (a checkpoint, the end of the run): one download, the CPU run's bits.
     log.reset();
     expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
@@ -344,13 +345,13 @@ std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, 
   return out;
 }
 
-// With the experts' GEMMs sized where the ids are (FP32 experts with one chunk of K:
-// grouped_sized_on_device), no layer's routing is read on the host in a decode step: each step's
+// With the experts' GEMMs sized where the ids are (FP32, or BF16 / FP16 without scales, with one
+// chunk of K: grouped_sized_on_device), no layer's routing is read on the host in a decode step: each step's
 // routing, every layer's, goes into the rollout's record where it is computed
 // (Model::generation_record_routing), and a decode step reads the sampler's one array — the floor,
 // one read a step, whatever the depth. A rollout adds three reads: its prefill's routing and the
 // record's ids and log-probs at the end. Writes: 5 a step, the record's rows, and a compaction's
-// sources; none per layer (the offsets are drawn there). With quantised experts (FP8) the CUDA
+// sources; none per layer (the offsets are drawn there). With scaled experts (FP8) the CUDA
 // backend sizes its per-expert calls on the host, so each layer's ids still come down (1 + L a
 // step).
 TEST(StepTransfers, ResidentRoutingReadsOnceADecodeStepAtAnyDepth) {
@@ -362,6 +363,9 @@ TEST(StepTransfers, ResidentRoutingReadsOnceADecodeStepAtAnyDepth) {
       EXPECT_LE(x.writes, 7 * x.steps) << depth;
     }
     EXPECT_GT(decode_steps, 0);
+    // bf16-train's experts (BF16 operands without scales) are sized where the ids are too
+    const DecodeTraffic bf16 = decode_traffic({"engines.rollout=bf16-train", depth})[1];
+    EXPECT_LE(bf16.reads, bf16.decode + 3 * bf16.prefills) << depth << " bf16-train";
     const DecodeTraffic fp8 = decode_traffic({"engines.rollout=fp8-rollout", depth})[1];  // the rollout phase
     EXPECT_GT(fp8.reads, 2 * fp8.steps) << depth << ": the FP8 experts' ids come down per layer";
     EXPECT_LE(fp8.reads, (1 + L) * fp8.steps) << depth;
@@ -419,9 +423,13 @@ TEST(StepTransfers, ResidentRoutingRecordIsTheHostsRecord) {
 // forward) — and two steps on the test device end with the CPU backend's parameters and routing
 // metrics, bit for bit.
 TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
+  // the FP32 pair, and the realistic pair (fp8-rollout against bf16-train, whose BF16 experts are
+  // sized where the ids are)
+  for (const std::string rollout : {"fp32-ref", "fp8-rollout"}) {
+  const std::string train = rollout == "fp32-ref" ? "fp32-ref" : "bf16-train";
   std::vector<int64_t> old_reads;
   for (const int L : {2, 3}) {
-    const Scenario s = test::tiny_scenario({"engines.rollout=fp32-ref", "engines.train=fp32-ref",
+    const Scenario s = test::tiny_scenario({"engines.rollout=" + rollout, "engines.train=" + train,
                                             "task.partial_credit=true", "model.n_layers=" + std::to_string(L)});
     const RlSetup setup = setup_of(s);
     TestDeviceBackend dev;
@@ -437,7 +445,7 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
       t_cpu.step(step, &rc);
       t_dev.step(step, &rd);
     }
-    const std::string what = "L " + std::to_string(L);
+    const std::string what = train + " L " + std::to_string(L);
     const int64_t updates = 2 * s.rl.minibatches;
     EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), 2 * updates) << what;
     old_reads.push_back(0);
@@ -451,7 +459,8 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
     }
     EXPECT_TRUE(std::isfinite(rd.last("router_margin_mean"))) << what << ": the margins were measured";
   }
-  EXPECT_EQ(old_reads[0], old_reads[1]) << "π_old's reads grow with the depth";
+  EXPECT_EQ(old_reads[0], old_reads[1]) << train << ": π_old's reads grow with the depth";
+  }
 }
 
 // Host reads and writes per decode step, bounded for any numerics: what a step of the rollout
