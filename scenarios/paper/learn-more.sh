@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# learn-more.sh — issue 49's parts 3 and 4 after the league, one sweep after another, each resumed
+# where it stopped: the collapse probes 27-31 on the search seeds 600-603 (their rules are in each
+# grid's header and docs/notebook/collapse-search.md §8, written before their runs), cheapest first
+# (28, 31, 29, 30, 27: a success must still be confirmed on fresh seeds, so the likeliest levers
+# run first), then the expert counts 8/32/128 on seeds 720-725 (learn-experts.ini). Two runs at a
+# time (mpirun -np 2, a rank per run), base policies shared through OUT_ROOT/cache. Stop it cleanly
+# with SIGUSR1 to its mpirun, as learn-league.sh; run it again to resume.
+#   scenarios/paper/learn-more.sh [OUT_ROOT]          (default results/paper)
+#   /usr/bin/python3 -m analysis.probe_rule probe28 OUT_ROOT/learn-search/probe28
+#   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-experts --by model.n_experts
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+moerl=${MOERL:-$root/build/sim/moerl}
+out=${1:-results/paper}
+mkdir -p "$out/learn-search"
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+run() {  # grid, output directory
+  mpirun --oversubscribe -np 2 "$moerl" sweep "$1" --out "$2" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
+  rc=$?
+  [ $rc -eq 75 ] && { echo "learn-more.sh: stopped during $2; run again to resume"; exit 75; }
+  [ $rc -ne 0 ] && { echo "learn-more.sh: $2: exit $rc (see its index.csv); run again to resume"; exit $rc; }
+}
+for p in 28 31 29 30 27; do
+  run "$here/learn-search/probe$p.ini" "$out/learn-search/probe$p"
+done
+run "$here/learn-experts.ini" "$out/learn-experts"
+exit 0
