@@ -9,6 +9,7 @@
 
 #include "store/h5io.h"
 #include "sim/jobs/run.h"
+#include "sim/rl/trainer.h"
 #include "sim/scenario/scenario.h"
 
 namespace moerl::test {
@@ -54,6 +55,21 @@ inline std::string tmp_dir(const std::string& name) {
 
 inline Scenario tiny_scenario(const std::vector<std::string>& sets = {}) {
   return Scenario::parse(kTinyScenario, "<tiny>", sets);
+}
+
+// The trainer's setup of a scenario, as a run builds it (sim/jobs/run.cpp): the engines' profiles
+// by name, the run's seed, the RL options resolved.
+inline RlSetup rl_setup(const Scenario& s) {
+  RlSetup u;
+  u.rl = s.rl;
+  u.task = s.task;
+  u.optim = s.optim;
+  u.rollout = s.profile(s.engines.rollout);
+  u.train = s.profile(s.engines.train);
+  u.eval = s.profile(s.rl.eval_profile);
+  u.seed = s.run.seed;
+  u.rl.resolve();
+  return u;
 }
 
 // The values of metrics/<name> of a run's results file, flattened.

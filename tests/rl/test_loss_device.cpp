@@ -198,19 +198,6 @@ TEST(LossDevice, AnEmptyMiniBatchHasZeroTotals) {
   for (int k = 0; k < kLossTotals; ++k) EXPECT_EQ(totals[k], 0.0) << k;
 }
 
-RlSetup setup_of(const Scenario& s) {
-  RlSetup u;
-  u.rl = s.rl;
-  u.task = s.task;
-  u.optim = s.optim;
-  u.rollout = s.profile(s.engines.rollout);
-  u.train = s.profile(s.engines.train);
-  u.eval = s.profile(s.rl.eval_profile);
-  u.seed = s.run.seed;
-  u.rl.resolve();
-  return u;
-}
-
 // Whole steps: the test device runs the loss through the op (its parameters live on the device),
 // the CPU backend through sim/rl's loss; every algorithm ends with the same bits and metrics.
 TEST(LossDevice, StepsOnTheDeviceHaveTheHostLossBits) {
@@ -225,7 +212,7 @@ TEST(LossDevice, StepsOnTheDeviceHaveTheHostLossBits) {
     std::vector<std::string> all = sets;
     all.push_back("task.partial_credit=true");  // rewards that differ within a group: a loss and a gradient
     const Scenario s = test::tiny_scenario(all);
-    const RlSetup setup = setup_of(s);
+    const RlSetup setup = test::rl_setup(s);
     TestDeviceBackend dev;
     Model cpu(s.model), on(s.model);
     params_init(&cpu.params(), s.model, 9);

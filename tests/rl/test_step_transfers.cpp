@@ -36,19 +36,6 @@
 namespace moerl {
 namespace {
 
-RlSetup setup_of(const Scenario& s) {
-  RlSetup u;
-  u.rl = s.rl;
-  u.task = s.task;
-  u.optim = s.optim;
-  u.rollout = s.profile(s.engines.rollout);
-  u.train = s.profile(s.engines.train);
-  u.eval = s.profile(s.rl.eval_profile);
-  u.seed = s.run.seed;
-  u.rl.resolve();
-  return u;
-}
-
 // A saved array of the trainer's state ("optim/m", "optim/v").
 std::vector<float> saved(const RlTrainer& t, const std::string& name) {
   CheckpointExtras ex;
@@ -68,7 +55,7 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
     // partial credit: rewards that differ within a group, so the steps have a loss and a gradient
     // and the bits compared below could differ
     const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines, "task.partial_credit=true"});
-    const RlSetup setup = setup_of(s);
+    const RlSetup setup = test::rl_setup(s);
     TestDeviceBackend dev;  // outlives the model, whose activations live in its memory
     Model cpu(s.model), dev_model(s.model);
     params_init(&cpu.params(), s.model, 5);
@@ -158,7 +145,7 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
 // bits are the CPU's.
 TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLossInputsAndTotals) {
   const Scenario s = test::tiny_scenario({"model.n_experts=0", "task.partial_credit=true"});
-  const RlSetup setup = setup_of(s);
+  const RlSetup setup = test::rl_setup(s);
   TestDeviceBackend dev;
   Model cpu(s.model), dev_model(s.model);
   params_init(&cpu.params(), s.model, 6);
@@ -221,7 +208,7 @@ struct Crossed {
 };
 Crossed two_steps(const std::string& set) {
   const Scenario s = test::tiny_scenario({set});
-  const RlSetup setup = setup_of(s);
+  const RlSetup setup = test::rl_setup(s);
   TestDeviceBackend dev;
   Model m(s.model);
   params_init(&m.params(), s.model, 7);
@@ -309,7 +296,7 @@ struct DecodeTraffic {
 };
 std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, int64_t* decode_steps_out = nullptr) {
   const Scenario s = test::tiny_scenario(sets);
-  const RlSetup setup = setup_of(s);
+  const RlSetup setup = test::rl_setup(s);
   TestDeviceBackend dev;
   DecodeCounting be(dev);
   Model m(s.model);
@@ -431,7 +418,7 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
   for (const int L : {2, 3}) {
     const Scenario s = test::tiny_scenario({"engines.rollout=" + rollout, "engines.train=" + train,
                                             "task.partial_credit=true", "model.n_layers=" + std::to_string(L)});
-    const RlSetup setup = setup_of(s);
+    const RlSetup setup = test::rl_setup(s);
     TestDeviceBackend dev;
     Model cpu(s.model), on(s.model);
     params_init(&cpu.params(), s.model, 12);
@@ -471,7 +458,7 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
 // pageable memory waits for the work before it, so both counts are the step's host round trips.
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
   const Scenario s = test::tiny_scenario();
-  const RlSetup setup = setup_of(s);
+  const RlSetup setup = test::rl_setup(s);
   TestDeviceBackend dev;
   DecodeCounting be(dev);
   Model m(s.model);
