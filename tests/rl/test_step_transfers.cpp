@@ -457,39 +457,14 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
 // (1 with resident routing, above). Writes: 5 + 3·L a step (below). On a GPU every copy of
 // pageable memory waits for the work before it, so both counts are the step's host round trips.
 TEST(StepTransfers, HostReadsPerDecodeStepAreBounded) {
-  const Scenario s = test::tiny_scenario();
-  const RlSetup setup = test::rl_setup(s);
-  TestDeviceBackend dev;
-  DecodeCounting be(dev);
-  Model m(s.model);
-  params_init(&m.params(), s.model, 8);
-  m.set_backend(be);
-  RlTrainer t(setup, &m);
-  TransferLog& log = *dev.transfers();
-  log.reset();
-  RunResults res;
-  const int64_t steps = 2;
-  for (int64_t step = 0; step < steps; ++step) t.step(step, &res);
-  const int L = s.model.n_layers;
-  for (TransferPhase ph : {TransferPhase::eval, TransferPhase::rollout}) {
-    const int64_t decode_steps = be.decode_calls(ph) / L;
-    const int64_t prefills = ph == TransferPhase::eval ? 1 : steps;
-    int64_t reads = 0, writes = 0;
-    for (int k = 0; k < kCrossKinds; ++k) {
-      reads += log.copies(ph, static_cast<CrossKind>(k), CrossDir::down);
-      writes += log.copies(ph, static_cast<CrossKind>(k), CrossDir::up);
-    }
-
-    std::printf("%s: %lld decode steps, %lld host reads (%.1f a step, prefill included), %lld host writes (%.1f)\n",
-                transfer_phase_name(ph), static_cast<long long>(decode_steps), static_cast<long long>(reads),
-                static_cast<double>(reads) / static_cast<double>(decode_steps + prefills),
-                static_cast<long long>(writes), static_cast<double>(writes) / static_cast<double>(decode_steps + prefills));
-    EXPECT_GT(decode_steps, 0) << transfer_phase_name(ph);
-    EXPECT_LE(reads, (decode_steps + prefills) * (1 + L)) << transfer_phase_name(ph);
+  const int L = test::tiny_scenario().model.n_layers;
+  for (const DecodeTraffic& x : decode_traffic({})) {  // the eval phase, then the rollout
+    EXPECT_GT(x.decode, 0);
+    EXPECT_LE(x.reads, x.steps * (1 + L));
     // writes: per step the tokens, the uniforms, the rows μ is stored at, the positions (RoPE's) and
     // the sequences' lengths (attention's), each once for every layer; per layer the three expert
     // GEMMs' offsets; one more per compaction (its sources)
-    EXPECT_LE(writes, (decode_steps + prefills) * (5 + 3 * L) + decode_steps) << transfer_phase_name(ph);
+    EXPECT_LE(x.writes, x.steps * (5 + 3 * L) + x.decode);
   }
 }
 
