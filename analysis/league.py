@@ -2,7 +2,7 @@
 control), paired by seed, on the held-out score, stability, the engines' mismatch and expert load.
 
     /usr/bin/python3 -m analysis.league SWEEP_DIR [SWEEP_DIR ...] [--reference control]
-                                        [--score eval_final] [--by KEY] [--out DIR]
+                                        [--score eval_final] [--by KEY] [--pair A:B ...] [--out DIR]
 
 Writes into --out (default FIRST_DIR/report): league.md (the table, ranked), league.csv (one row
 per variant, every number), league-runs.csv (one row per run), league.png (the paired scores with
@@ -32,6 +32,10 @@ between sessions gives an honest partial table. Per variant:
                     dead_experts at the last step
   drift             router_drift at the last evaluation: the share of (position, layer) routes on
                     the fixed probe set whose top-k set differs from the base policy's
+  --pair A:B        (repeatable; A:* pairs A with every other variant) a section "Paired
+                    differences" in league.md and pairs.csv: A − B over the complete seeds for
+                    the score, the final reward and the KL, mean ± 95 % t-interval, and on how
+                    many seeds A is higher
   rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
                     score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
                     resamples with replacement, a fixed generator seed: the same table every
@@ -206,6 +210,53 @@ def league(per_run, reference="control", planned=()):
     return [r for r in out if r["variant"] == reference] + rest, seeds
 
 
+PAIR_KEYS = (("score", "score", 3, False), ("final reward", "final_reward", 3, False), ("KL", "kl", 2, True))
+
+
+def pairs(per_run, specs, planned=()):
+    """A − B paired by seed over the complete seeds, for each "A:B" of specs ("A:*": A against every
+    other variant): one OrderedDict per pair with, per PAIR_KEYS entry, (mean, half-width) and the
+    count of seeds where A is higher."""
+    variants, seeds = complete_seeds(per_run, planned)
+    todo = []
+    for spec in specs:
+        a, sep, b = spec.partition(":")
+        if not sep or not a or not b:
+            raise AnalysisError(f"--pair {spec!r}: expected A:B (two variant names, or A:* for every other)")
+        for v in (a,) + (() if b == "*" else (b,)):
+            if v not in variants:
+                raise AnalysisError(f"--pair {spec!r}: no variant '{v}' (variants: {', '.join(variants)})")
+        todo += [(a, v) for v in variants if v != a] if b == "*" else [(a, b)]
+    out = []
+    for a, b in todo:
+        row = OrderedDict([("a", a), ("b", b), ("n", len(seeds))])
+        for _, key, _, _ in PAIR_KEYS:
+            d = [variants[a][s][key] - variants[b][s][key] for s in seeds]
+            row[key] = mean_ci(d)
+            row[key + "_higher"] = sum(1 for x in d if x > 0)
+        out.append(row)
+    return out
+
+
+def pairs_md(rows):
+    head = "| A − B | n | " + " | ".join(f"{t} | higher" for t, _, _, _ in PAIR_KEYS) + " |\n"
+    head += "| --- | --- | " + " | ".join("--- | ---" for _ in PAIR_KEYS) + " |\n"
+    body = "".join(f"| {r['a']} − {r['b']} | {r['n']} | " +
+                   " | ".join(f"{_pm(r[k], d, sci)} | {r[k + '_higher']}/{r['n']}" for _, k, d, sci in PAIR_KEYS) +
+                   " |\n" for r in rows)
+    return "\n## Paired differences\n\n" + head + body
+
+
+def pairs_csv(rows):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["a", "b", "n"] + [k + s for _, k, _, _ in PAIR_KEYS for s in ("", "_ci95", "_higher")])
+    for r in rows:
+        w.writerow([r["a"], r["b"], r["n"]] +
+                   [x for _, k, _, _ in PAIR_KEYS for x in (f"{r[k][0]:.6g}", f"{r[k][1]:.6g}", r[k + "_higher"])])
+    return buf.getvalue()
+
+
 def _pm(mc, digits=3, sci=False):
     return fmt(mc[0], mc[1], digits, sci)
 
@@ -360,6 +411,8 @@ def main(argv=None):
     ap.add_argument("--score", default="eval_final",
                     help="the held-out series scored at the last evaluation (default eval_final; eval_accuracy: exact)")
     ap.add_argument("--by", metavar="KEY", help="one table per value of this swept key (e.g. model.n_experts)")
+    ap.add_argument("--pair", action="append", default=[], metavar="A:B",
+                    help="A − B paired by seed (repeatable; A:* against every other variant)")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
     args = ap.parse_args(argv)
     planned_runs = []  # every run of the grids, pending ones too: the variants a seed must have
@@ -379,19 +432,31 @@ def main(argv=None):
         if values == [""]:
             raise AnalysisError(f"--by {args.by}: no run has this key (swept keys are e.g. model.n_experts)")
         tables = OrderedDict()
-        md = ""
+        md, pairs_text = "", ""
         for v in values:
             sub = [x for x in per_run if x[args.by] == v]
             rows, seeds = league(sub, args.reference, planned)
             tables[v] = (rows, seeds, sub)
             md += (f"## {args.by} = {v}\n\nSeeds complete for every variant: {len(seeds)} "
                    f"({', '.join(str(s) for s in seeds)}).\n\n" + table_md(rows, args.reference, args.score) + "\n")
+            if args.pair:
+                prs = pairs(sub, args.pair, planned)
+                md += pairs_md(prs).replace("## Paired differences", f"### Paired differences, {args.by} = {v}") + "\n"
+                pairs_text += f"# {args.by} = {v}\n" + pairs_csv(prs)
         csv_text = "".join(f"# {args.by} = {v}\n" + table_csv(t[0]) for v, t in tables.items())
+        if args.pair:
+            with open(os.path.join(out, "pairs.csv"), "w") as f:
+                f.write(pairs_text)
     else:
         rows, seeds = league(per_run, args.reference, planned)
         md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
               f"runs with metrics: {len(runs)} of {len(planned_runs)} planned.\n\n" + table_md(rows, args.reference, args.score))
         csv_text = table_csv(rows)
+        if args.pair:
+            prs = pairs(per_run, args.pair, planned)
+            md += pairs_md(prs)
+            with open(os.path.join(out, "pairs.csv"), "w") as f:
+                f.write(pairs_csv(prs))
     with open(os.path.join(out, "league.md"), "w") as f:
         f.write(md)
     with open(os.path.join(out, "league.csv"), "w") as f:

@@ -130,6 +130,29 @@ def test_by_a_key_pairs_inside_each_value(tmp_path):
         league.main([str(d), "--by", "model.nope", "--out", str(out)])
 
 
+def test_pairs_are_paired_by_seed_and_refuse_unknown_variants(tmp_path):
+    d = tmp_path / "league"
+    # r3 above grpo by 0.04, 0.02 and -0.01 on the three seeds: mean +0.0167, higher on 2 of 3
+    finals = {"control": (0.80, 0.82, 0.84), "grpo": (0.70, 0.75, 0.80), "r3": (0.74, 0.77, 0.79)}
+    write_sweep(d, [run(v, s, f[i]) for v, f in finals.items() for i, s in enumerate((1, 2, 3))])
+    per_run = [league.run_row(r, "eval_final") for r in league.load_sweep(str(d))[0] if r.metrics]
+    prs = league.pairs(per_run, ["r3:grpo", "grpo:*"])
+    assert [(r["a"], r["b"]) for r in prs] == [("r3", "grpo"), ("grpo", "control"), ("grpo", "r3")]
+    diffs = [0.04, 0.02, -0.01]
+    assert prs[0]["score"][0] == pytest.approx(np.mean(diffs)) and prs[0]["score_higher"] == 2
+    assert prs[0]["score"][1] == pytest.approx(league.mean_ci(diffs)[1])
+    assert prs[2]["score"][0] == pytest.approx(-np.mean(diffs)) and prs[2]["score_higher"] == 1
+    assert prs[1]["kl"][0] == pytest.approx(0.0) and prs[1]["kl_higher"] == 0
+    out = tmp_path / "out"
+    league.main([str(d), "--pair", "r3:grpo", "--out", str(out)])
+    md = (out / "league.md").read_text()
+    assert "## Paired differences" in md and "| r3 − grpo | 3 | 0.017 ± " in md.replace("+", "")
+    assert (out / "pairs.csv").read_text().splitlines()[1].startswith("r3,grpo,3,0.0166667,")
+    for bad in ("r3:gspo", "r3", "r3:"):
+        with pytest.raises(league.AnalysisError, match="--pair"):
+            league.main([str(d), "--pair", bad, "--out", str(out)])
+
+
 def test_a_seed_counts_only_when_every_planned_variant_finished(tmp_path):
     d = tmp_path / "partial"
     write_sweep(d, [run("control", 1, 0.8), run("grpo", 1, 0.7), run("control", 2, 0.8), run("grpo", 2, 0.7)])

@@ -8,7 +8,10 @@
 # their checkpoints and the script exits 75. Any chunk that does not finish clean ends the script
 # with its exit status (1: some runs failed; --resume runs them again).
 #   scenarios/paper/learn-league.sh [OUT_ROOT]          (default results/paper)
-#   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-league-{700,705,710,715} --out docs/league
+#   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-league-{700,705,710,715} --out docs/league \
+#       --pair grpo-real:control --pair r3-real:'*' --pair gspo-real:rspo-real --pair rspo-real:grpo-real \
+#       --pair gspo-real:grpo-real --pair icepop-real:grpo-real --pair tis-real:grpo-real \
+#       --pair calib-real:grpo-real --pair tis+seq-mis-real:grpo-real
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
