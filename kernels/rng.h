@@ -22,10 +22,17 @@ MOERL_HD uint64_t rng_mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// One more coordinate folded into a derived state: rng_derive(seed, stream, {c0, …, cn}) is
+// rng_derive_extend(rng_derive(seed, stream, {c0, …, cn-1}), cn), so a loop over the last
+// coordinate derives the shared prefix once.
+MOERL_HD uint64_t rng_derive_extend(uint64_t h, uint64_t c) {
+  return rng_mix64(h ^ rng_mix64(c + 0x632BE59BD9B4E019ull));
+}
+
 // Derives a stream state from a seed, a stream id and any number of coordinates.
 inline uint64_t rng_derive(uint64_t seed, uint64_t stream, std::initializer_list<uint64_t> coords) {
   uint64_t h = rng_mix64(seed ^ rng_mix64(stream * 0xD1B54A32D192ED03ull));
-  for (uint64_t c : coords) h = rng_mix64(h ^ rng_mix64(c + 0x632BE59BD9B4E019ull));
+  for (uint64_t c : coords) h = rng_derive_extend(h, c);
   return h;
 }
 
@@ -51,8 +58,23 @@ struct Rng {
   // Uniform in [0, 1) with 24 random bits (exactly representable in float).
   float uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 16777216.0f); }
   double uniform_double() { return static_cast<double>(next_u64() >> 11) * (1.0 / 9007199254740992.0); }
-  // Uniform integer in [0, n).
-  MOERL_HD uint64_t below(uint64_t n) { return n ? next_u64() % n : 0; }
+  // Uniform integer in [0, n): next_u64() % n. The small n of a shuffle's swaps (a split-K
+  // order's, one a GEMM row) are constants to the compiler, so no 64-bit division runs for them.
+  MOERL_HD uint64_t below(uint64_t n) {
+    if (n == 0) return 0;  // no draw
+    const uint64_t x = next_u64();
+    switch (n) {
+      case 1: return 0;
+      case 2: return x % 2;
+      case 3: return x % 3;
+      case 4: return x % 4;
+      case 5: return x % 5;
+      case 6: return x % 6;
+      case 7: return x % 7;
+      case 8: return x % 8;
+      default: return x % n;
+    }
+  }
   // Standard normal (Box–Muller, one value per call).
   float normal() {
     double u1 = uniform_double(), u2 = uniform_double();

@@ -499,7 +499,7 @@ void ComputeBlock(float* out, const float* inp, const float* packed, int N, int 
       xb = xq.data();
     }
     if (split > 1)
-      for (int m = mb; m < me; ++m) gemm_chunk_order(&orders[static_cast<size_t>(m - mb) * split], red, m);
+      gemm_chunk_orders(orders.data(), red, split, mb, me);
     int acc_kind = plan.acc;
     if (plan.acc != 0 && red.w_exp_hi >= 0) {  // the weight's range is known: look at the block's
       int x_lo = 0, x_hi = 0;
@@ -585,16 +585,25 @@ void gemm_exp_range(const float* x, int64_t n, int* lo, int* hi) {
   HWY_DYNAMIC_DISPATCH(ExpRange)(x, n, lo, hi);
 }
 
-void gemm_chunk_order(int* order, const GemmReduce& red, int64_t m) {
-  const int split = std::clamp(red.split, 1, kMaxSplit);
-  for (int i = 0; i < split; ++i) order[i] = i;
-  if (red.kind == OrderKind::reversed) {
-    for (int i = 0; i < split; ++i) order[i] = split - 1 - i;
-  } else if (red.kind == OrderKind::split_k) {
-    Rng rng(rng_derive(red.key.seed, static_cast<uint64_t>(Stream::gemm_order),
-                       {red.key.layer, red.key.site, red.key.call, static_cast<uint64_t>(m)}));
-    rng.shuffle(order, split);
+void gemm_chunk_orders(int* orders, const GemmReduce& red, int split, int64_t m0, int64_t m1) {
+  split = std::clamp(split, 1, kMaxSplit);
+  // the call's part of each row's stream, derived once: row m's is rng_derive(…, {layer, site, call, m})
+  const uint64_t call = red.kind == OrderKind::split_k
+                            ? rng_derive(red.key.seed, static_cast<uint64_t>(Stream::gemm_order),
+                                         {red.key.layer, red.key.site, red.key.call})
+                            : 0;
+  for (int64_t m = m0; m < m1; ++m) {
+    int* order = orders + (m - m0) * split;
+    for (int i = 0; i < split; ++i) order[i] = red.kind == OrderKind::reversed ? split - 1 - i : i;
+    if (red.kind == OrderKind::split_k) {
+      Rng rng(rng_derive_extend(call, static_cast<uint64_t>(m)));
+      rng.shuffle(order, split);
+    }
   }
+}
+
+void gemm_chunk_order(int* order, const GemmReduce& red, int64_t m) {
+  gemm_chunk_orders(order, red, red.split, m, m + 1);
 }
 
 void gemm_rows(float* out, const float* inp, const float* packed, int m0, int m1, int N, int K,

@@ -71,6 +71,10 @@ void gemm_forward(float* out, const float* inp, const float* packed, int M, int 
 
 // The chunk combine order of row m: order[0..red.split) is a permutation of 0..split-1.
 void gemm_chunk_order(int* order, const GemmReduce& red, int64_t m);
+// Rows m0..m1-1's orders of `split` chunks (the call's plan: red.split, or fewer when K is
+// shorter) at orders + (m − m0)·split, gemm_chunk_order's values at split = red.split, with the
+// call's part of each row's stream derived once.
+void gemm_chunk_orders(int* orders, const GemmReduce& red, int split, int64_t m0, int64_t m1);
 
 // Rows per register tile of the kernel: callers that hand out row ranges (grouped experts) align
 // them to this so that tiles stay full.

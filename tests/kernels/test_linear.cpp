@@ -211,6 +211,24 @@ TEST(Linear, SplitKDrawsAreSeededPerKey) {
   EXPECT_TRUE(bits_equal(t1, a));
 }
 
+// The split-K orders' draws: Rng::below(n) is the next draw modulo n for every n (its small n run
+// as constant divisors) and draws nothing for n = 0; a row's stream derived from the call's prefix
+// (rng_derive_extend, gemm_chunk_orders) is rng_derive with the row as its last coordinate.
+TEST(Linear, SplitKDrawsAreTheDocumentedStream) {
+  for (uint64_t n = 0; n < 70; ++n)
+    for (uint64_t s : {uint64_t{1}, uint64_t{0x9E3779B97F4A7C15ull}, ~uint64_t{0}}) {
+      Rng a(s);
+      const uint64_t got = a.below(n);
+      EXPECT_EQ(got, n ? rng_mix64(s) % n : 0) << n;
+      EXPECT_EQ(a.state, n ? s + 1 : s) << n;
+    }
+  const NoiseKey key{5, 2, 3, 91};
+  const uint64_t prefix = rng_derive(key.seed, static_cast<uint64_t>(Stream::gemm_order), {key.layer, key.site, key.call});
+  for (uint64_t m : {uint64_t{0}, uint64_t{7}, uint64_t{1} << 40})
+    EXPECT_EQ(rng_derive_extend(prefix, m),
+              rng_derive(key.seed, static_cast<uint64_t>(Stream::gemm_order), {key.layer, key.site, key.call, m}));
+}
+
 TEST(Linear, BatchVariantSplitFollowsM) {
   const int M = 600, N = 48, K = 256;
   const auto x = randn(static_cast<size_t>(M) * K, 9), w = randn(static_cast<size_t>(N) * K, 10);
