@@ -12,6 +12,9 @@
 #       --pair grpo-real:control --pair r3-real:'*' --pair gspo-real:rspo-real --pair rspo-real:grpo-real \
 #       --pair gspo-real:grpo-real --pair icepop-real:grpo-real --pair tis-real:grpo-real \
 #       --pair calib-real:grpo-real --pair tis+seq-mis-real:grpo-real
+# The body is one compound command, read whole before it runs: editing this file while a sweep
+# runs cannot change what the running script does next.
+{
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,3 +30,4 @@ for lo in 700 705 710 715; do
   [ $rc -ne 0 ] && { echo "learn-league.sh: seeds $lo-$((lo + 4)): exit $rc (see its index.csv); run again to resume"; exit $rc; }
 done
 exit 0
+}

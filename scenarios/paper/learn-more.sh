@@ -9,6 +9,9 @@
 #   scenarios/paper/learn-more.sh [OUT_ROOT]          (default results/paper)
 #   /usr/bin/python3 -m analysis.probe_rule probe28 OUT_ROOT/learn-search/probe28
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-experts --by model.n_experts
+# The body is one compound command, read whole before it runs: editing this file while a sweep
+# runs cannot change what the running script does next.
+{
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,3 +30,4 @@ for p in 28 31 29 30 27; do
 done
 run "$here/learn-experts.ini" "$out/learn-experts"
 exit 0
+}
