@@ -379,35 +379,34 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
   const float scale = 1.0f / std::sqrt(static_cast<float>(Dh));
   tbb::parallel_for(tbb::blocked_range<int>(0, B * H), [&](const tbb::blocked_range<int>& br) {
     const int ldv = padded_keys(T);
-    std::vector<float> vT(static_cast<size_t>(ldv) * Dh), dp(T), g(T);
+    std::vector<float> vT(static_cast<size_t>(ldv) * Dh), dp(T), g(static_cast<size_t>(T) * T), col(T);
     for (int bh = br.begin(); bh < br.end(); ++bh) {
       const int b = bh / H, h = bh % H;
       const int64_t base = static_cast<int64_t>(b) * T * ld + static_cast<int64_t>(h) * Dh;
+      const float* att_bh = att + static_cast<int64_t>(bh) * T * T;
       transpose_block(vT.data(), ldv, v + base, ld, T, Dh);
       for (int i = 0; i < T; ++i) {
         const int L = i + 1;
-        const float* p = att + (static_cast<int64_t>(bh) * T + i) * T;
+        const float* p = att_bh + static_cast<int64_t>(i) * T;
         const float* go = dout + base + i * ld;
         // dp_j = Σ_d dout_id·v_jd  (from out_i = Σ_j p_ij v_j)
         dots_transposed(dp.data(), go, vT.data(), ldv, L, Dh);
-        // dv_j += p_ij·dout_i
-        for (int j = 0; j < L; ++j) {
-          float* dvj = dv + base + j * ld;
-          const float pj = p[j];
-          for (int d = 0; d < Dh; ++d) dvj[d] = std::fma(pj, go[d], dvj[d]);
-        }
-        // softmax backward: g_j = p_j·(dp_j − Σ p·dp)·scale  (from p_i = softmax(s_i))
+        // softmax backward: g_ij = p_ij·(dp_j − Σ p·dp)·scale  (from p_i = softmax(s_i))
         float ds = 0.0f;
         for (int j = 0; j < L; ++j) ds = std::fma(p[j], dp[j], ds);
-        for (int j = 0; j < L; ++j) g[j] = p[j] * (dp[j] - ds) * scale;
-        // dq_i += Σ_j g_j k_j (j in order) ; dk_j += g_j q_i  (from s_ij = scale·q_i·k_j)
-        pv_chunk(dq + base + i * ld, g.data(), k + base, ld, 0, L, Dh, false, true);
-        const float* q_row = q + base + i * ld;
-        for (int j = 0; j < L; ++j) {
-          const float gj = g[j];
-          float* dkj = dk + base + j * ld;
-          for (int d = 0; d < Dh; ++d) dkj[d] = std::fma(gj, q_row[d], dkj[d]);
-        }
+        float* gi = g.data() + static_cast<size_t>(i) * T;
+        for (int j = 0; j < L; ++j) gi[j] = p[j] * (dp[j] - ds) * scale;
+        // dq_i += Σ_j g_ij k_j (j in order)  (from s_ij = scale·q_i·k_j)
+        pv_chunk(dq + base + i * ld, gi, k + base, ld, 0, L, Dh, false, true);
+      }
+      // dv_j += Σ_{i ≥ j} p_ij·dout_i and dk_j += Σ_{i ≥ j} g_ij·q_i, each an fma chain over i in
+      // order from dv_j's (dk_j's) value — the chain of a row-by-row update, with the
+      // accumulators in registers instead of stored and reloaded for every i
+      for (int j = 0; j < T; ++j) {
+        for (int i = j; i < T; ++i) col[i] = att_bh[static_cast<int64_t>(i) * T + j];
+        pv_chunk(dv + base + j * ld, col.data(), dout + base, ld, j, T, Dh, false, true);
+        for (int i = j; i < T; ++i) col[i] = g[static_cast<size_t>(i) * T + j];
+        pv_chunk(dk + base + j * ld, col.data(), q + base, ld, j, T, Dh, false, true);
       }
     }
   });
