@@ -4,9 +4,13 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "kernels/test_device.h"
+#include "models/model.h"
+#include "models/params.h"
 #include "store/h5io.h"
 #include "sim/jobs/run.h"
 #include "sim/rl/trainer.h"
@@ -71,6 +75,27 @@ inline RlSetup rl_setup(const Scenario& s) {
   u.rl.resolve();
   return u;
 }
+
+// One scenario trained twice from the same initialisation, on the CPU backend (cpu, t_cpu) and on
+// the test device (on, t_dev, whose transfer log is dev's), for tests that hold the device to the
+// CPU's bits.
+struct TwinTrainers {
+  TestDeviceBackend dev;  // declared first: it outlives the model whose memory it holds
+  Model cpu, on;
+  std::unique_ptr<RlTrainer> t_cpu, t_dev;
+  TwinTrainers(const Scenario& s, uint64_t init_seed) : cpu(s.model), on(s.model) {
+    params_init(&cpu.params(), s.model, init_seed);
+    params_init(&on.params(), s.model, init_seed);
+    on.set_backend(dev);
+    const RlSetup setup = rl_setup(s);
+    t_cpu = std::make_unique<RlTrainer>(setup, &cpu);
+    t_dev = std::make_unique<RlTrainer>(setup, &on);
+  }
+  void step(int64_t step, RunResults* rc, RunResults* rd) {
+    t_cpu->step(step, rc);
+    t_dev->step(step, rd);
+  }
+};
 
 // The values of metrics/<name> of a run's results file, flattened.
 inline std::vector<double> run_metric(const std::string& file, const std::string& name) {

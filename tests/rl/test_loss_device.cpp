@@ -212,24 +212,17 @@ TEST(LossDevice, StepsOnTheDeviceHaveTheHostLossBits) {
     std::vector<std::string> all = sets;
     all.push_back("task.partial_credit=true");  // rewards that differ within a group: a loss and a gradient
     const Scenario s = test::tiny_scenario(all);
-    const RlSetup setup = test::rl_setup(s);
-    TestDeviceBackend dev;
-    Model cpu(s.model), on(s.model);
-    params_init(&cpu.params(), s.model, 9);
-    params_init(&on.params(), s.model, 9);
-    on.set_backend(dev);
-    RlTrainer t_cpu(setup, &cpu), t_dev(setup, &on);
+    test::TwinTrainers tw(s, 9);
     RunResults rc, rd;
     bool learned = false;  // a step had a loss (the checks below could not fail on zero losses)
     for (int64_t step = 0; step < 2; ++step) {
-      t_cpu.step(step, &rc);
-      t_dev.step(step, &rd);
+      tw.step(step, &rc, &rd);
       EXPECT_TRUE(same_bits(rc.last("loss"), rd.last("loss"))) << "step " << step;
       learned = learned || (rd.last("loss") != 0.0 && rd.last("grad_norm") > 0.0);
     }
     std::string what;
     for (const std::string& x : sets) what += x + " ";
-    EXPECT_TRUE(same_bits(cpu.params().data(), on.params().data())) << what << ": parameters";
+    EXPECT_TRUE(same_bits(tw.cpu.params().data(), tw.on.params().data())) << what << ": parameters";
     for (const char* m : {"loss", "clip_frac", "masked_frac", "ratio_max_neg_adv", "grad_norm", "icepop_masked_frac",
                           "rspo_gamma_mean", "rspo_gamma_min"})
       EXPECT_TRUE(same_bits(rc.last(m), rd.last(m))) << what << m << ": " << rc.last(m) << " vs " << rd.last(m);

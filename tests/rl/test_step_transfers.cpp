@@ -55,20 +55,13 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
     // partial credit: rewards that differ within a group, so the steps have a loss and a gradient
     // and the bits compared below could differ
     const Scenario s = test::tiny_scenario({std::string("engines.rollout=") + engines, "task.partial_credit=true"});
-    const RlSetup setup = test::rl_setup(s);
-    TestDeviceBackend dev;  // outlives the model, whose activations live in its memory
-    Model cpu(s.model), dev_model(s.model);
-    params_init(&cpu.params(), s.model, 5);
-    params_init(&dev_model.params(), s.model, 5);
-    dev_model.set_backend(dev);
-    RlTrainer on_cpu(setup, &cpu), on_dev(setup, &dev_model);
-    TransferLog& log = *dev.transfers();
+    test::TwinTrainers tw(s, 5);
+    const Model& cpu = tw.cpu;
+    Model& dev_model = tw.on;
+    TransferLog& log = *tw.dev.transfers();
     log.reset();  // the moments' first upload (AdamW::set_backend) is the run's setup, not the step's
     RunResults rc, rd;
-    for (int64_t step = 0; step < 2; ++step) {
-      on_cpu.step(step, &rc);
-      on_dev.step(step, &rd);
-    }
+    for (int64_t step = 0; step < 2; ++step) tw.step(step, &rc, &rd);
     std::printf("%s rollout: crossings of 2 RL steps on the test device\n%s", engines, log.table(true).c_str());
 
     for (int p = 0; p < kTransferPhases; ++p) {
@@ -130,8 +123,8 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
     EXPECT_EQ(log.total(), n);
     // The moments can still be read (a checkpoint): downloaded, with the CPU run's bits.
     log.reset();
-    expect_same_bits(saved(on_cpu, "optim/m"), saved(on_dev, "optim/m"), "first moments");
-    expect_same_bits(saved(on_cpu, "optim/v"), saved(on_dev, "optim/v"), "second moments");
+    expect_same_bits(saved(*tw.t_cpu, "optim/m"), saved(*tw.t_dev, "optim/m"), "first moments");
+    expect_same_bits(saved(*tw.t_cpu, "optim/v"), saved(*tw.t_dev, "optim/v"), "second moments");
     // two save_state calls on the device run, each downloading both moments
     EXPECT_EQ(log.bytes(TransferPhase::other, CrossKind::optimizer, CrossDir::down), 4 * n);
     EXPECT_EQ(log.total(), 4 * n);
@@ -145,22 +138,13 @@ TEST(StepTransfers, TheStateStaysOnTheDevice) {
 // bits are the CPU's.
 TEST(StepTransfers, ADenseTrainPhaseMovesOnlyTheLossInputsAndTotals) {
   const Scenario s = test::tiny_scenario({"model.n_experts=0", "task.partial_credit=true"});
-  const RlSetup setup = test::rl_setup(s);
-  TestDeviceBackend dev;
-  Model cpu(s.model), dev_model(s.model);
-  params_init(&cpu.params(), s.model, 6);
-  params_init(&dev_model.params(), s.model, 6);
-  dev_model.set_backend(dev);
-  RlTrainer on_cpu(setup, &cpu), on_dev(setup, &dev_model);
-  TransferLog& log = *dev.transfers();
+  test::TwinTrainers tw(s, 6);
+  TransferLog& log = *tw.dev.transfers();
   log.reset();
   RunResults rc, rd;
   const int64_t steps = 2;
-  for (int64_t step = 0; step < steps; ++step) {
-    on_cpu.step(step, &rc);
-    on_dev.step(step, &rd);
-  }
-  expect_same_bits(cpu.params().data(), dev_model.params().data(), "parameters after 2 steps");
+  for (int64_t step = 0; step < steps; ++step) tw.step(step, &rc, &rd);
+  expect_same_bits(tw.cpu.params().data(), tw.on.params().data(), "parameters after 2 steps");
   std::printf("dense model: crossings of 2 RL steps on the test device\n%s", log.table().c_str());
   const int64_t passes = steps * s.rl.minibatches;  // forward + backward pairs
   EXPECT_EQ(log.bytes(TransferPhase::train, CrossKind::activations), 0);
@@ -418,27 +402,18 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
   for (const int L : {2, 3}) {
     const Scenario s = test::tiny_scenario({"engines.rollout=" + rollout, "engines.train=" + train,
                                             "task.partial_credit=true", "model.n_layers=" + std::to_string(L)});
-    const RlSetup setup = test::rl_setup(s);
-    TestDeviceBackend dev;
-    Model cpu(s.model), on(s.model);
-    params_init(&cpu.params(), s.model, 12);
-    params_init(&on.params(), s.model, 12);
-    on.set_backend(dev);
-    RlTrainer t_cpu(setup, &cpu), t_dev(setup, &on);
-    TransferLog& log = *dev.transfers();
+    test::TwinTrainers tw(s, 12);
+    TransferLog& log = *tw.dev.transfers();
     log.reset();
     RunResults rc, rd;
-    for (int64_t step = 0; step < 2; ++step) {
-      t_cpu.step(step, &rc);
-      t_dev.step(step, &rd);
-    }
+    for (int64_t step = 0; step < 2; ++step) tw.step(step, &rc, &rd);
     const std::string what = train + " L " + std::to_string(L);
     const int64_t updates = 2 * s.rl.minibatches;
     EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), 2 * updates) << what;
     old_reads.push_back(0);
     for (int k = 0; k < kCrossKinds; ++k)
       old_reads.back() += log.copies(TransferPhase::old_logprobs, static_cast<CrossKind>(k), CrossDir::down);
-    expect_same_bits(cpu.params().data(), on.params().data(), what.c_str());
+    expect_same_bits(tw.cpu.params().data(), tw.on.params().data(), what.c_str());
     for (const char* m : {"loss", "grad_norm", "load_cv", "load_max_over_mean", "dead_experts", "flip_rate_mean",
                           "kl_rollout_train", "router_margin_mean", "router_margin_p10"}) {
       const double a = rc.last(m), b = rd.last(m);
