@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "kernels/backend_ops.h"
 #include "kernels/cpu/ops.h"
@@ -102,6 +103,18 @@ void Backend::mem_copy_2d(void* dst, size_t dpitch, const void* src, size_t spit
   for (size_t i = 0; i < height; ++i)
     std::memcpy(static_cast<char*>(dst) + i * dpitch, static_cast<const char*>(src) + i * spitch, width);
 }
+
+void Backend::graph_begin() const {
+  throw std::logic_error("backend " + describe() + ": no op graphs (Backend::graphs() is false)");
+}
+std::unique_ptr<Backend::Graph> Backend::graph_end() const { graph_begin(); return nullptr; }
+bool Backend::graph_launch(const Graph&) const {
+  graph_begin();
+  return false;
+}
+
+void* Backend::host_alloc(size_t bytes) const { return Backend::mem_alloc(bytes); }
+void Backend::host_free(void* p) const { Backend::mem_free(p); }
 
 const char* op_name(Op op) {
   const int i = static_cast<int>(op);

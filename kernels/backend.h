@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -85,6 +86,34 @@ class Backend {
     mem_copy_2d(dst, bytes, src, bytes, bytes, 1, dir, kind);
   }
 
+  // ---- op graphs (CUDA Graphs on a GPU; the CPU backend has none) ----
+  // A recording of the ops and copies issued between graph_begin() and graph_end(), run again by
+  // graph_launch() with the arguments they were recorded with. While recording nothing runs, no
+  // memory is allocated or freed and no result may be read. A copy from the host reads its source
+  // again at each launch, so it must lie in host_alloc memory (pinned on a GPU) that the caller
+  // refills before launching; a copy to the host lands at each launch, in host_alloc memory, to be
+  // read after sync(). Every value that changes from one launch to the next must come in that way
+  // (a decode step's tokens, positions and lengths; its call, NoiseKey::call_at). graph_end
+  // returns null where the backend could not record what was issued (graph_failure() says why;
+  // the caller then issues it again, eagerly). graph_launch returns false, running nothing, where
+  // the backend's memory was allocated or freed since the recording (an address it holds may have
+  // moved): the caller issues the work eagerly and records it again.
+  class Graph {
+   public:
+    virtual ~Graph() = default;
+  };
+  virtual bool graphs() const { return false; }
+  virtual void graph_begin() const;
+  virtual std::unique_ptr<Graph> graph_end() const;
+  [[nodiscard]] virtual bool graph_launch(const Graph& g) const;
+  virtual std::string graph_failure() const { return {}; }
+  virtual int64_t graph_launches() const { return 0; }   // launches so far
+  virtual int64_t graphs_recorded() const { return 0; }  // graphs recorded so far
+  virtual void sync() const {}  // waits for what was launched (a GPU's stream)
+  // Host memory for a graph's copies (pinned on a GPU; 64-byte aligned); host_free(nullptr): no-op.
+  virtual void* host_alloc(size_t bytes) const;
+  virtual void host_free(void* p) const;
+
   // One pure virtual per op of kernels/ops.def: virtual void name(parameters) const = 0;
 #define MOERL_OP(name, params, args) virtual void name params const = 0;
 #include "kernels/ops.def"
@@ -101,7 +130,17 @@ class Backend {
     (inner).mem_copy_2d(dst, dpitch, src, spitch, width, height, dir, kind);                       \
   }                                                                                                 \
   bool is_device_pointer(const void* p) const override { return (inner).is_device_pointer(p); }   \
-  TransferLog* transfers() const override { return (inner).transfers(); }
+  TransferLog* transfers() const override { return (inner).transfers(); }                          \
+  bool graphs() const override { return (inner).graphs(); }                                         \
+  void graph_begin() const override { (inner).graph_begin(); }                                      \
+  std::unique_ptr<Graph> graph_end() const override { return (inner).graph_end(); }                 \
+  bool graph_launch(const Graph& g) const override { return (inner).graph_launch(g); }              \
+  std::string graph_failure() const override { return (inner).graph_failure(); }                    \
+  int64_t graph_launches() const override { return (inner).graph_launches(); }                      \
+  int64_t graphs_recorded() const override { return (inner).graphs_recorded(); }                    \
+  void sync() const override { (inner).sync(); }                                                    \
+  void* host_alloc(size_t bytes) const override { return (inner).host_alloc(bytes); }              \
+  void host_free(void* p) const override { (inner).host_free(p); }
 
 // The CPU backend (kernels/cpu + kernels/linear.cpp): always available.
 const Backend& cpu_backend();

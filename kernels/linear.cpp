@@ -27,6 +27,7 @@
 #include <tbb/task_arena.h>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/gemm_backward.h"
 #include "kernels/precision.h"
 #include "kernels/rng.h"
@@ -184,6 +185,20 @@ void linear_backward(float* dinp, float* dweight, const float* dout, const float
   if (M <= 0 || N <= 0 || K <= 0) return;
   if (dinp) cpu::gemm_backward_input(dinp, dout, weight, M, N, K);
   if (dweight) cpu::gemm_backward_weight(dweight, dout, inp, M, N, K);
+}
+
+void linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const PackedWeight* w_gate,
+                           const PackedWeight* w_up, const int* offsets, int E, int rows,
+                           const LinearNumerics& nm_gate, const LinearNumerics& nm_up, Format act) {
+  if (E <= 0 || rows <= 0) return;
+  linear_forward_grouped(g, inp, w_gate, offsets, E, nm_gate);
+  linear_forward_grouped(u, inp, w_up, offsets, E, nm_up);
+  const int F = w_gate[0].N;
+  const int64_t n = static_cast<int64_t>(rows) * F;
+  cpu::round_format(g, n, act);
+  cpu::round_format(u, n, act);
+  cpu::swiglu_forward(a, g, u, rows, F);
+  cpu::round_format(a, n, act);
 }
 
 bool grouped_sized_on_device(const LinearNumerics& nm, int K) {

@@ -32,6 +32,11 @@ struct LinearNumerics {
   int promote_every = 128;
   ReduceCtx reduce;                      // order, batch invariance, noise key of this call site
 };
+// The numerics with the key's call read (numerics.h, noise_resolved).
+inline LinearNumerics noise_resolved(LinearNumerics n) {
+  n.reduce = noise_resolved(n.reduce);
+  return n;
+}
 
 // A weight matrix W[N, K] quantised to the numerics' format and packed for the fast kernel.
 // Pack once per optimizer step and engine; reuse for every call (decode steps included).
@@ -56,6 +61,15 @@ void linear_forward(float* out, const float* inp, const PackedWeight& w, int M,
 // call (their own M for batch variance; key.call is offset by e so each expert has its own draws).
 void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w, const int* offsets,
                             int E, const LinearNumerics& nm);
+
+// A SwiGLU expert's forward before its down projection, as one op: g = round(inp·W_gateᵀ) and
+// u = round(inp·W_upᵀ) per expert (linear_forward_grouped each, with its numerics), then
+// a = round(swiglu(g, u)), every rounding into `act` (round_to_format); g, u, a [rows, F] with
+// F = w_gate[0].N, all '=' (g and u are kept for the backward). The same bits as those five calls;
+// on a GPU, where both projections are sized on the device, one kernel instead of six launches.
+void linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const PackedWeight* w_gate,
+                           const PackedWeight* w_up, const int* offsets, int E, int rows,
+                           const LinearNumerics& nm_gate, const LinearNumerics& nm_up, Format act);
 
 // dinp[M, K] += dout[M, N] · W[N, K];  dweight[N, K] += dout[M, N]ᵀ · inp[M, K].
 // Either gradient pointer may be null (skipped). FP32; bit-identical to ref::matmul_backward.

@@ -103,7 +103,23 @@ struct NoiseKey {
   uint32_t layer = 0;
   uint32_t site = 0;  // op within the layer (see models/ for the site ids)
   uint64_t call = 0;  // e.g. the first position covered by this call
+  // Where set, the call is call + *call_at, read where the op runs (the backend's memory): a decode
+  // step's position lies there, so that a recorded step (Backend::graph_begin, CUDA Graphs)
+  // replays with the next step's draws. Null: call alone.
+  const uint64_t* call_at = nullptr;
 };
+// The call a key stands for (read *call_at only where that memory is readable: a kernel of the
+// backend that owns it, or the host for host memory).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline uint64_t noise_call(const NoiseKey& k) { return k.call + (k.call_at ? *k.call_at : 0); }
+// The key with its call read (call_at null): the host side of an op that runs on the host.
+inline NoiseKey noise_resolved(NoiseKey k) {
+  k.call = noise_call(k);
+  k.call_at = nullptr;
+  return k;
+}
 
 // How one reduction is to be performed. batch_invariant=false lets the split count follow the
 // number of rows M in the call, as real kernels pick split-K for small batches:
@@ -114,6 +130,10 @@ struct ReduceCtx {
   bool atomics = false;  // CUDA backend only: split_k partials combined by atomicAdd (see profile)
   NoiseKey key;
 };
+inline ReduceCtx noise_resolved(ReduceCtx c) {
+  c.key = noise_resolved(c.key);
+  return c;
+}
 // Chunks actually used for a reduction over K elements in a call with M rows.
 // Batch-invariant: order.split (1 unless split_k). Batch-variant: additionally ×4 when M < 64 and
 // ×2 when M < 512 (clamped to K), so decoding (few rows) and prefill (many rows) sum differently.
@@ -151,6 +171,9 @@ struct NumericsProfile {
   float router_noise = 0.0f;
   EpLayout ep_layout;                  // emulated EP layout: base order of the MoE combine
   uint64_t seed = 0;                   // seed of this profile's noise streams
+  // Not a setting: at run time, where a decode step's call lies in the backend's memory (every key
+  // of the step takes it as NoiseKey::call_at; models/generation.cpp), else null.
+  const uint64_t* call_at = nullptr;
 
   // True when no option injects rounding or order noise: the bit-exact FP32 reference.
   bool is_exact_fp32() const;

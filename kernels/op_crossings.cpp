@@ -140,6 +140,18 @@ void OpCrossings::kv_cache_write(float* kcache, float* vcache, const float* k, c
     if (be_.is_device_pointer(x)) log_.add(CrossDir::down, K::activations, static_cast<int64_t>(rows));
 }
 
+void OpCrossings::kv_cache_append(float* kcache, float* vcache, const float* k, const float* v, const int32_t* len,
+                                  int B, int D, int Tc) const {
+  if (B <= 0 || D <= 0) return;
+  in(len, n_of(B) * 4, K::indices);
+  if (be_.is_device_pointer(kcache) && be_.is_device_pointer(vcache)) {  // the resident cache
+    in(k, n_of(B, D) * f4, K::activations);
+    in(v, n_of(B, D) * f4, K::activations);
+    return;
+  }
+  kv_cache_write(kcache, vcache, k, v, B, 1, D, Tc, 0);  // a host cache: as a write of B rows
+}
+
 void OpCrossings::round_format(float* x, int64_t n, Format f) const {
   if (f != Format::fp32) inout(x, n_of(n) * f4, K::activations);
 }
@@ -401,6 +413,23 @@ void OpCrossings::linear_forward_grouped(float* out, const float* inp, const Pac
     in(inp, n_of(rows, w[e].K) * f4, K::activations);
     this->out(out, n_of(rows, w[e].N) * f4, K::activations);
   }
+}
+
+// What its five calls cross (the CUDA backend's path where the experts are not sized on the
+// device; sized there, every operand is resident and nothing crosses).
+void OpCrossings::linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const PackedWeight* w_gate,
+                                        const PackedWeight* w_up, const int* offsets, int E, int rows,
+                                        const LinearNumerics& nm_gate, const LinearNumerics& nm_up,
+                                        Format act) const {
+  if (E <= 0 || rows <= 0) return;
+  linear_forward_grouped(g, inp, w_gate, offsets, E, nm_gate);
+  linear_forward_grouped(u, inp, w_up, offsets, E, nm_up);
+  const int F = w_gate[0].N;
+  const int64_t n = static_cast<int64_t>(rows) * F;
+  round_format(g, n, act);
+  round_format(u, n, act);
+  swiglu_forward(a, g, u, rows, F);
+  round_format(a, n, act);
 }
 
 void OpCrossings::linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,

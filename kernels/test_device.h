@@ -7,11 +7,22 @@
 // in the test instead of passing. Its ops are the CPU backend's kernels (the same bits as
 // cpu_backend(), on either kind of pointer), and each call counts its crossings with OpCrossings
 // exactly as the CUDA backend does, so a test here asserts what a GPU run would move.
+//
+// With set_graphs(true) it also records op graphs as a GPU's stream capture does (Backend::
+// graph_begin): a recorded op or copy does not run, a launch runs the recording with the arguments
+// it was recorded with (crossings counted at each launch), a recorded copy must use host_alloc
+// memory on the host side, allocating or freeing while recording throws, and a launch after an
+// allocation or a free since the recording runs nothing and returns false. A model whose graph
+// replays give the CPU's bits therefore takes every changing value from memory, as CUDA Graphs
+// need.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/op_crossings.h"
@@ -40,11 +51,26 @@ class TestDeviceBackend final : public Backend {
 
   size_t device_bytes_in_use() const;
 
-#define MOERL_OP(name, params, args)         \
-  void name params const override {          \
-    OpCrossings(*this, log_).name args;      \
-    Open open(*this);                        \
-    cpu_.name args;                          \
+  bool graphs() const override { return graphs_; }
+  void set_graphs(bool on) { graphs_ = on; }
+  void graph_begin() const override;
+  std::unique_ptr<Graph> graph_end() const override;
+  bool graph_launch(const Graph& g) const override;
+  void* host_alloc(size_t bytes) const override;
+  void host_free(void* p) const override;
+  int64_t graph_launches() const override { return launches_; }
+  int64_t graphs_recorded() const override { return recorded_; }
+
+  // An op runs (run_<op>), or, while recording, is kept with copies of its arguments.
+#define MOERL_OP(name, params, args)                                       \
+  void name params const override {                                        \
+    if (recording_) recording_->steps.push_back([=, this] { run_##name args; }); \
+    else run_##name args;                                                  \
+  }                                                                        \
+  void run_##name params const {                                           \
+    OpCrossings(*this, log_).name args;                                    \
+    Open open(*this);                                                      \
+    cpu_.name args;                                                        \
   }
 #include "kernels/ops.def"
 
@@ -59,6 +85,15 @@ class TestDeviceBackend final : public Backend {
     const TestDeviceBackend& b_;
   };
   void protect(bool open) const;
+  void copy_now(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, CopyDir dir,
+                CrossKind kind) const;
+  void not_recording(const char* what) const;
+  bool host_allocated(const void* p, size_t bytes) const;
+
+  struct Recording final : Graph {
+    std::vector<std::function<void()>> steps;
+    int64_t epoch = 0;  // epoch_ when recorded
+  };
 
   const Backend& cpu_ = cpu_backend();
   mutable TransferLog log_;
@@ -70,6 +105,11 @@ class TestDeviceBackend final : public Backend {
   mutable std::multimap<size_t, size_t> free_;     // size → offset of freed blocks
   mutable std::map<size_t, size_t> live_;          // offset → size
   mutable int open_ = 0;
+  bool graphs_ = false;
+  mutable std::unique_ptr<Recording> recording_;
+  mutable std::map<const char*, size_t> host_blocks_;  // host_alloc's blocks: start → bytes
+  mutable int64_t launches_ = 0, recorded_ = 0;
+  mutable int64_t epoch_ = 0;  // bumped by every mem_alloc and mem_free (graph_launch: stale graphs)
 };
 
 }  // namespace moerl

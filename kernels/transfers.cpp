@@ -14,6 +14,13 @@ void TransferLog::add(CrossDir dir, CrossKind kind, int64_t bytes) {
   c.copies += 1;
 }
 
+void TransferLog::add(CrossDir dir, CrossKind kind, int64_t bytes, int64_t copies) {
+  if (bytes <= 0 || copies <= 0) return;
+  Cell& c = at(phase(), kind, dir);
+  c.bytes += bytes;
+  c.copies += copies;
+}
+
 int64_t TransferLog::bytes(TransferPhase p) const {
   int64_t s = 0;
   for (int k = 0; k < kCrossKinds; ++k) s += bytes(p, static_cast<CrossKind>(k));

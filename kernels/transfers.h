@@ -54,6 +54,8 @@ inline constexpr int kCrossKinds = static_cast<int>(CrossKind::count);
 class TransferLog {
  public:
   void add(CrossDir dir, CrossKind kind, int64_t bytes);
+  // `copies` copies of `bytes` in all (a replayed graph's crossings, counted at each launch).
+  void add(CrossDir dir, CrossKind kind, int64_t bytes, int64_t copies);
   TransferPhase phase() const { return phase_.load(); }
   void set_phase(TransferPhase p) { phase_.store(p); }
   int64_t bytes(TransferPhase p, CrossKind k, CrossDir d) const { return at(p, k, d).bytes.load(); }

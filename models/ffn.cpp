@@ -86,9 +86,8 @@ void ffn_forward_grouped(float* ye, FfnActs* a, const float* xe, const PackedWei
   const int F = w_gate[0].N, D = w_gate[0].K;
   const size_t rows = static_cast<size_t>(n_rows);
   acts_resize(a, rows * F, be);
-  be.linear_forward_grouped(a->g.data(), xe, w_gate, offsets, E, nm.gate);
-  be.linear_forward_grouped(a->u.data(), xe, w_up, offsets, E, nm.up);
-  swiglu_and_round(a, rows, F, nm.activations, be);
+  be.linear_swiglu_grouped(a->a.data(), a->g.data(), a->u.data(), xe, w_gate, w_up, offsets, E, n_rows, nm.gate,
+                           nm.up, nm.activations);
   be.linear_forward_grouped(ye, a->a.data(), w_down, offsets, E, nm.down);
   be.round_format(ye, static_cast<int64_t>(rows) * D, nm.activations);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,18 @@ void Model::generation_begin(GenerationState** state, int B, int max_len,
   }
   st->keep_from = DeviceArray<int32_t>(backend(), static_cast<size_t>(std::max(B, 1)));
   st->layers.resize(cfg_.n_layers);
+  if (routes_resident(*this, *impl_, st->profile)) {  // the resident decode's blocks (model_impl.h)
+    const Backend& be = backend();
+    const size_t S = static_cast<size_t>(std::max(B, 1));
+    st->stride = static_cast<int>(S);
+    st->feed_host = HostArray<uint64_t>(be, 2 * S + 1);
+    st->feed_dev = DeviceArray<uint64_t>(be, 2 * S + 1);
+    st->draw_host = HostArray<uint64_t>(be, S + (S + 1) / 2);
+    st->draw_dev = DeviceArray<uint64_t>(be, S + (S + 1) / 2);
+    st->drawn_host = HostArray<float>(be, 3 * S);
+    // A step records where nothing in it reads on the host: the router-noise dial draws there.
+    st->graphs = be.graphs() && st->profile.router_noise == 0.0f;
+  }
   *state = st;
 }
 
@@ -78,10 +91,12 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
 }
 
 namespace {
-// Runs all layers over the rows in st->x; positions [rows]; decode when `decode`.
+// Runs all layers over the rows in st->x; positions [rows] (host), or dev_pos and, decoding,
+// dev_len [rows] already in the backend's memory (positions then null); decode when `decode`.
 void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B, int T,
                 const int32_t* positions, bool decode, uint64_t call, int32_t* topk_ids,
-                float* router_logp, const int32_t* replay_ids, float* logits) {
+                float* router_logp, const int32_t* replay_ids, float* logits, const int32_t* dev_pos = nullptr,
+                const int32_t* dev_len = nullptr) {
   const ModelConfig& cfg = m.config();
   const int L = cfg.n_layers, K = cfg.top_k, D = cfg.d_model;
   const NumericsProfile& p = st->profile;
@@ -90,11 +105,14 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
   const size_t NK = static_cast<size_t>(rows) * K, ND = static_cast<size_t>(rows) * D;
   const Backend& be = m.backend();
   std::vector<float> logp_scratch(cfg.is_moe() ? NK : 0);
-  st->dev_positions.resize(be, static_cast<size_t>(rows));  // RoPE's, up once for every layer
-  if (rows > 0)
-    be.mem_copy(st->dev_positions.data(), positions, static_cast<size_t>(rows) * sizeof(int32_t), CopyDir::to_device,
-                CrossKind::indices);
-  if (decode) {  // each sequence's length, position + 1, where attention_decode reads it: up once
+  if (!dev_pos) {
+    st->dev_positions.resize(be, static_cast<size_t>(rows));  // RoPE's, up once for every layer
+    if (rows > 0)
+      be.mem_copy(st->dev_positions.data(), positions, static_cast<size_t>(rows) * sizeof(int32_t),
+                  CopyDir::to_device, CrossKind::indices);
+    dev_pos = st->dev_positions.data();
+  }
+  if (decode && !dev_len) {  // each sequence's length, position + 1, where attention_decode reads it: up once
     std::vector<int32_t> len(static_cast<size_t>(rows));
     for (int b = 0; b < rows; ++b) {
       len[b] = positions[b] + 1;
@@ -105,6 +123,7 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     st->dev_len.resize(be, len.size());
     if (rows > 0)
       be.mem_copy(st->dev_len.data(), len.data(), len.size() * sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+    dev_len = st->dev_len.data();
   }
   st->x_next.resize(be, ND);
   const bool resident = routes_resident(m, *im, p);
@@ -117,8 +136,9 @@ void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B,
     LayerCall c;
     c.cfg = &cfg; c.profile = &p; c.params = &w; c.packed = &ps.layers[l];
     c.layer = l; c.N = rows; c.B = B; c.T = T; c.positions = positions; c.call = call;
-    c.dev_positions = st->dev_positions.data();
+    c.dev_positions = dev_pos;
     c.decode = decode ? st : nullptr;
+    c.dev_len = dev_len;
     c.router_mode = replay_ids ? RouterMode::replay : RouterMode::normal;
     c.replay_ids = replay_ids ? replay_ids + l * NK : nullptr;
     c.bias = cfg.expert_bias ? m.expert_bias().data() + static_cast<size_t>(l) * cfg.n_experts : nullptr;
@@ -229,6 +249,152 @@ void Model::generation_logprobs(GenerationState* st, float* logp, float temperat
   if (logp) be.mem_copy(logp, st->lp.data(), BV * sizeof(float), CopyDir::to_host, CrossKind::activations);
 }
 
+namespace {
+// The last call's resident routing (n rows) into the records: row dev_rows[i] (the backend's
+// memory) of every layer's rec_ids and rec_logp [L, rec_rows, K] receives row i.
+void record_routing_rows(const Model& m, const GenerationState* st, int32_t* rec_ids, float* rec_logp,
+                         int64_t rec_rows, const int32_t* dev_rows, int n) {
+  const Backend& be = m.backend();
+  const int L = m.config().n_layers, K = m.config().top_k;
+  const size_t NK = static_cast<size_t>(n) * K;
+  if (n <= 0) return;
+  // the stage's 32-bit words, copied as they are (scatter_rows moves rows of floats; ids included)
+  for (int l = 0; l < L; ++l) {
+    const int32_t* stage = st->routing_stage.data() + static_cast<size_t>(l) * 2 * NK;
+    const size_t at = static_cast<size_t>(l) * static_cast<size_t>(rec_rows) * K;
+    be.scatter_rows(reinterpret_cast<float*>(rec_ids + at), reinterpret_cast<const float*>(stage), dev_rows, n, K);
+    be.scatter_rows(rec_logp + at, reinterpret_cast<const float*>(stage + NK), dev_rows, n, K);
+  }
+}
+
+// Issues `issue` (ops and copies only; every value that changes from one step to the next comes
+// through the state's blocks) as the unit u over n rows: eagerly the first time at n (which sizes
+// every buffer and packs the weights), recorded the second time and launched, replayed after that;
+// eagerly throughout where the state does not record.
+template <class F>
+void decode_unit(const Backend& be, GenerationState* st, GenerationState::DecodeUnit* u, int n, F&& issue) {
+  if (!st->graphs) {
+    issue();
+    return;
+  }
+  if (u->rows != n) {
+    u->graph.reset();
+    u->rows = n;
+    u->warm = false;
+  }
+  if (!u->warm) {
+    issue();
+    u->warm = true;
+    return;
+  }
+  if (!u->graph) {
+    be.graph_begin();
+    std::string failure;
+    try {
+      issue();
+    } catch (const std::exception& e) {  // an op the recording refused (a GPU: an invalidated capture)
+      failure = e.what();
+    }
+    u->graph = be.graph_end();
+    if (!failure.empty()) u->graph.reset();
+    if (!u->graph) {  // nothing ran: this generation decodes eagerly from here on, and says why
+      st->graphs = false;
+      st->graph_failure = failure.empty() ? be.graph_failure() : failure;
+      issue();
+      return;
+    }
+    ++st->units_recorded;
+  }
+  if (!be.graph_launch(*u->graph)) {  // the backend's memory moved since: eagerly, recorded anew next time
+    u->graph.reset();
+    ++st->units_stale;
+    issue();
+    return;
+  }
+  ++st->units_replayed;
+}
+}  // namespace
+
+void Model::generation_feed(GenerationState* st, const int32_t* tokens, int32_t* rec_ids, float* rec_logp,
+                            int64_t rec_rows, const int32_t* rec_row, float temperature) {
+  if (st->stride == 0)
+    throw std::logic_error("generation_feed: the state does not route resident (generation_routes_resident)");
+  if (st->pos < 1) throw std::logic_error("generation_feed: prefill first");
+  if (st->pos >= st->max_len)
+    throw std::invalid_argument("generation_feed: KV cache full at " + std::to_string(st->max_len));
+  const int n = st->B, D = cfg_.d_model, Bs = st->stride;
+  if (st->pos + 1 > st->cache_len)
+    throw std::invalid_argument("generation_feed: length " + std::to_string(st->pos + 1) + " outside 1.." +
+                                std::to_string(st->cache_len));
+  int32_t* w = reinterpret_cast<int32_t*>(st->feed_host.data());
+  for (int b = 0; b < n; ++b) {
+    if (tokens[b] < 0 || tokens[b] >= cfg_.vocab_size)
+      throw std::invalid_argument("generation_feed: token " + std::to_string(tokens[b]) + " outside [0, " +
+                                  std::to_string(cfg_.vocab_size) + ")");
+    w[b] = tokens[b];
+    w[Bs + b] = st->pos;
+    w[2 * Bs + b] = st->pos + 1;
+    w[3 * Bs + b] = rec_row[b];
+  }
+  st->feed_host.data()[2 * static_cast<size_t>(Bs)] = static_cast<uint64_t>(st->pos);  // the step's call
+  const Backend& be = backend();
+  const int32_t* dev = reinterpret_cast<const int32_t*>(st->feed_dev.data());
+  const uint64_t* call_at = st->feed_dev.data() + 2 * static_cast<size_t>(Bs);
+  st->profile.call_at = call_at;  // every key of the step: call 0 + the block's call
+  decode_unit(be, st, &st->feed_unit, n, [&] {
+    be.mem_copy(st->feed_dev.data(), st->feed_host.data(), st->feed_host.size() * sizeof(uint64_t),
+                CopyDir::to_device, CrossKind::indices);
+    st->x.resize(be, static_cast<size_t>(n) * D);
+    be.embedding_forward(st->x.data(), dev, weights().get("embed"), n, D);
+    be.round_format(st->x.data(), static_cast<int64_t>(st->x.size()), st->profile.activations);
+    run_layers(*this, impl_.get(), st, n, n, 1, nullptr, true, 0, nullptr, nullptr, nullptr, nullptr, dev + Bs,
+               dev + 2 * Bs);
+    record_routing_rows(*this, st, rec_ids, rec_logp, rec_rows, dev + 3 * Bs, n);
+    if (temperature > 0.0f) generation_logprobs(st, nullptr, temperature);
+  });
+  st->profile.call_at = nullptr;
+  st->pos += 1;
+}
+
+void Model::generation_draw(GenerationState* st, int32_t* tokens, float* logp, float* entropy, const double* uniform,
+                            float temperature, float top_p, float* dst, const int32_t* dst_row) {
+  const int n = st->B, V = cfg_.vocab_size, Bs = st->stride;
+  const size_t BV = static_cast<size_t>(n) * V;
+  if (Bs == 0) throw std::logic_error("generation_draw: the state does not route resident");
+  if (st->pos < 1 || st->logits.size() != BV || st->lp.size() != BV)
+    throw std::logic_error("generation_draw: no log-probs of the current rows (generation_logprobs first)");
+  double* u = reinterpret_cast<double*>(st->draw_host.data());
+  int32_t* rows = reinterpret_cast<int32_t*>(st->draw_host.data() + Bs);
+  for (int b = 0; b < n; ++b) {
+    u[b] = uniform[b];
+    rows[b] = dst_row[b];
+  }
+  const Backend& be = backend();
+  const double* d_u = reinterpret_cast<const double*>(st->draw_dev.data());
+  const int32_t* d_rows = reinterpret_cast<const int32_t*>(st->draw_dev.data() + Bs);
+  decode_unit(be, st, &st->draw_unit, n, [&] {
+    be.mem_copy(st->draw_dev.data(), st->draw_host.data(), st->draw_host.size() * sizeof(uint64_t),
+                CopyDir::to_device, CrossKind::indices);
+    st->sampled.resize(be, static_cast<size_t>(3) * n);
+    float* staged = st->sampled.data();
+    be.sample_rows(reinterpret_cast<int32_t*>(staged), staged + n, staged + 2 * static_cast<size_t>(n),
+                   st->logits.data(), st->lp.data(), d_u, n, V, temperature, top_p);
+    be.scatter_rows(dst, st->lp.data(), d_rows, n, V);
+    if (n > 0)
+      be.mem_copy(st->drawn_host.data(), staged, static_cast<size_t>(3) * n * sizeof(float), CopyDir::to_host,
+                  CrossKind::per_token);
+  });
+  be.sync();
+  const float* h = st->drawn_host.data();
+  std::memcpy(tokens, h, static_cast<size_t>(n) * sizeof(int32_t));
+  std::memcpy(logp, h + n, static_cast<size_t>(n) * sizeof(float));
+  std::memcpy(entropy, h + 2 * static_cast<size_t>(n), static_cast<size_t>(n) * sizeof(float));
+}
+
+GenerationGraphs Model::generation_graphs(const GenerationState* st) const {
+  return {st->units_recorded, st->units_replayed, st->units_stale, st->graph_failure};
+}
+
 bool Model::generation_routes_resident(const GenerationState* st) const {
   return routes_resident(*this, *impl_, st->profile);
 }
@@ -238,21 +404,12 @@ void Model::generation_record_routing(GenerationState* st, int32_t* rec_ids, flo
   if (!st->routed_resident || st->routed_rows != n)
     throw std::logic_error("generation_record_routing: the last call did not route resident over " + std::to_string(n) +
                            " rows");
-  const Backend& be = backend();
-  const int L = cfg_.n_layers, K = cfg_.top_k;
-  const size_t NK = static_cast<size_t>(n) * K;
   if (n <= 0) return;
+  const Backend& be = backend();
   st->record_rows.resize(be, static_cast<size_t>(n));
   be.mem_copy(st->record_rows.data(), dst_row, static_cast<size_t>(n) * sizeof(int32_t), CopyDir::to_device,
               CrossKind::indices);
-  // the stage's 32-bit words, copied as they are (scatter_rows moves rows of floats; ids included)
-  for (int l = 0; l < L; ++l) {
-    const int32_t* stage = st->routing_stage.data() + static_cast<size_t>(l) * 2 * NK;
-    const size_t at = static_cast<size_t>(l) * static_cast<size_t>(rec_rows) * K;
-    be.scatter_rows(reinterpret_cast<float*>(rec_ids + at), reinterpret_cast<const float*>(stage),
-                    st->record_rows.data(), n, K);
-    be.scatter_rows(rec_logp + at, reinterpret_cast<const float*>(stage + NK), st->record_rows.data(), n, K);
-  }
+  record_routing_rows(*this, st, rec_ids, rec_logp, rec_rows, st->record_rows.data(), n);
 }
 
 void Model::generation_sample(GenerationState* st, int32_t* tokens, float* logp, float* entropy,

@@ -17,6 +17,7 @@ struct LayerCall {
   // sequences of one length; null: B sequences of T rows
   const std::vector<SeqRun>* runs = nullptr;
   GenerationState* decode = nullptr;   // decode mode: N = B rows, KV cache in here
+  const int32_t* dev_len = nullptr;    // decode: each row's length (position + 1), backend memory
   const int32_t* positions = nullptr;  // [N]
   const int32_t* dev_positions = nullptr;  // [N] the same in the backend's memory (RoPE reads them
                                            // there: up once per call, not per layer), or null

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -118,6 +119,12 @@ struct ForwardResult {
 };
 
 struct GenerationState;  // KV cache and per-sequence lengths (opaque)
+// A generation's decode units under op graphs (Model::generation_graphs).
+struct GenerationGraphs {
+  int64_t recorded = 0, replayed = 0;
+  int64_t stale = 0;    // recordings the backend refused to launch (its memory had moved since)
+  std::string failure;  // why recording stopped (the backend's word), empty if it did not
+};
 
 class Model {
  public:
@@ -204,6 +211,21 @@ class Model {
   // backend's memory) receives the call's row i; dst_row (host, n) goes up once.
   void generation_record_routing(GenerationState* state, int32_t* rec_ids, float* rec_logp, int64_t rec_rows,
                                  const int32_t* dst_row, int n);
+  // Resident decode (generation_routes_resident) in two units, with the same ops and bits as the
+  // calls they stand for, one upload each from host memory that stays put: where the backend
+  // records op graphs (Backend::graphs: CUDA Graphs on a GPU) each unit is recorded once per batch
+  // size and replayed, since nothing in it changes from one step to the next but what its upload
+  // brings (models/model_impl.h, the blocks).
+  // generation_feed = generation_step(tokens) + generation_record_routing(rec_row) and, when
+  // temperature > 0, generation_logprobs(temperature).
+  void generation_feed(GenerationState* state, const int32_t* tokens, int32_t* rec_ids, float* rec_logp,
+                       int64_t rec_rows, const int32_t* rec_row, float temperature);
+  // generation_draw = generation_sample + generation_store_logprobs(dst, dst_row), its one read the
+  // 3·B values sampled.
+  void generation_draw(GenerationState* state, int32_t* tokens, float* logp, float* entropy, const double* uniform,
+                       float temperature, float top_p, float* dst, const int32_t* dst_row);
+  // The units recorded and replayed so far (0 and 0 without graphs), and why recording stopped.
+  GenerationGraphs generation_graphs(const GenerationState* state) const;
   // Keeps n of the state's rows (decode compaction: finished sequences leave the batch): row i
   // becomes what row from[i] was (its KV cache, logits and log-probs included: one gather each in
   // the backend's memory), the others are dropped, and later steps

@@ -85,25 +85,20 @@ float layer_forward(LayerActs* a, float* x_out, float* router_logp, int64_t* loa
   be.round_format(a->k.data(), nd, p.attention);
   be.round_format(a->v.data(), nd, p.attention);
   // Attention rows draw their order noise by (sequence, position, head): call 0 in both modes.
-  const ReduceCtx attn_ctx = site_reduce(p, p.attn_order, site_key(p, l, Site::attention, 0));
+  NoiseKey attn_key = site_key(p, l, Site::attention, 0);
+  attn_key.call_at = nullptr;  // not a decode step's call (graphs: models/generation.cpp)
+  const ReduceCtx attn_ctx = site_reduce(p, p.attn_order, attn_key);
   if (c.decode) {
-    // The new position into the cache (in the backend's memory, generation.cpp, as k and v are):
-    // one write of every sequence when all are at the same position (generation_step), else one
-    // per sequence.
+    // The new position of every sequence into the cache (in the backend's memory, generation.cpp,
+    // as k and v are), each at its own length − 1: one write, whose arguments are the same from
+    // one decode step to the next.
     GenerationState* st = c.decode;
     float* kc = st->kcache[l].data();
     float* vc = st->vcache[l].data();
-    const size_t Tc = static_cast<size_t>(st->cache_len), Du = static_cast<size_t>(D);
-    bool same = true;
-    for (int b = 0; b < N; ++b) same = same && c.positions[b] == c.positions[0];
-    for (int b0 = 0; b0 < N; b0 += same ? N : 1) {
-      const size_t b = static_cast<size_t>(b0);
-      be.kv_cache_write(kc + b * Du * Tc, vc + b * Tc * Du, a->k.data() + b * Du, a->v.data() + b * Du,
-                        same ? N : 1, 1, D, st->cache_len, c.positions[b0]);
-    }
-    // each sequence's length (position + 1) where the kernel reads it: up once per step
+    // each sequence's length (position + 1) where the kernels read it: up once per step
     // (generation.cpp's run_layers) for every layer
-    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, st->dev_len.data(), N, st->cache_len, H, Dh, attn_ctx);
+    be.kv_cache_append(kc, vc, a->k.data(), a->v.data(), c.dev_len, N, D, st->cache_len);
+    be.attention_decode(a->ctx.data(), a->q.data(), kc, vc, c.dev_len, N, st->cache_len, H, Dh, attn_ctx);
   } else if (!c.runs) {
     a->att.resize(be, static_cast<size_t>(c.B) * H * c.T * c.T);
     be.attention_forward(a->ctx.data(), a->att.data(), a->q.data(), a->k.data(), a->v.data(),

@@ -88,6 +88,27 @@ struct GenerationState {
   bool routed_resident = false;   // the last call routed so (its stage holds its routing) ...
   int routed_rows = 0;            // ... of this many rows
   ActBuffer<int32_t> record_rows;  // generation_record_routing's destination rows, up once a call
+  // Resident decode as two units (Model::generation_feed, generation_draw), each one upload of a
+  // block of host memory (Backend::host_alloc: pinned on a GPU) at an address that stays put, so
+  // that a unit recorded once per batch size replays (Backend::graph_begin, CUDA Graphs): every
+  // value that changes from one step to the next comes through its block.
+  //   feed block, int32 words at a stride of the first B: [tokens | positions | lengths | record
+  //   rows] then the step's call (uint64: every key's NoiseKey::call_at);
+  //   draw block: [uniforms (double) | μ's destination rows (int32)]; drawn: [tokens | log μ |
+  //   entropy], the unit's one read.
+  struct DecodeUnit {
+    int rows = -1;     // the batch size it was recorded for
+    bool warm = false;  // issued eagerly once at that size (every buffer sized, weights packed)
+    std::unique_ptr<Backend::Graph> graph;
+  };
+  int stride = 0;  // B at generation_begin
+  HostArray<uint64_t> feed_host, draw_host;
+  DeviceArray<uint64_t> feed_dev, draw_dev;
+  HostArray<float> drawn_host;
+  DecodeUnit feed_unit, draw_unit;
+  bool graphs = false;  // record the units (the backend has graphs, and nothing in a step reads)
+  int64_t units_recorded = 0, units_replayed = 0, units_stale = 0;
+  std::string graph_failure;  // why recording stopped, if it did
 };
 
 // Which copy of a resident array is current: both, or only the host's or the device's.

@@ -107,21 +107,18 @@ void router_select(RouterActs* a, int N, const RouterCall& c, const Backend& be)
   // Selection on the logits themselves when there is no bias: scores are monotone in z, and
   // exp/σ could merge two distinct logits into one float and invent a tie.
   const float* sel = a->logits.data();
-  ActBuffer<float> biased;
   if (c.bias) {
-    biased.resize(be, NE);
-    be.add_bias_rows(biased.data(), a->scores.data(), c.bias, N, E);
-    sel = biased.data();
+    a->biased.resize(be, NE);
+    be.add_bias_rows(a->biased.data(), a->scores.data(), c.bias, N, E);
+    sel = a->biased.data();
   }
-  ActBuffer<float> vals;
-  vals.resize(be, NK);
-  ActBuffer<int32_t> own_dev;  // the router's own choice while replaying
+  a->topk_vals.resize(be, NK);
   int32_t* own = a->dev_ids.data();
-  if (c.mode != RouterMode::normal) {
-    own_dev.resize(be, NK);
-    own = own_dev.data();
+  if (c.mode != RouterMode::normal) {  // the router's own choice while replaying
+    a->own_dev.resize(be, NK);
+    own = a->own_dev.data();
   }
-  be.topk_forward(own, vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
+  be.topk_forward(own, a->topk_vals.data(), sel, N, E, K, c.profile->tie_break, c.topk_key);
   // normal mode: the ids come down with the router's log-probs at them, in router_gate's one read
   if (c.mode != RouterMode::normal)
     be.mem_copy(c.own_ids, own, NK * sizeof(int32_t), CopyDir::to_host, CrossKind::indices);

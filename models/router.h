@@ -29,6 +29,10 @@ struct RouterActs {
   // where they are computed, for one read a layer; its host copy
   ActBuffer<int32_t> staged;
   std::vector<int32_t> staged_host;
+  // the selection's scratch, kept from call to call (a recorded decode step allocates nothing):
+  // the biased scores [N, E], the top-k values [N, K], the router's own ids while replaying [N, K]
+  ActBuffer<float> biased, topk_vals;
+  ActBuffer<int32_t> own_dev;
   int32_t* own_ids_out = nullptr;  // RouterCall::own_ids of the call in flight (normal mode)
   // The terms computed on the host (router.cpp: the aux losses, the z-loss, the KL regularisers,
   // the noise dial) read a host copy of the logits and scores, downloaded only when one is on.

@@ -26,6 +26,7 @@ inline NoiseKey site_key(const NumericsProfile& p, int layer, Site site, uint64_
   k.layer = static_cast<uint32_t>(layer);
   k.site = static_cast<uint32_t>(site);
   k.call = call;
+  k.call_at = p.call_at;
   return k;
 }
 

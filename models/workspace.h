@@ -89,6 +89,37 @@ class DeviceArray {
   size_t n_ = 0;
 };
 
+// Host memory for the copies of a backend's op graphs (Backend::host_alloc: pinned on a GPU), n
+// elements, zero-filled, at an address that stays put.
+template <class T>
+class HostArray {
+ public:
+  HostArray() = default;
+  HostArray(const Backend& be, size_t n) : be_(&be), n_(n) {
+    p_ = static_cast<T*>(be.host_alloc(std::max<size_t>(n, 1) * sizeof(T)));
+    std::fill_n(p_, n, T{});
+  }
+  ~HostArray() { if (be_) be_->host_free(p_); }
+  HostArray(const HostArray&) = delete;
+  HostArray& operator=(const HostArray&) = delete;
+  HostArray(HostArray&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0; }
+  HostArray& operator=(HostArray&& o) noexcept {
+    if (this != &o) {
+      if (be_) be_->host_free(p_);
+      be_ = o.be_; p_ = o.p_; n_ = o.n_;
+      o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0;
+    }
+    return *this;
+  }
+  T* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  const Backend* be_ = nullptr;
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 // A growable array in a backend's own memory (kernels/backend.h, mem_*), the activations'
 // buffer: host memory on the CPU backend (used there as a Workspace is), the device's on a GPU,
 // where consecutive ops chain on it without a crossing (docs/gpu.md, "What crosses"). The host

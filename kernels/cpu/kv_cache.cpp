@@ -1,7 +1,7 @@
-// cpu/kv_cache.cpp — the KV cache's writes (kv_cache_write: the keys transposed into their
-// columns, the values' rows copied, sequences in parallel) and decode compaction (kv_cache_keep:
-// row copies, the kept rows in parallel; their destinations and sources are disjoint: from[i] is i
-// or >= n). Bit-identical to kernels/ref (copies).
+// cpu/kv_cache.cpp — the KV cache's writes (kv_cache_write and a decode step's kv_cache_append:
+// the keys transposed into their columns, the values' rows copied, sequences in parallel) and
+// decode compaction (kv_cache_keep: row copies, the kept rows in parallel; their destinations and
+// sources are disjoint: from[i] is i or >= n). Bit-identical to kernels/ref (copies).
 #include <tbb/parallel_for.h>
 
 #include <cstring>
@@ -34,6 +34,18 @@ void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v
     for (size_t d = 0; d < Du; ++d)
       for (size_t t = 0; t < Tu; ++t) kc[d * Tcu + t] = kb[t * Du + d];
     std::memcpy(vcache + (bu * Tcu + t0) * Du, v + bu * Tu * Du, Tu * Du * sizeof(float));
+  });
+}
+
+void kv_cache_append(float* kcache, float* vcache, const float* k, const float* v, const int32_t* len, int B,
+                     int D, int Tc) {
+  if (B <= 0 || D <= 0) return;
+  const size_t Du = static_cast<size_t>(D), Tcu = static_cast<size_t>(Tc);
+  tbb::parallel_for(0, B, [&](int b) {
+    const size_t bu = static_cast<size_t>(b), t = static_cast<size_t>(len[b] - 1);
+    float* kc = kcache + bu * Du * Tcu + t;
+    for (size_t d = 0; d < Du; ++d) kc[d * Tcu] = k[bu * Du + d];
+    std::memcpy(vcache + (bu * Tcu + t) * Du, v + bu * Du, Du * sizeof(float));
   });
 }
 

@@ -32,6 +32,12 @@ namespace moerl::cuda {
 #define MOERL_CUDA_LAUNCHED() MOERL_CUDA_CHECK(cudaGetLastError())
 
 // An owning device allocation of n elements of T (uninitialised). Move-only.
+// Bumped whenever device memory is allocated or freed here (a DeviceBuffer: the ops' scratch, the
+// packed weights) or by the backend (mem_alloc / mem_free): a recorded graph holds addresses, and
+// one recorded before a bump may point at memory that has moved (CudaBackend::graph_launch).
+uint64_t device_memory_epoch();
+void device_memory_moved();
+
 template <class T>
 class DeviceBuffer {
  public:
@@ -51,6 +57,7 @@ class DeviceBuffer {
     release();
     MOERL_CUDA_CHECK(cudaMalloc(&p_, (n ? n : 1) * sizeof(T)));
     n_ = n;
+    device_memory_moved();
   }
   T* get() const { return p_; }
   size_t capacity() const { return n_; }
@@ -65,12 +72,15 @@ class DeviceBuffer {
   }
   void zero(size_t n) {
     resize(n);
-    if (n) MOERL_CUDA_CHECK(cudaMemset(p_, 0, n * sizeof(T)));
+    if (n) MOERL_CUDA_CHECK(cudaMemsetAsync(p_, 0, n * sizeof(T), cudaStreamPerThread));
   }
 
  private:
   void release() {
-    if (p_) cudaFree(p_);
+    if (p_) {
+      cudaFree(p_);
+      device_memory_moved();
+    }
     p_ = nullptr;
     n_ = 0;
   }
@@ -90,7 +100,7 @@ T* scratch_upload(int slot, const T* host, size_t n) {
 template <class T>
 T* scratch_zeroed(int slot, size_t n) {
   T* d = static_cast<T*>(device_scratch(slot, n * sizeof(T)));
-  if (n) MOERL_CUDA_CHECK(cudaMemset(d, 0, n * sizeof(T)));
+  if (n) MOERL_CUDA_CHECK(cudaMemsetAsync(d, 0, n * sizeof(T), cudaStreamPerThread));
   return d;
 }
 template <class T>

@@ -1,4 +1,5 @@
 // device.cu — see device.h.
+#include <atomic>
 #include "kernels/cuda/device.h"
 
 #include <cstdint>
@@ -57,6 +58,12 @@ bool round_bf16_on_device(float* out, const float* x, int64_t n) {
 // ---- buffer.h ------------------------------------------------------------------------------------
 
 namespace moerl::cuda {
+
+namespace {
+std::atomic<uint64_t> g_memory_epoch{0};
+}
+uint64_t device_memory_epoch() { return g_memory_epoch.load(); }
+void device_memory_moved() { g_memory_epoch.fetch_add(1); }
 
 void* device_scratch(int slot, size_t bytes) {
   constexpr int kSlots = 16;

@@ -53,6 +53,8 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/hd/gemm_hd.h"
 #include "kernels/cuda/hd/round.h"
+#include "kernels/cuda/hd/swiglu.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/cuda/peak.h"
 
 namespace moerl::cuda {
@@ -100,6 +102,8 @@ Handles& handles() {
     // An explicit workspace keeps cuBLAS's kernel choice (and so its bits) independent of the
     // allocator's state.
     MOERL_CUBLAS_CHECK(cublasSetWorkspace(h.blas, h.blas_ws, kWorkspaceBytes));
+    // the stream every op runs on (kernels/CMakeLists.txt): capturable, unlike the legacy one
+    MOERL_CUBLAS_CHECK(cublasSetStream(h.blas, cudaStreamPerThread));
   }
   return h;
 }
@@ -229,10 +233,13 @@ __global__ void epilogue_kernel(float* dst, int ldd, const float* src, int lds, 
 }
 
 // orders[m·S .. m·S+S) = the combine order of row m (the CPU's permutation).
+// call_at (NoiseKey::call_at, device memory, or null) adds a decode step's call read here.
 __global__ void order_kernel(int* orders, int M, int S, OrderKind kind, uint64_t seed, uint32_t layer,
-                             uint32_t site, uint64_t call) {
+                             uint32_t site, uint64_t call, const uint64_t* call_at) {
   const int m = blockIdx.x * blockDim.x + threadIdx.x;
-  if (m < M) gemm_chunk_order_hd(orders + static_cast<int64_t>(m) * S, S, kind, seed, layer, site, call, m);
+  if (m < M)
+    gemm_chunk_order_hd(orders + static_cast<int64_t>(m) * S, S, kind, seed, layer, site,
+                        call + (call_at ? *call_at : 0), m);
 }
 
 // out[m, n] = Σ in row m's order of parts[c][m, n] (parts [S][M][N]).
@@ -288,7 +295,7 @@ float* compute_scales(DeviceBuffer<float>* scales, DeviceBuffer<uint32_t>* amax,
 void quantise_codes(unsigned char* q, int rows_alloc, const float* x, const float* scales,
                     const GemmGroups& g, const GemmKLayout& L, Format f) {
   const int bytes = gemm_code_bytes(f);
-  MOERL_CUDA_CHECK(cudaMemset(q, 0, static_cast<size_t>(rows_alloc) * L.kp * bytes));
+  MOERL_CUDA_CHECK(cudaMemsetAsync(q, 0, static_cast<size_t>(rows_alloc) * L.kp * bytes, cudaStreamPerThread));
   const int64_t n = static_cast<int64_t>(g.rows) * g.cols;
   if (bytes == 2)
     quant_kernel<uint16_t><<<grid_of(n), kThreads>>>(reinterpret_cast<uint16_t*>(q), x, scales, g, L, f);
@@ -318,6 +325,11 @@ struct DeviceWeight {
   DeviceBuffer<unsigned char> q;  // [Np][kp] codes
   DeviceBuffer<float> scales;     // [groups]
   DeviceBuffer<float> f32;        // [N][K] (fp32 format or fallback: fake-quantised)
+  // The first expert of a grouped call keeps the group's weight pointers where the sized kernel
+  // reads them (grouped_forward_sized): uploaded once, then again only if one changes, so that a
+  // recorded decode step copies nothing; they live as long as the packed weights.
+  mutable std::vector<const void*> group_host;
+  mutable DeviceBuffer<uintptr_t> group_dev;
 };
 
 const DeviceWeight& device_weight(const PackedWeight& w, const LinearNumerics& nm) {
@@ -612,7 +624,7 @@ bool lt_gemm(float* D, int ldd, const unsigned char* A, const unsigned char* B, 
   const float one = 1.0f, zero = 0.0f;
   Handles& h = handles();
   MOERL_CUBLAS_CHECK(cublasLtMatmul(h.lt, ds.op, &one, A, ds.a, B, ds.b, &zero, D, ds.d, D, ds.d,
-                                    &plan.algo, h.lt_ws, kWorkspaceBytes, 0));
+                                    &plan.algo, h.lt_ws, kWorkspaceBytes, cudaStreamPerThread));
   return true;
 }
 
@@ -695,7 +707,7 @@ void combine_parts(float* out, const float* parts, int M, int N, int S, const Re
                    uint64_t call_offset) {
   const int64_t total = static_cast<int64_t>(M) * N;
   if (ctx.atomics) {
-    MOERL_CUDA_CHECK(cudaMemset(out, 0, static_cast<size_t>(total) * sizeof(float)));
+    MOERL_CUDA_CHECK(cudaMemsetAsync(out, 0, static_cast<size_t>(total) * sizeof(float), cudaStreamPerThread));
     atomic_combine_kernel<<<grid_of(total * S), kThreads>>>(out, parts, total, S);
     MOERL_CUDA_LAUNCHED();
     return;
@@ -703,7 +715,8 @@ void combine_parts(float* out, const float* parts, int M, int N, int S, const Re
   Scratch& sc = scratch();
   sc.orders.resize(static_cast<size_t>(M) * S);
   order_kernel<<<grid_for(M, kThreads), kThreads>>>(sc.orders.get(), M, S, ctx.order.kind, ctx.key.seed,
-                                                    ctx.key.layer, ctx.key.site, ctx.key.call + call_offset);
+                                                    ctx.key.layer, ctx.key.site, ctx.key.call + call_offset,
+                                                    ctx.key.call_at);
   MOERL_CUDA_LAUNCHED();
   combine_kernel<<<grid_of(total), kThreads>>>(out, parts, sc.orders.get(), M, N, S);
   MOERL_CUDA_LAUNCHED();
@@ -729,7 +742,7 @@ void forward_f32(float* d_out, const float* X, const float* W, int M, int N, int
     if (k1 > k0)
       gemm_f32(part, N, W, K, X, K, k0, k1 - k0, M, N);
     else
-      MOERL_CUDA_CHECK(cudaMemset(part, 0, static_cast<size_t>(total) * sizeof(float)));
+      MOERL_CUDA_CHECK(cudaMemsetAsync(part, 0, static_cast<size_t>(total) * sizeof(float), cudaStreamPerThread));
   }
   combine_parts(d_out, sc.parts.get(), M, N, S, ctx, call_offset);
 }
@@ -760,7 +773,8 @@ bool forward_lowp(float* d_out, const DeviceWeight& w, const unsigned char* xq, 
     float* target = S == 1 ? d_out : sc.parts.get() + total * c;
     if (w.blocked) {
       const int b0 = gemm_chunk_first_block(c, S, kb_count), b1 = gemm_chunk_first_block(c + 1, S, kb_count);
-      if (b1 == b0) MOERL_CUDA_CHECK(cudaMemset(target, 0, static_cast<size_t>(total) * sizeof(float)));
+      if (b1 == b0)
+        MOERL_CUDA_CHECK(cudaMemsetAsync(target, 0, static_cast<size_t>(total) * sizeof(float), cudaStreamPerThread));
       for (int kb = b0; kb < b1; ++kb) {
         if (!gemm_lowp(piece, w, xq, M, kb * w.L.bp, w.L.bp, a_scale, b_scale, why)) return false;
         epilogue_kernel<<<grid, kThreads>>>(target, N, piece, w.Np, M, N, kb > b0, sa, sw, kb, w.L.kblock);
@@ -770,7 +784,7 @@ bool forward_lowp(float* d_out, const DeviceWeight& w, const unsigned char* xq, 
       const int k0 = gemm_chunk_bound_aligned(c, S, w.K, w.L.kp, kGemmAlign);
       const int k1 = gemm_chunk_bound_aligned(c + 1, S, w.K, w.L.kp, kGemmAlign);
       if (k1 == k0) {
-        MOERL_CUDA_CHECK(cudaMemset(target, 0, static_cast<size_t>(total) * sizeof(float)));
+        MOERL_CUDA_CHECK(cudaMemsetAsync(target, 0, static_cast<size_t>(total) * sizeof(float), cudaStreamPerThread));
         continue;
       }
       if (!gemm_lowp(piece, w, xq, M, k0, k1 - k0, a_scale, b_scale, why)) return false;
@@ -789,7 +803,7 @@ void forward_device(float* d_out, const float* X, const DeviceWeight& w, int M, 
   const int N = w.N, K = w.K;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    MOERL_CUDA_CHECK(cudaMemset(d_out, 0, static_cast<size_t>(M) * N * sizeof(float)));
+    MOERL_CUDA_CHECK(cudaMemsetAsync(d_out, 0, static_cast<size_t>(M) * N * sizeof(float), cudaStreamPerThread));
     return;
   }
   const int S = effective_split(nm, M, K);
@@ -891,6 +905,36 @@ __global__ void grouped_forward_sized_kernel(float* out, const float* inp, const
     out[static_cast<int64_t>(r) * N + n] = acc;
   }
 }
+// The gate and up chains of grouped_forward_sized_kernel for one output (r, n), each rounded into
+// `act`, then their SwiGLU rounded: g, u, a [rows, N] (linear_swiglu_grouped, one launch).
+template <class T>
+__global__ void grouped_swiglu_sized_kernel(float* a, float* g, float* u, const float* inp, const T* const* wg,
+                                            const T* const* wu, int64_t ldw, const int* off, int E, int N, int K,
+                                            Format f, Format act) {
+  const int n = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= N) return;
+  const int end = off[E];
+  for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
+       r += static_cast<int>(gridDim.y * blockDim.y)) {
+    const float* x = inp + static_cast<int64_t>(r) * K;
+    const int e = grouped_expert_of_row(off, E, r);
+    const T* gr = wg[e] + static_cast<int64_t>(n) * ldw;
+    const T* ur = wu[e] + static_cast<int64_t>(n) * ldw;
+    float ag = 0.0f, au = 0.0f;
+    if (f == Format::fp32) {
+      for (int k = 0; k < K; ++k) ag = __fmaf_rn(x[k], sized_weight_value(gr[k], f), ag);
+      for (int k = 0; k < K; ++k) au = __fmaf_rn(x[k], sized_weight_value(ur[k], f), au);
+    } else {
+      for (int k = 0; k < K; ++k) ag = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(gr[k], f), ag);
+      for (int k = 0; k < K; ++k) au = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(ur[k], f), au);
+    }
+    const int64_t at = static_cast<int64_t>(r) * N + n;
+    const float gv = hd_round_to_format(ag, act), uv = hd_round_to_format(au, act);
+    g[at] = gv;
+    u[at] = uv;
+    a[at] = hd_round_to_format(hd_swiglu_forward(gv, uv), act);
+  }
+}
 // dinp[r, k] += Σ_n dout[r, n]·W_e[n, k], W_e = weight + e·N·K
 __global__ void grouped_backward_input_sized_kernel(float* dinp, const float* dout, const float* weight,
                                                     const int* off, int E, int N, int K) {
@@ -927,23 +971,44 @@ void require_resident(const void* p, const char* what) {
 }
 constexpr unsigned kSizedRowBlocks = 128;  // the grid's rows of blocks; each walks rows with a stride
 
+// The experts' weights as the sized kernels read them: each expert's FP32 values or 16-bit codes
+// (codes: BF16 / FP16), their row stride, and the array of their pointers on the device, uploaded
+// once per packed set (DeviceWeight::group_dev) and again only if one changes.
+struct SizedGroup {
+  const void* ptrs = nullptr;
+  int64_t ldw = 0;
+  bool codes = false;
+};
+SizedGroup sized_group(const PackedWeight* w, int E, const LinearNumerics& nm) {
+  SizedGroup sg;
+  sg.codes = device_weight(w[0], nm).lowp;
+  sg.ldw = w[0].K;
+  std::vector<const void*> ptrs(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e) {
+    const DeviceWeight& d = device_weight(w[e], nm);
+    if (d.lowp != sg.codes || (sg.codes && (d.blocked || gemm_code_bytes(d.format) != 2)))
+      throw std::invalid_argument("cuda grouped GEMM with device offsets: experts packed differently");
+    ptrs[e] = sg.codes ? static_cast<const void*>(d.q.get()) : static_cast<const void*>(d.f32.get());
+    if (sg.codes) sg.ldw = d.L.kp;  // the codes' padded rows (one K block: column k at k)
+  }
+  const DeviceWeight& first = device_weight(w[0], nm);
+  if (first.group_host != ptrs) {
+    first.group_dev.upload(reinterpret_cast<const uintptr_t*>(ptrs.data()), ptrs.size());
+    first.group_host = ptrs;
+  }
+  sg.ptrs = first.group_dev.get();
+  return sg;
+}
+
 void grouped_forward_sized(float* out, const float* inp, const PackedWeight* w, const int* offsets, int E,
                            const LinearNumerics& nm) {
   require_resident(out, "out");
   require_resident(inp, "inp");
   const int N = w[0].N, K = w[0].K;
-  const bool codes = device_weight(w[0], nm).lowp;  // 16-bit codes (BF16 / FP16), else FP32 values
-  std::vector<const void*> ptrs(static_cast<size_t>(E));
-  int64_t ldw = K;
-  for (int e = 0; e < E; ++e) {
-    const DeviceWeight& d = device_weight(w[e], nm);
-    if (d.lowp != codes || (codes && (d.blocked || gemm_code_bytes(d.format) != 2)))
-      throw std::invalid_argument("cuda grouped GEMM with device offsets: experts packed differently");
-    ptrs[e] = codes ? static_cast<const void*>(d.q.get()) : static_cast<const void*>(d.f32.get());
-    if (codes) ldw = d.L.kp;  // the codes' padded rows (one K block: column k at k)
-  }
-  const void* d_ptrs =
-      scratch_upload(15, reinterpret_cast<const uintptr_t*>(ptrs.data()), ptrs.size());
+  const SizedGroup sg = sized_group(w, E, nm);
+  const bool codes = sg.codes;
+  const int64_t ldw = sg.ldw;
+  const void* d_ptrs = sg.ptrs;
   const dim3 block(32, 8), grid(static_cast<unsigned>((N + 31) / 32), kSizedRowBlocks);
   if (codes)
     grouped_forward_sized_kernel<uint16_t><<<grid, block>>>(
@@ -1064,6 +1129,42 @@ void linear_forward_grouped(float* out, const float* inp, const PackedWeight* w,
                    offsets[e + 1] - offsets[e], nm, static_cast<uint64_t>(e));
   }
   sc.out.download(out + static_cast<int64_t>(r0) * N, ny);
+}
+
+void linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const PackedWeight* w_gate,
+                           const PackedWeight* w_up, const int* offsets, int E, int rows,
+                           const LinearNumerics& nm_gate, const LinearNumerics& nm_up, Format act) {
+  if (E <= 0 || rows <= 0) return;
+  const int N = w_gate[0].N, K = w_gate[0].K;
+  const bool fused = is_device_pointer(offsets) && N > 0 && K > 0 && w_up[0].N == N && w_up[0].K == K &&
+                     nm_gate.format == nm_up.format && grouped_sized_on_device(nm_gate, K) &&
+                     grouped_sized_on_device(nm_up, K);
+  if (fused) {  // one kernel: the two chains of every output, their roundings and their SwiGLU
+    for (const void* p : {static_cast<const void*>(a), static_cast<const void*>(g), static_cast<const void*>(u),
+                          static_cast<const void*>(inp)})
+      require_resident(p, "an operand");
+    const SizedGroup sg = sized_group(w_gate, E, nm_gate), su = sized_group(w_up, E, nm_up);
+    if (sg.codes == su.codes && sg.ldw == su.ldw) {
+      const dim3 block(32, 8), grid(static_cast<unsigned>((N + 31) / 32), kSizedRowBlocks);
+      if (sg.codes)
+        grouped_swiglu_sized_kernel<uint16_t><<<grid, block>>>(
+            a, g, u, inp, static_cast<const uint16_t* const*>(sg.ptrs), static_cast<const uint16_t* const*>(su.ptrs),
+            sg.ldw, offsets, E, N, K, nm_gate.format, act);
+      else
+        grouped_swiglu_sized_kernel<float><<<grid, block>>>(
+            a, g, u, inp, static_cast<const float* const*>(sg.ptrs), static_cast<const float* const*>(su.ptrs),
+            sg.ldw, offsets, E, N, K, nm_gate.format, act);
+      MOERL_CUDA_LAUNCHED();
+      return;
+    }
+  }
+  cuda::linear_forward_grouped(g, inp, w_gate, offsets, E, nm_gate);
+  cuda::linear_forward_grouped(u, inp, w_up, offsets, E, nm_up);
+  const int64_t n = static_cast<int64_t>(rows) * N;
+  cuda::round_format(g, n, act);
+  cuda::round_format(u, n, act);
+  cuda::swiglu_forward(a, g, u, rows, N);
+  cuda::round_format(a, n, act);
 }
 
 void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
@@ -1226,15 +1327,15 @@ double gemm_measure_tflops(int n, Format format, double min_seconds) {
   };
   run();  // warm-up: handles, heuristics, clocks
   MOERL_CUDA_CHECK(cudaDeviceSynchronize());
-  // cuBLAS and cuBLASLt run on the legacy default stream here (no handle has a stream set), so
-  // events recorded on stream 0 bracket exactly the GEMMs between them.
+  // cuBLAS and cuBLASLt run on the per-thread default stream (handles(), lt's calls), so events
+  // recorded on it bracket exactly the GEMMs between them.
   cudaEvent_t e0, e1;
   MOERL_CUDA_CHECK(cudaEventCreate(&e0));
   MOERL_CUDA_CHECK(cudaEventCreate(&e1));
   auto batch_seconds = [&](int reps) {
-    MOERL_CUDA_CHECK(cudaEventRecord(e0, 0));
+    MOERL_CUDA_CHECK(cudaEventRecord(e0, cudaStreamPerThread));
     for (int r = 0; r < reps; ++r) run();
-    MOERL_CUDA_CHECK(cudaEventRecord(e1, 0));
+    MOERL_CUDA_CHECK(cudaEventRecord(e1, cudaStreamPerThread));
     MOERL_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0.0f;
     MOERL_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));

@@ -109,6 +109,16 @@ __global__ void kv_cache_write_kernel(float* kcache, float* vcache, const float*
   vcache[(b * Tc + t0 + t) * D + d] = v[e];
 }
 
+// Row b of k, v [B, D] at position len[b] − 1 of sequence b (element e: row b = e / D).
+__global__ void kv_cache_append_kernel(float* kcache, float* vcache, const float* k, const float* v,
+                                       const int32_t* len, int D, int Tc, int64_t n) {
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  const int64_t b = e / D, d = e % D, t = len[b] - 1;
+  kcache[(b * D + d) * Tc + t] = k[e];
+  vcache[(b * Tc + t) * D + d] = v[e];
+}
+
 // ---- storage glue (hd/round.h: the CPU's roundings bit for bit) --------------------------------
 __global__ void round_format_kernel(float* x, int64_t n, Format f) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -140,7 +150,8 @@ __global__ void moe_combine_order_kernel(int32_t* order, const int32_t* slot_ord
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= N) return;
   int o[64];
-  hd_combine_order(o, slot_order ? slot_order + n * K : nullptr, K, kind, key.seed, key.layer, key.site, key.call, n);
+  hd_combine_order(o, slot_order ? slot_order + n * K : nullptr, K, kind, key.seed, key.layer, key.site,
+                   noise_call(key), n);
   for (int k = 0; k < K; ++k) order[n * K + k] = o[k];
 }
 __global__ void moe_gather_kernel(float* xe, const float* h, const int32_t* row_token, int D, int64_t n) {
@@ -1151,6 +1162,32 @@ void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v
   if (!vc.empty()) MOERL_CUDA_CHECK(cudaMemcpy(vcache, vc.data(), cache * sizeof(float), cudaMemcpyHostToDevice));
 }
 
+// The resident cache (a decode step's) by one kernel whose every argument stays the same from step
+// to step; a host cache (the harness's) row by row through kv_cache_write's host path.
+void kv_cache_append(float* kcache, float* vcache, const float* k, const float* v, const int32_t* len, int B, int D,
+                     int Tc) {
+  if (B <= 0 || D <= 0) return;
+  const int64_t n = static_cast<int64_t>(B) * D;
+  if (is_device_pointer(kcache) && is_device_pointer(vcache)) {
+    const float* d_k = dev_in(0, k, sz(n));
+    const float* d_v = dev_in(1, v, sz(n));
+    const int32_t* d_len = dev_in(2, len, sz(B));
+    launch(kv_cache_append_kernel, grid_for(n, kThreads), kThreads, kcache, vcache, d_k, d_v, d_len, D, Tc, n);
+    return;
+  }
+  std::vector<int32_t> hlen(sz(B));
+  if (is_device_pointer(len)) download(hlen.data(), len, sz(B)); else std::copy(len, len + B, hlen.begin());
+  const size_t Du = static_cast<size_t>(D), Tcu = static_cast<size_t>(Tc);
+  for (int b = 0; b < B; ++b) {
+    if (hlen[sz(b)] < 1 || hlen[sz(b)] > Tc)
+      throw std::invalid_argument("cuda::kv_cache_append: sequence " + std::to_string(b) + " at length " +
+                                  std::to_string(hlen[sz(b)]) + " outside 1.." + std::to_string(Tc));
+    const size_t bu = static_cast<size_t>(b);
+    kv_cache_write(kcache + bu * Du * Tcu, vcache + bu * Tcu * Du, k + bu * Du, v + bu * Du, 1, 1, D, Tc,
+                   hlen[sz(b)] - 1);
+  }
+}
+
 void round_format(float* x, int64_t n, Format f) {
   if (n <= 0 || f == Format::fp32) return;
   float* d = dev_in(0, x, sz(n));
@@ -1325,7 +1362,8 @@ void sum_squares(double* sq, const float* x, const int64_t* begin, const int64_t
   const size_t n_out = per_range ? sz(n_ranges) : 1;
   double* d_sq = dev_out(4, sq, n_out);
   if (per_range) {
-    if (d_sq != d_part) MOERL_CUDA_CHECK(cudaMemcpy(d_sq, d_part, n_out * sizeof(double), cudaMemcpyDeviceToDevice));
+    if (d_sq != d_part)
+      MOERL_CUDA_CHECK(cudaMemcpyAsync(d_sq, d_part, n_out * sizeof(double), cudaMemcpyDeviceToDevice, cudaStreamPerThread));
   } else {
     launch(sum_in_order_kernel, 1, 1, d_sq, static_cast<const double*>(d_part), n_ranges);
   }

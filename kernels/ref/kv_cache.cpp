@@ -29,4 +29,16 @@ void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v
       }
 }
 
+void kv_cache_append(float* kcache, float* vcache, const float* k, const float* v, const int32_t* len, int B,
+                     int D, int Tc) {
+  for (int b = 0; b < B; ++b) {
+    const size_t t = static_cast<size_t>(len[b] - 1);
+    for (int d = 0; d < D; ++d) {
+      const size_t row = static_cast<size_t>(b) * D + d;
+      kcache[(static_cast<size_t>(b) * D + d) * Tc + t] = k[row];
+      vcache[(static_cast<size_t>(b) * Tc + t) * D + d] = v[row];
+    }
+  }
+}
+
 }  // namespace moerl::ref

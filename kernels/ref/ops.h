@@ -57,6 +57,10 @@ void kv_cache_keep(float* kcache, float* vcache, const int32_t* from, int n, int
 // vcache[b][t0 + t][d] = v[b·T + t][d] (k, v [B·T, D]); every other element is left as it is.
 void kv_cache_write(float* kcache, float* vcache, const float* k, const float* v, int B, int T, int D,
                     int Tc, int t0);
+// Row b of k, v [B, D] at position len[b] − 1 of sequence b (kv_cache_write with T = 1, each row
+// at its own position).
+void kv_cache_append(float* kcache, float* vcache, const float* k, const float* v, const int32_t* len, int B,
+                     int D, int Tc);
 
 // x[n] rounded in place to format f (round_to_format, element by element).
 void round_format(float* x, int64_t n, Format f);

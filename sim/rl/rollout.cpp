@@ -2,7 +2,9 @@
 #include "sim/rl/rollout.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "kernels/rng.h"
@@ -95,8 +97,13 @@ int64_t rollout_sample_position(RolloutBatch* out, Model& model, GenerationState
     Rng rng(rng_derive(seed, static_cast<uint64_t>(Stream::sampling), {step, first_index + s, static_cast<uint64_t>(r)}));
     uniform[i] = rng.uniform_double();
   }
-  model.generation_sample(st, tok.data(), lp.data(), h.data(), uniform.data(), sampling.temperature, sampling.top_p);
-  model.generation_store_logprobs(st, out->logp_all_resident.data(), dst.data());
+  if (model.generation_routes_resident(st)) {  // one unit: a step's graph where the backend records them
+    model.generation_draw(st, tok.data(), lp.data(), h.data(), uniform.data(), sampling.temperature, sampling.top_p,
+                          out->logp_all_resident.data(), dst.data());
+  } else {
+    model.generation_sample(st, tok.data(), lp.data(), h.data(), uniform.data(), sampling.temperature, sampling.top_p);
+    model.generation_store_logprobs(st, out->logp_all_resident.data(), dst.data());
+  }
   int64_t active = 0;
   for (int i = 0; i < n; ++i) {
     const int s = seq[i];
@@ -153,6 +160,14 @@ std::vector<int32_t> rollout_compact_plan(std::vector<int32_t>* seq, const std::
 }
 
 namespace {
+// Where the backend records the decode steps as op graphs (CUDA Graphs) and could not, the
+// rollouts decode eagerly — the same bits, slower: said once per process, with the backend's why.
+void warn_graph_failure(const GenerationGraphs& g) {
+  static std::atomic<bool> said{false};
+  if (!g.failure.empty() && !said.exchange(true))
+    std::fprintf(stderr, "moerl: decode steps run without op graphs (%s)\n", g.failure.c_str());
+}
+
 // Each decode step's routing (MoE models): the host places what each step reads back
 // (rollout_place_routing), or, with resident routing (Model::generation_routes_resident), the step's
 // routing goes into a record where it is computed, [L, S·T, K] ids and log-probs, which comes down
@@ -169,15 +184,16 @@ class DecodeRouting {
     be.mem_zero(rec_ids_.data(), rec_ids_.bytes());  // positions no step reaches stay 0, as on the host
     be.mem_zero(rec_logp_.data(), rec_logp_.bytes());
   }
-  // Feeds next[n] (row i: sequence seq[i]) and keeps the routing of position P + r.
-  void step(RolloutBatch* out, const int32_t* next, const int32_t* seq, int n, int r) {
+  // Feeds next[n] (row i: sequence seq[i]) and keeps the routing of position P + r; then, when
+  // temperature > 0, the new rows' log μ (generation_logprobs). Resident routing: one unit
+  // (Model::generation_feed), recorded and replayed where the backend records op graphs.
+  void step(RolloutBatch* out, const int32_t* next, const int32_t* seq, int n, int r, float temperature) {
     const int L = cfg_.n_layers, K = cfg_.top_k, P = out->P;
     if (resident_) {
-      model_.generation_step(st_, nullptr, nullptr, nullptr, next);
       rows_.resize(static_cast<size_t>(n));
       for (int i = 0; i < n; ++i) rows_[i] = seq[i] * out->T + P + r;
-      model_.generation_record_routing(st_, rec_ids_.data(), rec_logp_.data(), static_cast<int64_t>(out->S) * out->T,
-                                       rows_.data(), n);
+      model_.generation_feed(st_, next, rec_ids_.data(), rec_logp_.data(), static_cast<int64_t>(out->S) * out->T,
+                             rows_.data(), temperature);
       return;
     }
     const bool moe = cfg_.is_moe();
@@ -185,6 +201,7 @@ class DecodeRouting {
     rlp_.resize(ids_.size());
     model_.generation_step(st_, nullptr, moe ? ids_.data() : nullptr, moe ? rlp_.data() : nullptr, next);
     if (moe) rollout_place_routing(out, ids_, rlp_, L, K, P + r, 1, seq, n);
+    if (temperature > 0.0f) model_.generation_logprobs(st_, nullptr, temperature);
   }
   // The resident record's decode positions (P..) into *out: one read each of ids and log-probs.
   void finish(RolloutBatch* out) const {
@@ -262,11 +279,11 @@ void rollout_generate(RolloutBatch* out, Model& model, const NumericsProfile& pr
     }
     // Feed the sampled token: this computes the routing of position P + r (kept for replay —
     // the last position's routing included, so R3 has a record for every position).
-    if (!last || moe) routing.step(out, next.data(), seq.data(), n, r);
+    if (!last || moe) routing.step(out, next.data(), seq.data(), n, r, last ? 0.0f : tau);
     if (last) break;
-    model.generation_logprobs(st, nullptr, tau);
     if (compact) n = rollout_compact(model, st, &seq, done);
   }
+  warn_graph_failure(model.generation_graphs(st));
   model.generation_end(st);
   routing.finish(out);
   if (logp_all_to_host) {  // one download of μ's rows, for callers that read them on the host

@@ -251,6 +251,9 @@ try:
     m = re.search(r"TRANSFERS BEGIN[^\n]*\n(.*?)TRANSFERS END", t, re.S)
     print("host<->device crossings, 2 RL steps of the tiny scenario on cuda (phase, kind, bytes):")
     print(m.group(1).rstrip() if m else "  (not printed: ResidentGpu.RlStepTransfers did not run)")
+    # CUDA Graphs over the decode loop (ResidentGpu.DecodeGraphsReplayWithTheEagerBits)
+    g = re.findall(r"^GRAPHS (.*)$", t, re.M)
+    print("decode graphs: " + ("; ".join(g) if g else "(not printed: ResidentGpu.DecodeGraphsReplayWithTheEagerBits did not run)"))
 except OSError:
     print("transfers: test_gpu output missing")
 print()

@@ -28,6 +28,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/ops.h"
 #include "kernels/linear.h"
 #include "kernels/precision.h"
 #include "kernels/rng.h"
@@ -329,6 +330,61 @@ TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
       EXPECT_EQ(touched, 0) << format_name(f) << " shift " << shift << ": rows outside the call written";
     }
   }
+}
+
+// The experts' gate and up projections with their SwiGLU as one kernel (linear_swiglu_grouped,
+// sized on the device): the bits of the same five calls on the GPU (the two grouped projections,
+// the roundings and the SwiGLU), in FP32, BF16 and FP16 with BF16 activations; the CPU's op is those
+// five calls on the CPU (how many of its bits the GPU gives is printed).
+TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  const int E = 5, F = 24, D = 40;
+  const std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
+  const int M = offsets[E];
+  std::vector<void*> blocks;
+  const auto up = [&](const void* src, size_t bytes) {
+    void* p = be.mem_alloc(bytes);
+    blocks.push_back(p);
+    be.mem_copy(p, src, bytes, CopyDir::to_device, CrossKind::indices);
+    return p;
+  };
+  const auto down = [&](const void* src, size_t n) {
+    std::vector<float> h(n);
+    be.mem_copy(h.data(), src, n * sizeof(float), CopyDir::to_host, CrossKind::indices);
+    return h;
+  };
+  const int* d_off = static_cast<const int*>(up(offsets.data(), offsets.size() * sizeof(int)));
+  const size_t n = static_cast<size_t>(M) * F;
+  const std::vector<float> zeros(n, 0.0f);
+  for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
+    const LinearNumerics nm = numerics(f, Scaling::none, Scaling::none);
+    const Format act = f == Format::fp32 ? Format::fp32 : Format::bf16;
+    const Experts wg(E, F, D, 90, nm), wu(E, F, D, 95, nm);
+    const auto x = randn(static_cast<size_t>(M) * D, 91, 2.0f);
+    const float* d_x = static_cast<const float*>(up(x.data(), x.size() * sizeof(float)));
+    float* buf[6];
+    for (float*& b : buf) b = static_cast<float*>(up(zeros.data(), n * sizeof(float)));
+    cuda::linear_swiglu_grouped(buf[0], buf[1], buf[2], d_x, wg.dev.data(), wu.dev.data(), d_off, E, M, nm, nm, act);
+    cuda::linear_forward_grouped(buf[4], d_x, wg.dev.data(), d_off, E, nm);
+    cuda::linear_forward_grouped(buf[5], d_x, wu.dev.data(), d_off, E, nm);
+    cuda::round_format(buf[4], static_cast<int64_t>(n), act);
+    cuda::round_format(buf[5], static_cast<int64_t>(n), act);
+    cuda::swiglu_forward(buf[3], buf[4], buf[5], M, F);
+    cuda::round_format(buf[3], static_cast<int64_t>(n), act);
+    for (int k = 0; k < 3; ++k) {
+      const auto fused = down(buf[k], n), calls = down(buf[k + 3], n);
+      EXPECT_EQ(std::memcmp(fused.data(), calls.data(), n * sizeof(float)), 0) << format_name(f) << " output " << k;
+    }
+    std::vector<float> a(n), g(n), u(n);
+    linear_swiglu_grouped(a.data(), g.data(), u.data(), x.data(), wg.cpu.data(), wu.cpu.data(), offsets.data(), E, M,
+                          nm, nm, act);
+    const auto got = down(buf[0], n);
+    int same = 0;
+    for (size_t i = 0; i < n; ++i) same += std::memcmp(&got[i], &a[i], sizeof(float)) == 0;
+    std::printf("%s fused SwiGLU experts: %d of %zu outputs the CPU's bits\n", format_name(f), same, n);
+  }
+  for (void* p : blocks) be.mem_free(p);
 }
 
 // Offsets where the ids are (resident routing, docs/gpu.md): the FP32 grouped products are sized on

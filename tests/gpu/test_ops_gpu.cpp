@@ -432,6 +432,20 @@ std::vector<Case> cases_kv_cache_write() {
   return cases;
 }
 
+// A decode step's writes at each sequence's own length; copies: bits.
+std::vector<Case> cases_kv_cache_append() {
+  const int B = 4, D = 24, Tc = 40;
+  const auto k0 = normals(sz(B, D, Tc), 49), v0 = normals(sz(B, Tc, D), 50);
+  const auto k = normals(sz(B, 1, D), 51), v = normals(sz(B, 1, D), 52);
+  const std::vector<int32_t> len = {1, 40, 13, 13};
+  Case c("kv cache append");
+  c.outs = {accumulated("kcache", k0, bits()), accumulated("vcache", v0, bits())};
+  c.run = [=](const Backend& b, Bufs& o) {
+    b.kv_cache_append(o.f[0].data(), o.f[1].data(), k.data(), v.data(), len.data(), B, D, Tc);
+  };
+  return {c};
+}
+
 // Values over every format's range: normals scaled from 2^-30 to 2^20 (the FP8 and FP16
 // subnormals, the FP16 and E5M2 overflow to inf, E4M3's saturation), and ties. hd/round.h is the
 // CPU's rounding step for step: bits, in every format.

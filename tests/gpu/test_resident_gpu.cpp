@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "../rl/rl_fixture.h"
@@ -202,6 +203,47 @@ TEST(ResidentGpu, RlStepTransfers) {
   EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::up), 2 * 4 + updates);
   EXPECT_EQ(log.copies(TransferPhase::train, CrossKind::per_token, CrossDir::down), updates * 2);
   for (float x : m.params().data()) ASSERT_TRUE(std::isfinite(x));
+}
+
+// CUDA Graphs over the decode loop (Model::generation_feed / generation_draw, recorded once per
+// batch size by stream capture, then replayed): two RL steps with graphs give the bits of the same
+// steps without them, most decode units are replays, and nothing made a capture fail. The CPU's
+// proof of the same contract: tests/rl/test_step_transfers.cpp, DecodeGraphs.
+TEST(ResidentGpu, DecodeGraphsReplayWithTheEagerBits) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  for (const std::string rollout : {"fp32-ref", "bf16-train"}) {
+    const Scenario s = test::tiny_scenario({"run.backend=cuda", "engines.rollout=" + rollout});
+    const RlSetup u = test::rl_setup(s);
+    std::vector<float> params[2];
+    double reward[2] = {0, 0};
+    int64_t launches[2] = {0, 0}, recorded[2] = {0, 0};
+    for (int on = 0; on < 2; ++on) {
+      cuda::set_cuda_graphs(on == 1);
+      Model m(s.model);
+      params_init(&m.params(), s.model, 7);
+      m.set_backend(be);
+      RlTrainer t(u, &m);
+      RunResults res;
+      const int64_t l0 = be.graph_launches(), r0 = be.graphs_recorded();
+      for (int64_t step = 0; step < 2; ++step) t.step(step, &res);
+      launches[on] = be.graph_launches() - l0;
+      recorded[on] = be.graphs_recorded() - r0;
+      params[on] = m.params().data();
+      reward[on] = res.last("reward_mean");
+    }
+    cuda::set_cuda_graphs(true);
+    std::printf("GRAPHS %s: %lld decode units recorded, %lld launches%s%s\n", rollout.c_str(),
+                static_cast<long long>(recorded[1]), static_cast<long long>(launches[1]),
+                be.graph_failure().empty() ? "" : "; capture failed: ", be.graph_failure().c_str());
+    EXPECT_EQ(launches[0], 0) << rollout;
+    EXPECT_TRUE(be.graph_failure().empty()) << rollout << ": " << be.graph_failure();
+    EXPECT_GT(recorded[1], 0) << rollout;
+    EXPECT_GT(launches[1], 2 * recorded[1]) << rollout << ": mostly replays";
+    ASSERT_EQ(params[0].size(), params[1].size());
+    EXPECT_EQ(std::memcmp(params[0].data(), params[1].data(), params[0].size() * 4), 0) << rollout;
+    EXPECT_EQ(std::memcmp(&reward[0], &reward[1], sizeof(double)), 0) << rollout;
+  }
 }
 
 }  // namespace

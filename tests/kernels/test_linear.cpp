@@ -515,6 +515,40 @@ TEST(Linear, GroupedForwardEqualsPerExpertCalls) {
   }
 }
 
+// The experts' gate and up projections with their SwiGLU as one op: each projection the grouped
+// forward's bits, each rounding round_to_format's and the SwiGLU the reference's, element by element.
+TEST(Linear, SwigluGroupedIsTheProjectionsRoundingsAndSwiglu) {
+  const int E = 4, F = 24, D = 40;
+  const int offsets[E + 1] = {0, 7, 7, 30, 33};
+  const int rows = offsets[E];
+  const auto x = randn(static_cast<size_t>(rows) * D, 24);
+  const auto wg = randn(static_cast<size_t>(E) * F * D, 25, 0.2f), wu = randn(wg.size(), 26, 0.2f);
+  LinearNumerics nm;
+  nm.format = Format::bf16;
+  for (const Format act : {Format::fp32, Format::bf16}) {
+    std::vector<PackedWeight> pg(E), pu(E);
+    for (int e = 0; e < E; ++e) {
+      linear_pack_weight(&pg[e], &wg[static_cast<size_t>(e) * F * D], F, D, nm);
+      linear_pack_weight(&pu[e], &wu[static_cast<size_t>(e) * F * D], F, D, nm);
+    }
+    const size_t n = static_cast<size_t>(rows) * F;
+    std::vector<float> a(n, NAN), g(n, NAN), u(n, NAN), wantg(n), wantu(n);
+    linear_swiglu_grouped(a.data(), g.data(), u.data(), x.data(), pg.data(), pu.data(), offsets, E, rows, nm, nm, act);
+    linear_forward_grouped(wantg.data(), x.data(), pg.data(), offsets, E, nm);
+    linear_forward_grouped(wantu.data(), x.data(), pu.data(), offsets, E, nm);
+    for (size_t i = 0; i < n; ++i) {
+      wantg[i] = round_to_format(wantg[i], act);
+      wantu[i] = round_to_format(wantu[i], act);
+    }
+    std::vector<float> wanta(n);
+    ref::swiglu_forward(wanta.data(), wantg.data(), wantu.data(), rows, F);
+    for (float& v : wanta) v = round_to_format(v, act);
+    EXPECT_TRUE(bits_equal(g, wantg)) << format_name(act);
+    EXPECT_TRUE(bits_equal(u, wantu)) << format_name(act);
+    EXPECT_TRUE(bits_equal(a, wanta)) << format_name(act);
+  }
+}
+
 TEST(Linear, GroupedBackwardEqualsPerExpertCalls) {
   const int E = 4, N = 24, K = 40;
   const int offsets[E + 1] = {0, 300, 300, 301, 900};  // chains of 599 steps: > 1 cache block

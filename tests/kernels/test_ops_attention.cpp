@@ -382,5 +382,31 @@ TEST(OpsKvCache, WriteEqualsRefAndTouchesOnlyItsPositions) {
   }
 }
 
+// A decode step's writes (kv_cache_append): each sequence's row at its own length − 1, equal to
+// kv_cache_write of that one row at that position, bit for bit, on the CPU and the reference.
+TEST(OpsKvCache, AppendWritesEachRowAtItsLengthAsWriteDoes) {
+  const int B = 4, D = 10, Tc = 24;
+  const size_t size = static_cast<size_t>(B) * D * Tc;
+  std::vector<float> k0(size), v0(size);
+  for (size_t i = 0; i < size; ++i) {
+    k0[i] = static_cast<float>(i) * 0.5f;
+    v0[i] = -static_cast<float>(i) - 1.0f;
+  }
+  const std::vector<int32_t> len = {1, 24, 7, 7};
+  const auto k = normals(static_cast<size_t>(B) * D, 33, 1), v = normals(k.size(), 34, 1);
+  std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0, kw = k0, vw = v0;
+  cpu::kv_cache_append(kc.data(), vc.data(), k.data(), v.data(), len.data(), B, D, Tc);
+  ref::kv_cache_append(kr.data(), vr.data(), k.data(), v.data(), len.data(), B, D, Tc);
+  const size_t block = static_cast<size_t>(D) * Tc, row = static_cast<size_t>(D);
+  for (int b = 0; b < B; ++b)
+    ref::kv_cache_write(kw.data() + b * block, vw.data() + b * block, k.data() + b * row, v.data() + b * row, 1, 1,
+                        D, Tc, len[b] - 1);
+  EXPECT_EQ(kc, kr);
+  EXPECT_EQ(vc, vr);
+  EXPECT_EQ(kr, kw);
+  EXPECT_EQ(vr, vw);
+  EXPECT_NE(kc, k0);
+}
+
 }  // namespace
 }  // namespace moerl

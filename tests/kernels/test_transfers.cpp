@@ -3,11 +3,14 @@
 // (kernels/test_device.h). The contract over a whole RL step: tests/rl/test_step_transfers.cpp.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "kernels/kv_cache.h"
 #include "kernels/test_device.h"
 #include "kernels/transfers.h"
+#include "models/workspace.h"
 
 namespace moerl {
 namespace {
@@ -114,6 +117,56 @@ TEST(Transfers, DecodeAttentionOverAResidentCache) {
   EXPECT_EQ(want, resident);
   dev.mem_free(dk);
   dev.mem_free(dv);
+}
+
+// The test device's op graphs (kernels/test_device.h): a recorded op does not run; a launch runs
+// it with the arguments it was recorded with, so a scalar argument keeps its recorded value while
+// a value read from memory (a copy from host_alloc memory refilled before the launch) follows; a
+// recorded copy from other host memory, and allocating while recording, throw; after an
+// allocation a launch runs nothing.
+TEST(TestDeviceGraphs, ReplayTakesRecordedArgumentsAndRefilledMemory) {
+  TestDeviceBackend dev;
+  dev.set_graphs(true);
+  const int B = 1, D = 2, Tc = 4;
+  DeviceArray<float> kc(dev, B * D * Tc), vc(dev, B * D * Tc), k(dev, D), v(dev, D);
+  DeviceArray<int32_t> len(dev, B);
+  HostArray<int32_t> len_host(dev, B);
+  HostArray<float> kv_host(dev, 2 * D);
+  std::vector<float> pageable(D, 1.0f);
+  int t0 = 0;
+  dev.graph_begin();
+  dev.mem_copy(len.data(), len_host.data(), sizeof(int32_t), CopyDir::to_device, CrossKind::indices);
+  dev.mem_copy(k.data(), kv_host.data(), D * sizeof(float), CopyDir::to_device, CrossKind::activations);
+  dev.mem_copy(v.data(), kv_host.data() + D, D * sizeof(float), CopyDir::to_device, CrossKind::activations);
+  dev.kv_cache_write(kc.data(), vc.data(), k.data(), v.data(), B, 1, D, Tc, t0);      // t0 = 0, recorded
+  dev.kv_cache_append(kc.data(), vc.data(), k.data(), v.data(), len.data(), B, D, Tc);  // at len − 1
+  EXPECT_THROW(dev.mem_copy(k.data(), pageable.data(), D * sizeof(float), CopyDir::to_device, CrossKind::activations),
+               std::logic_error);
+  EXPECT_THROW((void)dev.mem_alloc(64), std::logic_error);
+  const std::unique_ptr<Backend::Graph> g = dev.graph_end();
+  ASSERT_TRUE(g);
+  std::vector<float> vals(static_cast<size_t>(B) * D * Tc);
+  dev.mem_copy(vals.data(), vc.data(), vals.size() * sizeof(float), CopyDir::to_host, CrossKind::kv_cache);
+  EXPECT_EQ(vals, std::vector<float>(vals.size(), 0.0f)) << "nothing ran while recording";
+  for (int step = 1; step <= 3; ++step) {  // the host's values of the step, then a launch
+    t0 = step;  // a scalar the recording does not see
+    len_host.data()[0] = step + 1;
+    kv_host.data()[2] = kv_host.data()[3] = static_cast<float>(step);
+    EXPECT_TRUE(dev.graph_launch(*g));
+  }
+  dev.mem_copy(vals.data(), vc.data(), vals.size() * sizeof(float), CopyDir::to_host, CrossKind::kv_cache);
+  // vcache [B, Tc, D]: position 0 (the recorded t0) has the last step's row, positions 1..3 (each
+  // step's length − 1) their own step's
+  EXPECT_EQ(vals, (std::vector<float>{3, 3, 1, 1, 2, 2, 3, 3}));
+  EXPECT_EQ(dev.graph_launches(), 3);
+  EXPECT_EQ(dev.graphs_recorded(), 1);
+  // memory allocated since the recording may have moved what it holds: the launch runs nothing
+  { DeviceArray<float> moved(dev, 4); }
+  kv_host.data()[2] = 9.0f;
+  EXPECT_FALSE(dev.graph_launch(*g));
+  dev.mem_copy(vals.data(), vc.data(), vals.size() * sizeof(float), CopyDir::to_host, CrossKind::kv_cache);
+  EXPECT_EQ(vals[0], 3.0f);
+  EXPECT_EQ(dev.graph_launches(), 3);
 }
 
 }  // namespace

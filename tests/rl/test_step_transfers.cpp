@@ -262,19 +262,22 @@ class DecodeCounting final : public Backend {
 #define MOERL_OP(name, params, args)                                                 \
   void name params const override {                                                  \
     if (Op::name == Op::attention_decode) ++decode_[static_cast<size_t>(transfers()->phase())]; \
+    if (Op::name == Op::kv_cache_keep) ++keep_[static_cast<size_t>(transfers()->phase())];      \
     inner_.name args;                                                                \
   }
 #include "kernels/ops.def"
   int64_t decode_calls(TransferPhase p) const { return decode_[static_cast<size_t>(p)]; }
+  int64_t keep_calls(TransferPhase p) const { return keep_[static_cast<size_t>(p)]; }
 
  private:
   const Backend& inner_;
-  mutable int64_t decode_[kTransferPhases] = {};
+  mutable int64_t decode_[kTransferPhases] = {}, keep_[kTransferPhases] = {};
 };
 
 // Host reads and writes per decode step of the eval and rollout phases, with the prefills.
 struct DecodeTraffic {
-  int64_t decode = 0, prefills = 0;
+  TransferPhase phase = TransferPhase::eval;
+  int64_t decode = 0, prefills = 0, compactions = 0;
   int64_t steps = 0, reads = 0, writes = 0;  // steps: decode steps + prefills
   double reads_per_step() const { return static_cast<double>(reads) / static_cast<double>(steps); }
 };
@@ -299,7 +302,9 @@ std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, 
     DecodeTraffic x;
     const int64_t d = be.decode_calls(ph) / L;
     decode_steps += d;
+    x.phase = ph;
     x.decode = d;
+    x.compactions = be.keep_calls(ph) / L;
     x.prefills = ph == TransferPhase::eval ? 1 : steps;
     x.steps = x.decode + x.prefills;
     for (int k = 0; k < kCrossKinds; ++k) {
@@ -321,8 +326,10 @@ std::vector<DecodeTraffic> decode_traffic(const std::vector<std::string>& sets, 
 // routing, every layer's, goes into the rollout's record where it is computed
 // (Model::generation_record_routing), and a decode step reads the sampler's one array — the floor,
 // one read a step, whatever the depth. A rollout adds three reads: its prefill's routing and the
-// record's ids and log-probs at the end. Writes: 5 a step, the record's rows, and a compaction's
-// sources; none per layer (the offsets are drawn there). With scaled experts (FP8) the CUDA
+// record's ids and log-probs at the end. Writes: two a decode step, its two units' blocks
+// (Model::generation_feed: the tokens, positions, lengths, record rows and the step's call;
+// generation_draw: the uniforms and μ's rows), two a prefill (its prompt and positions), one a
+// compaction (its sources) and the parameters' one upload at the base evaluation; none per layer (the offsets are drawn there). With scaled experts (FP8) the CUDA
 // backend sizes its per-expert calls on the host, so each layer's ids still come down (1 + L a
 // step).
 TEST(StepTransfers, ResidentRoutingReadsOnceADecodeStepAtAnyDepth) {
@@ -331,7 +338,8 @@ TEST(StepTransfers, ResidentRoutingReadsOnceADecodeStepAtAnyDepth) {
     int64_t decode_steps = 0;
     for (const DecodeTraffic& x : decode_traffic({"engines.rollout=fp32-ref", depth}, &decode_steps)) {
       EXPECT_LE(x.reads, x.decode + 3 * x.prefills) << depth;
-      EXPECT_LE(x.writes, 7 * x.steps) << depth;
+      const int64_t params_up = x.phase == TransferPhase::eval ? 1 : 0;  // the run's first op uploads them
+      EXPECT_LE(x.writes, 2 * x.decode + 2 * x.prefills + x.compactions + params_up) << depth;
     }
     EXPECT_GT(decode_steps, 0);
     // bf16-train's experts (BF16 operands without scales) are sized where the ids are too
@@ -422,6 +430,38 @@ TEST(StepTransfers, ResidentRoutingInTheTrainingForward) {
     EXPECT_TRUE(std::isfinite(rd.last("router_margin_mean"))) << what << ": the margins were measured";
   }
   EXPECT_EQ(old_reads[0], old_reads[1]) << train << ": π_old's reads grow with the depth";
+  }
+}
+
+// CUDA Graphs over the decode loop, on the CPU: the test device records each decode unit
+// (Model::generation_feed, generation_draw) once per batch size and replays it with the arguments it
+// was recorded with, as a GPU's stream capture does (kernels/test_device.h). The whole RL step —
+// sampling with answers of their own length, so that compaction changes the batch size — then
+// gives the CPU backend's bits, which holds only if every value that changes from one decode step
+// to the next (the tokens, positions, lengths, record rows, uniforms, μ's rows and the step's noise
+// call) comes through memory, not through an op's arguments; and most units are replays.
+TEST(DecodeGraphs, RecordedDecodeStepsReplayWithTheCpuBits) {
+  // the FP32 pair, BF16 rollouts (experts sized where the ids are, so the routing is resident), and
+  // a rollout engine whose draws key on the step's call: RMSNorm's split order, the MoE combine's
+  // shuffle and the top-k's random tie-break (a replay that kept its recorded call would differ)
+  for (const std::string rollout : {"fp32-ref", "bf16-train", "keyed"}) {
+    const Scenario s = test::tiny_scenario({"engines.rollout=" + rollout, "task.partial_credit=true",
+                                            "profile.keyed.base=fp32-ref", "profile.keyed.norm_order=split_k:4",
+                                            "profile.keyed.combine_order=split_k:2",
+                                            "profile.keyed.tie_break=random"});
+    test::TwinTrainers tw(s, 14);
+    tw.dev.set_graphs(true);
+    RunResults rc, rd;
+    for (int64_t step = 0; step < 2; ++step) tw.step(step, &rc, &rd);
+    expect_same_bits(tw.cpu.params().data(), tw.on.params().data(), rollout.c_str());
+    for (const char* m : {"loss", "reward_mean", "response_len_mean", "kl_rollout_train", "flip_rate_mean"}) {
+      const double a = rc.last(m), b = rd.last(m);
+      EXPECT_TRUE(std::memcmp(&a, &b, sizeof a) == 0) << rollout << " " << m << ": " << a << " vs " << b;
+    }
+    std::printf("%s: %lld decode units recorded, %lld launches\n", rollout.c_str(),
+                static_cast<long long>(tw.dev.graphs_recorded()), static_cast<long long>(tw.dev.graph_launches()));
+    EXPECT_GT(tw.dev.graphs_recorded(), 0) << rollout;
+    EXPECT_GT(tw.dev.graph_launches(), 2 * tw.dev.graphs_recorded()) << rollout << ": mostly replays";
   }
 }
 

@@ -23,7 +23,7 @@ MOERL_HD float hd_topk_key(float s) { return hd_isnan(s) ? -INFINITY : s; }
 // rank[E] and perm[E] (scratch) of a row in random mode.
 MOERL_HD void hd_topk_random_ranks(int* rank, int* perm, int E, const NoiseKey& key, int64_t row) {
   Rng rng(rng_derive3(key.seed, static_cast<uint64_t>(Stream::topk_tie), key.layer, key.site,
-                      key.call + static_cast<uint64_t>(row)));
+                      noise_call(key) + static_cast<uint64_t>(row)));
   for (int e = 0; e < E; ++e) perm[e] = e;
   rng.shuffle(perm, E);
   for (int i = 0; i < E; ++i) rank[perm[i]] = i;
