@@ -201,6 +201,15 @@ void linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const
   cpu::round_format(a, n, act);
 }
 
+void linear_backward_swiglu_grouped(float* dg, float* du, float* dw_down, const float* dy, const float* a,
+                                    const float* g, const float* u, const float* w_down, const int* offsets, int E,
+                                    int rows, int D, int F) {
+  if (E <= 0 || rows <= 0 || F <= 0) return;
+  std::vector<float> da(static_cast<size_t>(rows) * F, 0.0f);
+  linear_backward_grouped(da.data(), dw_down, dy, a, w_down, offsets, E, D, F);
+  cpu::swiglu_backward(dg, du, da.data(), g, u, rows, F);
+}
+
 bool grouped_sized_on_device(const LinearNumerics& nm, int K) {
   const bool unscaled = nm.format == Format::fp32 ||
                         ((nm.format == Format::bf16 || nm.format == Format::fp16) &&

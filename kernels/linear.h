@@ -71,6 +71,15 @@ void linear_swiglu_grouped(float* a, float* g, float* u, const float* inp, const
                            const PackedWeight* w_up, const int* offsets, int E, int rows,
                            const LinearNumerics& nm_gate, const LinearNumerics& nm_up, Format act);
 
+// Its backward through the down projection and the SwiGLU, as one op: da = dy·W_down per expert
+// (linear_backward_grouped's dinp into zeros, with its dweight: dw_down += per expert dyᵀ·a, when
+// non-null), then dg, du += swiglu_backward(da, g, u) ('+='); dy [rows, D], a, g, u, dg, du
+// [rows, F], w_down and dw_down [E, D, F]. The same bits as those calls; on a GPU with the offsets
+// there, the SwiGLU is the down projection's epilogue (da never stored).
+void linear_backward_swiglu_grouped(float* dg, float* du, float* dw_down, const float* dy, const float* a,
+                                    const float* g, const float* u, const float* w_down, const int* offsets, int E,
+                                    int rows, int D, int F);
+
 // dinp[M, K] += dout[M, N] · W[N, K];  dweight[N, K] += dout[M, N]ᵀ · inp[M, K].
 // Either gradient pointer may be null (skipped). FP32; bit-identical to ref::matmul_backward.
 void linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,

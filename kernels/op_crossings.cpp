@@ -432,6 +432,15 @@ void OpCrossings::linear_swiglu_grouped(float* a, float* g, float* u, const floa
   round_format(a, n, act);
 }
 
+// What its calls cross: the down projection's backward (its da where dg lies) and the SwiGLU's.
+void OpCrossings::linear_backward_swiglu_grouped(float* dg, float* du, float* dw_down, const float* dy,
+                                                 const float* a, const float* g, const float* u, const float* w_down,
+                                                 const int* offsets, int E, int rows, int D, int F) const {
+  if (E <= 0 || rows <= 0 || F <= 0) return;
+  linear_backward_grouped(dg, dw_down, dy, a, w_down, offsets, E, D, F);
+  swiglu_backward(dg, du, dg, g, u, rows, F);
+}
+
 void OpCrossings::linear_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                                   const float* weight, int M, int N, int K_) const {
   in(dout, n_of(M, N) * f4, K::activations);

@@ -35,10 +35,12 @@ void ffn_forward(float* y, FfnActs* a, const float* h, const PackedWeight& w_gat
 }
 
 namespace {
-// The backward's gradients of a, g, u [rows, F], zeroed ('+=' outputs), in the backend's memory.
+// The backward's gradients of a, g, u [rows, F], zeroed ('+=' outputs), in the backend's memory
+// (with_da false: only dg and du, the fused op's).
 struct FfnGrads {
-  FfnGrads(size_t n, const Backend& be) {
+  FfnGrads(size_t n, const Backend& be, bool with_da = true) {
     for (ActBuffer<float>* b : {&da, &dg, &du}) {
+      if (b == &da && !with_da) continue;
       b->resize(be, n);
       be.mem_zero(b->data(), n * sizeof(float));
     }
@@ -97,9 +99,9 @@ void ffn_backward_grouped(float* dxe, float* dw_gate, float* dw_up, float* dw_do
                           const float* w_gate, const float* w_up, const float* w_down,
                           const int* offsets, int E, int rows, int F, int D, const Backend& be) {
   const size_t n = static_cast<size_t>(rows) * F;
-  FfnGrads s(n, be);
-  be.linear_backward_grouped(s.da.data(), dw_down, dye, a.a.data(), w_down, offsets, E, D, F);
-  be.swiglu_backward(s.dg.data(), s.du.data(), s.da.data(), a.g.data(), a.u.data(), rows, F);
+  FfnGrads s(n, be, false);
+  be.linear_backward_swiglu_grouped(s.dg.data(), s.du.data(), dw_down, dye, a.a.data(), a.g.data(), a.u.data(),
+                                    w_down, offsets, E, rows, D, F);
   be.linear_backward_grouped(dxe, dw_gate, s.dg.data(), xe, w_gate, offsets, E, F, D);
   be.linear_backward_grouped(dxe, dw_up, s.du.data(), xe, w_up, offsets, E, F, D);
 }

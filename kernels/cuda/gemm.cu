@@ -119,6 +119,7 @@ struct Scratch {
   DeviceBuffer<unsigned char> xq;       // activation codes [M][kp]
   DeviceBuffer<int> orders;             // combine orders [M][S]
   DeviceBuffer<float> b_dout, b_inp, b_w, b_dinp, b_dw;  // backward operands
+  DeviceBuffer<float> b_da;             // linear_backward_swiglu_grouped's da (its unfused path)
   DeviceBuffer<void*> ptrs;             // a grouped GEMM's A / B / C pointer arrays (3 × problems)
 };
 Scratch& scratch() {
@@ -951,6 +952,27 @@ __global__ void grouped_backward_input_sized_kernel(float* dinp, const float* do
     *d = __fadd_rn(*d, acc);
   }
 }
+// grouped_backward_input_sized_kernel's da[r, f] (from zeros) as the SwiGLU backward's input, not
+// stored: dg, du [rows, F] += hd_swiglu_backward(da, g, u) (swiglu_backward_kernel's steps).
+__global__ void grouped_backward_swiglu_sized_kernel(float* dg, float* du, const float* dy, const float* g,
+                                                     const float* u, const float* weight, const int* off, int E, int D,
+                                                     int F) {
+  const int f = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (f >= F) return;
+  const int end = off[E];
+  for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
+       r += static_cast<int>(gridDim.y * blockDim.y)) {
+    const float* y = dy + static_cast<int64_t>(r) * D;
+    const float* we = weight + static_cast<int64_t>(grouped_expert_of_row(off, E, r)) * D * F + f;
+    float acc = 0.0f;
+    for (int n = 0; n < D; ++n) acc = __fmaf_rn(y[n], we[static_cast<int64_t>(n) * F], acc);
+    const int64_t at = static_cast<int64_t>(r) * F + f;
+    float gv = dg[at], uv = du[at];
+    hd_swiglu_backward(&gv, &uv, __fadd_rn(0.0f, acc), g[at], u[at]);
+    dg[at] = gv;
+    du[at] = uv;
+  }
+}
 // dweight[e, n, k] += Σ_{r of e} dout[r, n]·inp[r, k]: one thread per (e, n, k)
 __global__ void grouped_backward_weight_sized_kernel(float* dweight, const float* dout, const float* inp,
                                                      const int* off, int E, int N, int K) {
@@ -1186,6 +1208,27 @@ void linear_backward(float* dinp, float* dweight, const float* dout, const float
     backward_weight(sc.b_dw.get(), sc.b_dout.get(), sc.b_inp.get(), M, N, K);
     sc.b_dw.download(dweight, nw);
   }
+}
+
+void linear_backward_swiglu_grouped(float* dg, float* du, float* dw_down, const float* dy, const float* a,
+                                    const float* g, const float* u, const float* w_down, const int* offsets, int E,
+                                    int rows, int D, int F) {
+  if (E <= 0 || rows <= 0 || F <= 0) return;
+  if (is_device_pointer(offsets) && D > 0) {  // sized there: the SwiGLU in the down projection's epilogue
+    for (const void* p : {static_cast<const void*>(dg), static_cast<const void*>(du), static_cast<const void*>(dy),
+                          static_cast<const void*>(g), static_cast<const void*>(u), static_cast<const void*>(w_down)})
+      require_resident(p, "an operand");
+    if (dw_down) cuda::linear_backward_grouped(nullptr, dw_down, dy, a, w_down, offsets, E, D, F);
+    const dim3 block(32, 8), grid(static_cast<unsigned>((F + 31) / 32), kSizedRowBlocks);
+    grouped_backward_swiglu_sized_kernel<<<grid, block>>>(dg, du, dy, g, u, w_down, offsets, E, D, F);
+    MOERL_CUDA_LAUNCHED();
+    return;
+  }
+  Scratch& sc = scratch();  // da where the calls put it
+  const size_t n = static_cast<size_t>(rows) * F;
+  sc.b_da.zero(n);
+  cuda::linear_backward_grouped(sc.b_da.get(), dw_down, dy, a, w_down, offsets, E, D, F);
+  cuda::swiglu_backward(dg, du, sc.b_da.get(), g, u, rows, F);
 }
 
 void linear_backward_grouped(float* dinp, float* dweight, const float* dout, const float* inp,

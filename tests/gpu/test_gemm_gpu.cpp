@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../kernels/test_ops_util.h"
@@ -383,6 +384,48 @@ TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
     int same = 0;
     for (size_t i = 0; i < n; ++i) same += std::memcmp(&got[i], &a[i], sizeof(float)) == 0;
     std::printf("%s fused SwiGLU experts: %d of %zu outputs the CPU's bits\n", format_name(f), same, n);
+  }
+  for (void* p : blocks) be.mem_free(p);
+}
+
+// Its backward (linear_backward_swiglu_grouped, offsets on the device): the SwiGLU in the down
+// projection's epilogue gives the bits of the two calls on the GPU (the grouped backward into a
+// zeroed da, then swiglu_backward), '+=' into nonzero dg, du and dw_down.
+TEST(GemmGpu, BackwardSwigluGroupedFusedIsTheCallsBits) {
+  MOERL_REQUIRE_GPU();
+  const Backend& be = cuda::cuda_backend();
+  const int E = 5, F = 24, D = 40;
+  const std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
+  const int M = offsets[E];
+  const size_t n = static_cast<size_t>(M) * F, nw = static_cast<size_t>(E) * D * F;
+  std::vector<void*> blocks;
+  const auto up = [&](const std::vector<float>& src) {
+    void* p = be.mem_alloc(src.size() * sizeof(float));
+    blocks.push_back(p);
+    be.mem_copy(p, src.data(), src.size() * sizeof(float), CopyDir::to_device, CrossKind::indices);
+    return static_cast<float*>(p);
+  };
+  const auto down = [&](const float* src, size_t k) {
+    std::vector<float> h(k);
+    be.mem_copy(h.data(), src, k * sizeof(float), CopyDir::to_host, CrossKind::indices);
+    return h;
+  };
+  void* off = be.mem_alloc(offsets.size() * sizeof(int));
+  blocks.push_back(off);
+  be.mem_copy(off, offsets.data(), offsets.size() * sizeof(int), CopyDir::to_device, CrossKind::indices);
+  const int* d_off = static_cast<const int*>(off);
+  const auto dy = randn(static_cast<size_t>(M) * D, 100), a = randn(n, 101), g = randn(n, 102), u = randn(n, 103);
+  const auto w = randn(nw, 104, 0.2f), dw0 = randn(nw, 105), dg0 = randn(n, 106), du0 = randn(n, 107);
+  float *d_dy = up(dy), *d_a = up(a), *d_g = up(g), *d_u = up(u), *d_w = up(w);
+  float *f_dg = up(dg0), *f_du = up(du0), *f_dw = up(dw0);  // fused
+  float *c_dg = up(dg0), *c_du = up(du0), *c_dw = up(dw0), *c_da = up(std::vector<float>(n, 0.0f));  // the calls
+  cuda::linear_backward_swiglu_grouped(f_dg, f_du, f_dw, d_dy, d_a, d_g, d_u, d_w, d_off, E, M, D, F);
+  cuda::linear_backward_grouped(c_da, c_dw, d_dy, d_a, d_w, d_off, E, D, F);
+  cuda::swiglu_backward(c_dg, c_du, c_da, d_g, d_u, M, F);
+  for (const auto& [f, c, k, what] : {std::tuple{f_dg, c_dg, n, "dg"}, std::tuple{f_du, c_du, n, "du"},
+                                      std::tuple{f_dw, c_dw, nw, "dw_down"}}) {
+    const auto x = down(f, k), y = down(c, k);
+    EXPECT_EQ(std::memcmp(x.data(), y.data(), k * sizeof(float)), 0) << what;
   }
   for (void* p : blocks) be.mem_free(p);
 }

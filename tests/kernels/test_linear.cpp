@@ -549,6 +549,28 @@ TEST(Linear, SwigluGroupedIsTheProjectionsRoundingsAndSwiglu) {
   }
 }
 
+// Its backward through the down projection and the SwiGLU as one op: the grouped backward's dinp
+// (into zeros) and dweight, then the reference SwiGLU backward ('+=' into nonzero dg, du).
+TEST(Linear, BackwardSwigluGroupedIsTheDownBackwardAndSwiglu) {
+  const int E = 3, F = 16, D = 24;
+  const int offsets[E + 1] = {0, 9, 9, 20};
+  const int rows = offsets[E];
+  const size_t n = static_cast<size_t>(rows) * F;
+  const auto dy = randn(static_cast<size_t>(rows) * D, 27), a = randn(n, 28), g = randn(n, 29), u = randn(n, 30);
+  const auto w = randn(static_cast<size_t>(E) * D * F, 31, 0.2f), dw0 = randn(w.size(), 32);
+  const auto dg0 = randn(n, 33), du0 = randn(n, 34);
+  std::vector<float> dg = dg0, du = du0, dw = dw0;
+  linear_backward_swiglu_grouped(dg.data(), du.data(), dw.data(), dy.data(), a.data(), g.data(), u.data(), w.data(),
+                                 offsets, E, rows, D, F);
+  std::vector<float> da(n, 0.0f), wdg = dg0, wdu = du0, wdw = dw0;
+  linear_backward_grouped(da.data(), wdw.data(), dy.data(), a.data(), w.data(), offsets, E, D, F);
+  ref::swiglu_backward(wdg.data(), wdu.data(), da.data(), g.data(), u.data(), rows, F);
+  EXPECT_TRUE(bits_equal(dg, wdg));
+  EXPECT_TRUE(bits_equal(du, wdu));
+  EXPECT_TRUE(bits_equal(dw, wdw));
+  EXPECT_FALSE(bits_equal(dg, dg0));
+}
+
 TEST(Linear, GroupedBackwardEqualsPerExpertCalls) {
   const int E = 4, N = 24, K = 40;
   const int offsets[E + 1] = {0, 300, 300, 301, 900};  // chains of 599 steps: > 1 cache block
