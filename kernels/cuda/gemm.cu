@@ -887,6 +887,16 @@ __device__ int grouped_expert_of_row(const int* off, int E, int r) {
 }
 __device__ float sized_weight_value(float w, Format) { return w; }  // FP32, or fake-quantised
 __device__ float sized_weight_value(uint16_t code, Format f) { return gemm_code_value(code, f); }
+// One output's FMA chain from 0 in the order of K: Σ_k round(x[k])·value(wr[k]) (fp32: x as it is).
+template <class T>
+__device__ float sized_chain(const float* x, const T* wr, int K, Format f) {
+  float acc = 0.0f;
+  if (f == Format::fp32)
+    for (int k = 0; k < K; ++k) acc = __fmaf_rn(x[k], sized_weight_value(wr[k], f), acc);
+  else
+    for (int k = 0; k < K; ++k) acc = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(wr[k], f), acc);
+  return acc;
+}
 // out[r, n] = Σ_k round(inp[r, k])·W_e[n, k], W_e's row n at w[e] + n·ldw (T: float, or 16-bit codes)
 template <class T>
 __global__ void grouped_forward_sized_kernel(float* out, const float* inp, const T* const* w, int64_t ldw,
@@ -896,14 +906,8 @@ __global__ void grouped_forward_sized_kernel(float* out, const float* inp, const
   const int end = off[E];
   for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
        r += static_cast<int>(gridDim.y * blockDim.y)) {
-    const float* x = inp + static_cast<int64_t>(r) * K;
     const T* wr = w[grouped_expert_of_row(off, E, r)] + static_cast<int64_t>(n) * ldw;
-    float acc = 0.0f;
-    if (f == Format::fp32)
-      for (int k = 0; k < K; ++k) acc = __fmaf_rn(x[k], sized_weight_value(wr[k], f), acc);
-    else
-      for (int k = 0; k < K; ++k) acc = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(wr[k], f), acc);
-    out[static_cast<int64_t>(r) * N + n] = acc;
+    out[static_cast<int64_t>(r) * N + n] = sized_chain(inp + static_cast<int64_t>(r) * K, wr, K, f);
   }
 }
 // The gate and up chains of grouped_forward_sized_kernel for one output (r, n), each rounded into
@@ -919,22 +923,22 @@ __global__ void grouped_swiglu_sized_kernel(float* a, float* g, float* u, const 
        r += static_cast<int>(gridDim.y * blockDim.y)) {
     const float* x = inp + static_cast<int64_t>(r) * K;
     const int e = grouped_expert_of_row(off, E, r);
-    const T* gr = wg[e] + static_cast<int64_t>(n) * ldw;
-    const T* ur = wu[e] + static_cast<int64_t>(n) * ldw;
-    float ag = 0.0f, au = 0.0f;
-    if (f == Format::fp32) {
-      for (int k = 0; k < K; ++k) ag = __fmaf_rn(x[k], sized_weight_value(gr[k], f), ag);
-      for (int k = 0; k < K; ++k) au = __fmaf_rn(x[k], sized_weight_value(ur[k], f), au);
-    } else {
-      for (int k = 0; k < K; ++k) ag = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(gr[k], f), ag);
-      for (int k = 0; k < K; ++k) au = __fmaf_rn(hd_round_to_format(x[k], f), sized_weight_value(ur[k], f), au);
-    }
     const int64_t at = static_cast<int64_t>(r) * N + n;
-    const float gv = hd_round_to_format(ag, act), uv = hd_round_to_format(au, act);
+    const float gv = hd_round_to_format(sized_chain(x, wg[e] + static_cast<int64_t>(n) * ldw, K, f), act);
+    const float uv = hd_round_to_format(sized_chain(x, wu[e] + static_cast<int64_t>(n) * ldw, K, f), act);
     g[at] = gv;
     u[at] = uv;
     a[at] = hd_round_to_format(hd_swiglu_forward(gv, uv), act);
   }
+}
+// Row r's input-gradient chain at column k: Σ_n dout[r, n]·W_e[n, k] from 0, n ascending.
+__device__ float sized_input_chain(const float* dout, const float* weight, const int* off, int E, int N, int K, int r,
+                                   int k) {
+  const float* dy = dout + static_cast<int64_t>(r) * N;
+  const float* we = weight + static_cast<int64_t>(grouped_expert_of_row(off, E, r)) * N * K + k;
+  float acc = 0.0f;
+  for (int n = 0; n < N; ++n) acc = __fmaf_rn(dy[n], we[static_cast<int64_t>(n) * K], acc);
+  return acc;
 }
 // dinp[r, k] += Σ_n dout[r, n]·W_e[n, k], W_e = weight + e·N·K
 __global__ void grouped_backward_input_sized_kernel(float* dinp, const float* dout, const float* weight,
@@ -944,12 +948,8 @@ __global__ void grouped_backward_input_sized_kernel(float* dinp, const float* do
   const int end = off[E];
   for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
        r += static_cast<int>(gridDim.y * blockDim.y)) {
-    const float* dy = dout + static_cast<int64_t>(r) * N;
-    const float* we = weight + static_cast<int64_t>(grouped_expert_of_row(off, E, r)) * N * K + k;
-    float acc = 0.0f;
-    for (int n = 0; n < N; ++n) acc = __fmaf_rn(dy[n], we[static_cast<int64_t>(n) * K], acc);
     float* d = dinp + static_cast<int64_t>(r) * K + k;
-    *d = __fadd_rn(*d, acc);
+    *d = __fadd_rn(*d, sized_input_chain(dout, weight, off, E, N, K, r, k));
   }
 }
 // grouped_backward_input_sized_kernel's da[r, f] (from zeros) as the SwiGLU backward's input, not
@@ -962,13 +962,9 @@ __global__ void grouped_backward_swiglu_sized_kernel(float* dg, float* du, const
   const int end = off[E];
   for (int r = off[0] + static_cast<int>(blockIdx.y * blockDim.y + threadIdx.y); r < end;
        r += static_cast<int>(gridDim.y * blockDim.y)) {
-    const float* y = dy + static_cast<int64_t>(r) * D;
-    const float* we = weight + static_cast<int64_t>(grouped_expert_of_row(off, E, r)) * D * F + f;
-    float acc = 0.0f;
-    for (int n = 0; n < D; ++n) acc = __fmaf_rn(y[n], we[static_cast<int64_t>(n) * F], acc);
     const int64_t at = static_cast<int64_t>(r) * F + f;
     float gv = dg[at], uv = du[at];
-    hd_swiglu_backward(&gv, &uv, __fadd_rn(0.0f, acc), g[at], u[at]);
+    hd_swiglu_backward(&gv, &uv, __fadd_rn(0.0f, sized_input_chain(dy, weight, off, E, D, F, r, f)), g[at], u[at]);
     dg[at] = gv;
     du[at] = uv;
   }

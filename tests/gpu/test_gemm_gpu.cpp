@@ -333,29 +333,39 @@ TEST(GemmGpu, GroupedUnevenAndEmptyExpertsForwardMatchesCpu) {
   }
 }
 
+// Device copies of host arrays for a test, freed at its end; down() reads one back.
+struct OnDevice {
+  const Backend& be;
+  std::vector<void*> blocks;
+  explicit OnDevice(const Backend& b) : be(b) {}
+  ~OnDevice() {
+    for (void* p : blocks) be.mem_free(p);
+  }
+  template <class T>
+  T* up(const std::vector<T>& src) {
+    void* p = be.mem_alloc(src.size() * sizeof(T));
+    blocks.push_back(p);
+    be.mem_copy(p, src.data(), src.size() * sizeof(T), CopyDir::to_device, CrossKind::indices);
+    return static_cast<T*>(p);
+  }
+  std::vector<float> down(const float* src, size_t n) const {
+    std::vector<float> h(n);
+    be.mem_copy(h.data(), src, n * sizeof(float), CopyDir::to_host, CrossKind::indices);
+    return h;
+  }
+};
+
 // The experts' gate and up projections with their SwiGLU as one kernel (linear_swiglu_grouped,
 // sized on the device): the bits of the same five calls on the GPU (the two grouped projections,
 // the roundings and the SwiGLU), in FP32, BF16 and FP16 with BF16 activations; the CPU's op is those
 // five calls on the CPU (how many of its bits the GPU gives is printed).
 TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
   MOERL_REQUIRE_GPU();
-  const Backend& be = cuda::cuda_backend();
+  OnDevice dev(cuda::cuda_backend());
   const int E = 5, F = 24, D = 40;
   const std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
   const int M = offsets[E];
-  std::vector<void*> blocks;
-  const auto up = [&](const void* src, size_t bytes) {
-    void* p = be.mem_alloc(bytes);
-    blocks.push_back(p);
-    be.mem_copy(p, src, bytes, CopyDir::to_device, CrossKind::indices);
-    return p;
-  };
-  const auto down = [&](const void* src, size_t n) {
-    std::vector<float> h(n);
-    be.mem_copy(h.data(), src, n * sizeof(float), CopyDir::to_host, CrossKind::indices);
-    return h;
-  };
-  const int* d_off = static_cast<const int*>(up(offsets.data(), offsets.size() * sizeof(int)));
+  const int* d_off = dev.up(offsets);
   const size_t n = static_cast<size_t>(M) * F;
   const std::vector<float> zeros(n, 0.0f);
   for (Format f : {Format::fp32, Format::bf16, Format::fp16}) {
@@ -363,9 +373,9 @@ TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
     const Format act = f == Format::fp32 ? Format::fp32 : Format::bf16;
     const Experts wg(E, F, D, 90, nm), wu(E, F, D, 95, nm);
     const auto x = randn(static_cast<size_t>(M) * D, 91, 2.0f);
-    const float* d_x = static_cast<const float*>(up(x.data(), x.size() * sizeof(float)));
+    const float* d_x = dev.up(x);
     float* buf[6];
-    for (float*& b : buf) b = static_cast<float*>(up(zeros.data(), n * sizeof(float)));
+    for (float*& b : buf) b = dev.up(zeros);
     cuda::linear_swiglu_grouped(buf[0], buf[1], buf[2], d_x, wg.dev.data(), wu.dev.data(), d_off, E, M, nm, nm, act);
     cuda::linear_forward_grouped(buf[4], d_x, wg.dev.data(), d_off, E, nm);
     cuda::linear_forward_grouped(buf[5], d_x, wu.dev.data(), d_off, E, nm);
@@ -374,18 +384,17 @@ TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
     cuda::swiglu_forward(buf[3], buf[4], buf[5], M, F);
     cuda::round_format(buf[3], static_cast<int64_t>(n), act);
     for (int k = 0; k < 3; ++k) {
-      const auto fused = down(buf[k], n), calls = down(buf[k + 3], n);
+      const auto fused = dev.down(buf[k], n), calls = dev.down(buf[k + 3], n);
       EXPECT_EQ(std::memcmp(fused.data(), calls.data(), n * sizeof(float)), 0) << format_name(f) << " output " << k;
     }
     std::vector<float> a(n), g(n), u(n);
     linear_swiglu_grouped(a.data(), g.data(), u.data(), x.data(), wg.cpu.data(), wu.cpu.data(), offsets.data(), E, M,
                           nm, nm, act);
-    const auto got = down(buf[0], n);
+    const auto got = dev.down(buf[0], n);
     int same = 0;
     for (size_t i = 0; i < n; ++i) same += std::memcmp(&got[i], &a[i], sizeof(float)) == 0;
     std::printf("%s fused SwiGLU experts: %d of %zu outputs the CPU's bits\n", format_name(f), same, n);
   }
-  for (void* p : blocks) be.mem_free(p);
 }
 
 // Its backward (linear_backward_swiglu_grouped, offsets on the device): the SwiGLU in the down
@@ -393,41 +402,25 @@ TEST(GemmGpu, SwigluGroupedFusedIsTheFiveCallsBits) {
 // zeroed da, then swiglu_backward), '+=' into nonzero dg, du and dw_down.
 TEST(GemmGpu, BackwardSwigluGroupedFusedIsTheCallsBits) {
   MOERL_REQUIRE_GPU();
-  const Backend& be = cuda::cuda_backend();
+  OnDevice dev(cuda::cuda_backend());
   const int E = 5, F = 24, D = 40;
   const std::vector<int> offsets = {0, 0, 5, 5, 17, 18};
   const int M = offsets[E];
   const size_t n = static_cast<size_t>(M) * F, nw = static_cast<size_t>(E) * D * F;
-  std::vector<void*> blocks;
-  const auto up = [&](const std::vector<float>& src) {
-    void* p = be.mem_alloc(src.size() * sizeof(float));
-    blocks.push_back(p);
-    be.mem_copy(p, src.data(), src.size() * sizeof(float), CopyDir::to_device, CrossKind::indices);
-    return static_cast<float*>(p);
-  };
-  const auto down = [&](const float* src, size_t k) {
-    std::vector<float> h(k);
-    be.mem_copy(h.data(), src, k * sizeof(float), CopyDir::to_host, CrossKind::indices);
-    return h;
-  };
-  void* off = be.mem_alloc(offsets.size() * sizeof(int));
-  blocks.push_back(off);
-  be.mem_copy(off, offsets.data(), offsets.size() * sizeof(int), CopyDir::to_device, CrossKind::indices);
-  const int* d_off = static_cast<const int*>(off);
+  const int* d_off = dev.up(offsets);
   const auto dy = randn(static_cast<size_t>(M) * D, 100), a = randn(n, 101), g = randn(n, 102), u = randn(n, 103);
   const auto w = randn(nw, 104, 0.2f), dw0 = randn(nw, 105), dg0 = randn(n, 106), du0 = randn(n, 107);
-  float *d_dy = up(dy), *d_a = up(a), *d_g = up(g), *d_u = up(u), *d_w = up(w);
-  float *f_dg = up(dg0), *f_du = up(du0), *f_dw = up(dw0);  // fused
-  float *c_dg = up(dg0), *c_du = up(du0), *c_dw = up(dw0), *c_da = up(std::vector<float>(n, 0.0f));  // the calls
+  float *d_dy = dev.up(dy), *d_a = dev.up(a), *d_g = dev.up(g), *d_u = dev.up(u), *d_w = dev.up(w);
+  float *f_dg = dev.up(dg0), *f_du = dev.up(du0), *f_dw = dev.up(dw0);  // fused
+  float *c_dg = dev.up(dg0), *c_du = dev.up(du0), *c_dw = dev.up(dw0), *c_da = dev.up(std::vector<float>(n, 0.0f));
   cuda::linear_backward_swiglu_grouped(f_dg, f_du, f_dw, d_dy, d_a, d_g, d_u, d_w, d_off, E, M, D, F);
-  cuda::linear_backward_grouped(c_da, c_dw, d_dy, d_a, d_w, d_off, E, D, F);
+  cuda::linear_backward_grouped(c_da, c_dw, d_dy, d_a, d_w, d_off, E, D, F);  // the calls
   cuda::swiglu_backward(c_dg, c_du, c_da, d_g, d_u, M, F);
   for (const auto& [f, c, k, what] : {std::tuple{f_dg, c_dg, n, "dg"}, std::tuple{f_du, c_du, n, "du"},
                                       std::tuple{f_dw, c_dw, nw, "dw_down"}}) {
-    const auto x = down(f, k), y = down(c, k);
+    const auto x = dev.down(f, k), y = dev.down(c, k);
     EXPECT_EQ(std::memcmp(x.data(), y.data(), k * sizeof(float)), 0) << what;
   }
-  for (void* p : blocks) be.mem_free(p);
 }
 
 // Offsets where the ids are (resident routing, docs/gpu.md): the FP32 grouped products are sized on
