@@ -288,14 +288,16 @@ void decode_unit(const Backend& be, GenerationState* st, GenerationState::Decode
     return;
   }
   if (!u->graph) {
-    be.graph_begin();
     std::string failure;
+    bool recording = false;
     try {
+      be.graph_begin();
+      recording = true;
       issue();
     } catch (const std::exception& e) {  // an op the recording refused (a GPU: an invalidated capture)
       failure = e.what();
     }
-    u->graph = be.graph_end();
+    if (recording) u->graph = be.graph_end();
     if (!failure.empty()) u->graph.reset();
     if (!u->graph) {  // nothing ran: this generation decodes eagerly from here on, and says why
       st->graphs = false;

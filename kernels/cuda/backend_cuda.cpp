@@ -60,8 +60,9 @@ class CudaBackend final : public Backend {
 
   MemorySpace memory_space() const override { return MemorySpace::device; }
   // The model's activation buffers come and go per call (models/workspace.h, ActBuffer): from the
-  // device's stream-ordered pool where it has one (cudaMallocAsync on the default stream every op
-  // runs on: a freed block is reused without a device-wide synchronisation), else cudaMalloc.
+  // device's stream-ordered pool where it has one (cudaMallocAsync on the per-thread default stream
+  // every op runs on: a freed block is reused without a device-wide synchronisation), else
+  // cudaMalloc.
   void* mem_alloc(size_t bytes) const override {
     void* p = nullptr;
     if (pools_) MOERL_CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 1, cudaStreamPerThread));
