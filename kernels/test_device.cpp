@@ -49,6 +49,11 @@ void TestDeviceBackend::not_recording(const char* what) const {
                            " while recording a graph (a CUDA stream capture allows none)");
 }
 
+void TestDeviceBackend::refuse_recording(const char* op) const {
+  throw std::logic_error(std::string("TestDeviceBackend: ") + op +
+                         " with host memory while recording a graph (its copy could not be captured)");
+}
+
 void* TestDeviceBackend::mem_alloc(size_t bytes) const {
   not_recording("mem_alloc");
   std::lock_guard<std::recursive_mutex> lock(mu_);

@@ -11,7 +11,8 @@
 // With set_graphs(true) it also records op graphs as a GPU's stream capture does (Backend::
 // graph_begin): a recorded op or copy does not run, a launch runs the recording with the arguments
 // it was recorded with (crossings counted at each launch), a recorded copy must use host_alloc
-// memory on the host side, allocating or freeing while recording throws, and a launch after an
+// memory on the host side, an op with a host array (one it would upload or download: OpCrossings
+// counts a crossing) throws while recording, as do allocating and freeing, and a launch after an
 // allocation or a free since the recording runs nothing and returns false. A model whose graph
 // replays give the CPU's bits therefore takes every changing value from memory, as CUDA Graphs
 // need.
@@ -61,12 +62,16 @@ class TestDeviceBackend final : public Backend {
   int64_t graph_launches() const override { return launches_; }
   int64_t graphs_recorded() const override { return recorded_; }
 
-  // An op runs (run_<op>), or, while recording, is kept with copies of its arguments.
-#define MOERL_OP(name, params, args)                                       \
-  void name params const override {                                        \
-    if (recording_) recording_->steps.push_back([=, this] { run_##name args; }); \
-    else run_##name args;                                                  \
-  }                                                                        \
+  // An op runs (run_<op>), or, while recording, is kept with copies of its arguments — if nothing
+  // of it would cross: an op that stages host memory does so with a copy a capture cannot take.
+#define MOERL_OP(name, params, args)                                                  \
+  void name params const override {                                                   \
+    if (!recording_) return run_##name args;                                          \
+    TransferLog would;                                                                \
+    OpCrossings(*this, would).name args;                                              \
+    if (would.total() > 0) refuse_recording(#name);                                   \
+    recording_->steps.push_back([=, this] { run_##name args; });                      \
+  }                                                                                   \
   void run_##name params const {                                           \
     OpCrossings(*this, log_).name args;                                    \
     Open open(*this);                                                      \
@@ -88,6 +93,7 @@ class TestDeviceBackend final : public Backend {
   void copy_now(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, CopyDir dir,
                 CrossKind kind) const;
   void not_recording(const char* what) const;
+  [[noreturn]] void refuse_recording(const char* op) const;
   bool host_allocated(const void* p, size_t bytes) const;
 
   struct Recording final : Graph {

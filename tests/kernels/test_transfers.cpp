@@ -122,8 +122,8 @@ TEST(Transfers, DecodeAttentionOverAResidentCache) {
 // The test device's op graphs (kernels/test_device.h): a recorded op does not run; a launch runs
 // it with the arguments it was recorded with, so a scalar argument keeps its recorded value while
 // a value read from memory (a copy from host_alloc memory refilled before the launch) follows; a
-// recorded copy from other host memory, and allocating while recording, throw; after an
-// allocation a launch runs nothing.
+// recorded copy from other host memory, an op on host memory, and allocating while recording
+// throw; after an allocation a launch runs nothing.
 TEST(TestDeviceGraphs, ReplayTakesRecordedArgumentsAndRefilledMemory) {
   TestDeviceBackend dev;
   dev.set_graphs(true);
@@ -143,6 +143,9 @@ TEST(TestDeviceGraphs, ReplayTakesRecordedArgumentsAndRefilledMemory) {
   EXPECT_THROW(dev.mem_copy(k.data(), pageable.data(), D * sizeof(float), CopyDir::to_device, CrossKind::activations),
                std::logic_error);
   EXPECT_THROW((void)dev.mem_alloc(64), std::logic_error);
+  // an op on a host array would upload it inside the step: a capture could not take that copy
+  EXPECT_THROW(dev.kv_cache_append(kc.data(), vc.data(), pageable.data(), v.data(), len.data(), B, D, Tc),
+               std::logic_error);
   const std::unique_ptr<Backend::Graph> g = dev.graph_end();
   ASSERT_TRUE(g);
   std::vector<float> vals(static_cast<size_t>(B) * D * Tc);
