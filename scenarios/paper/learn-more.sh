@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # learn-more.sh — issue 49's parts 3 and 4 after the league, one sweep after another, each resumed
-# where it stopped: the collapse probes 27-31 on the search seeds 600-603 (their rules are in each
+# where it stopped: the collapse probes 27-32 on the search seeds 600-603 (their rules are in each
 # grid's header and docs/notebook/collapse-search.md §8, written before their runs), cheapest first
 # (28, 31, 29, 30, 27: a success must still be confirmed on fresh seeds, so the likeliest levers
-# run first), then the expert counts 8/32/128 on seeds 720-725 (learn-experts.ini). Two runs at a
+# run first; 32, the sixth, was written after those five), then the expert counts 8/32/128 on
+# seeds 720-725 (learn-experts.ini). Two runs at a
 # time (mpirun -np 2, a rank per run), base policies shared through OUT_ROOT/cache. Stop it cleanly
 # with SIGUSR1 to its mpirun, as learn-league.sh; run it again to resume.
 #   scenarios/paper/learn-more.sh [OUT_ROOT]          (default results/paper)
@@ -25,7 +26,7 @@ run() {  # grid, output directory
   [ $rc -eq 75 ] && { echo "learn-more.sh: stopped during $2; run again to resume"; exit 75; }
   [ $rc -ne 0 ] && { echo "learn-more.sh: $2: exit $rc (see its index.csv); run again to resume"; exit $rc; }
 }
-for p in 28 31 29 30 27; do
+for p in 28 31 29 30 27 32; do
   run "$here/learn-search/probe$p.ini" "$out/learn-search/probe$p"
 done
 run "$here/learn-experts.ini" "$out/learn-experts"
