@@ -27,8 +27,8 @@
 #include <tbb/task_arena.h>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/cpu/ops.h"
 #include "kernels/cpu/gemm_backward.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/precision.h"
 #include "kernels/rng.h"
 
