@@ -91,6 +91,20 @@ void Model::generation_keep(GenerationState* st, const int32_t* from, int n) {
 }
 
 namespace {
+// Every token of a call within the vocabulary: else std::invalid_argument naming the call.
+void check_tokens(const char* what, const int32_t* tokens, int n, int vocab) {
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      throw std::invalid_argument(std::string(what) + ": token " + std::to_string(tokens[i]) + " outside [0, " +
+                                  std::to_string(vocab) + ")");
+}
+// A decode step may follow: the prompt is in and the cache has room for one more position.
+void check_step(const char* what, const GenerationState* st) {
+  if (st->pos < 1) throw std::logic_error(std::string(what) + ": prefill first");
+  if (st->pos >= st->max_len)
+    throw std::invalid_argument(std::string(what) + ": KV cache full at " + std::to_string(st->max_len));
+}
+
 // Runs all layers over the rows in st->x; positions [rows] (host), or dev_pos and, decoding,
 // dev_len [rows] already in the backend's memory (positions then null); decode when `decode`.
 void run_layers(Model& m, Model::Impl* im, GenerationState* st, int rows, int B, int T,
@@ -198,10 +212,7 @@ void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk
     throw std::invalid_argument("generation_prefill: prompt length " + std::to_string(P) +
                                 " outside [1, " + std::to_string(st->max_len) + "]");
   const int B = st->B, N = B * P, D = cfg_.d_model;
-  for (int i = 0; i < N; ++i)
-    if (prompt[i] < 0 || prompt[i] >= cfg_.vocab_size)
-      throw std::invalid_argument("generation_prefill: token " + std::to_string(prompt[i]) +
-                                  " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
+  check_tokens("generation_prefill", prompt, N, cfg_.vocab_size);
   std::vector<int32_t> positions(N);
   for (int i = 0; i < N; ++i) positions[i] = i % P;
   st->x.resize(backend(), static_cast<size_t>(N) * D);
@@ -215,14 +226,9 @@ void Model::generation_prefill(GenerationState* st, float* logits, int32_t* topk
 
 void Model::generation_step(GenerationState* st, float* logits, int32_t* topk_ids,
                             float* router_logp, const int32_t* tokens, const int32_t* replay_ids) {
-  if (st->pos < 1) throw std::logic_error("generation_step: prefill first");
-  if (st->pos >= st->max_len)
-    throw std::invalid_argument("generation_step: KV cache full at " + std::to_string(st->max_len));
+  check_step("generation_step", st);
   const int B = st->B, D = cfg_.d_model;
-  for (int b = 0; b < B; ++b)
-    if (tokens[b] < 0 || tokens[b] >= cfg_.vocab_size)
-      throw std::invalid_argument("generation_step: token " + std::to_string(tokens[b]) +
-                                  " outside [0, " + std::to_string(cfg_.vocab_size) + ")");
+  check_tokens("generation_step", tokens, B, cfg_.vocab_size);
   std::vector<int32_t> positions(B, st->pos);
   st->x.resize(backend(), static_cast<size_t>(B) * D);
   backend().embedding_forward(st->x.data(), tokens, weights().get("embed"), B, D);
@@ -321,18 +327,11 @@ void Model::generation_feed(GenerationState* st, const int32_t* tokens, int32_t*
                             int64_t rec_rows, const int32_t* rec_row, float temperature) {
   if (st->stride == 0)
     throw std::logic_error("generation_feed: the state does not route resident (generation_routes_resident)");
-  if (st->pos < 1) throw std::logic_error("generation_feed: prefill first");
-  if (st->pos >= st->max_len)
-    throw std::invalid_argument("generation_feed: KV cache full at " + std::to_string(st->max_len));
+  check_step("generation_feed", st);
   const int n = st->B, D = cfg_.d_model, Bs = st->stride;
-  if (st->pos + 1 > st->cache_len)
-    throw std::invalid_argument("generation_feed: length " + std::to_string(st->pos + 1) + " outside 1.." +
-                                std::to_string(st->cache_len));
-  int32_t* w = reinterpret_cast<int32_t*>(st->feed_host.data());
+  check_tokens("generation_feed", tokens, n, cfg_.vocab_size);
+  int32_t* w = reinterpret_cast<int32_t*>(st->feed_host.data());  // positions + 1 <= max_len <= cache_len
   for (int b = 0; b < n; ++b) {
-    if (tokens[b] < 0 || tokens[b] >= cfg_.vocab_size)
-      throw std::invalid_argument("generation_feed: token " + std::to_string(tokens[b]) + " outside [0, " +
-                                  std::to_string(cfg_.vocab_size) + ")");
     w[b] = tokens[b];
     w[Bs + b] = st->pos;
     w[2 * Bs + b] = st->pos + 1;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -54,26 +55,36 @@ struct UninitAllocator : std::allocator<T> {
 template <class T>
 using Workspace = std::vector<T, UninitAllocator<T>>;
 
-// An array in a backend's own memory (kernels/backend.h, mem_*): host memory on the CPU backend,
-// the device's on a GPU. The host reaches its elements only through the backend (its ops, which
-// take the pointer where it lies, and mem_copy_2d); data() is for passing it to them. Move-only;
-// freed by the backend that allocated it, which must outlive it.
-template <class T>
-class DeviceArray {
+// Where a BackendArray lives: the backend's own memory (kernels/backend.h, mem_*: host memory on
+// the CPU backend, the device's on a GPU), or the host memory of its op graphs' copies
+// (Backend::host_alloc: pinned on a GPU).
+enum class ArrayMemory : uint8_t { backend, host };
+
+// n elements, zero-filled, at an address that stays put: move-only, freed by the backend that
+// allocated them, which must outlive them. In the backend's memory (DeviceArray) the host reaches
+// the elements only through the backend (its ops, which take the pointer where it lies, and
+// mem_copy_2d); data() is for passing it to them. Host memory (HostArray) the host reads and
+// writes itself.
+template <class T, ArrayMemory M>
+class BackendArray {
  public:
-  DeviceArray() = default;
-  // n elements, zero-filled.
-  DeviceArray(const Backend& be, size_t n) : be_(&be), n_(n) {
-    p_ = static_cast<T*>(be.mem_alloc(n * sizeof(T)));
-    be.mem_zero(p_, n * sizeof(T));
+  BackendArray() = default;
+  BackendArray(const Backend& be, size_t n) : be_(&be), n_(n) {
+    if constexpr (M == ArrayMemory::backend) {
+      p_ = static_cast<T*>(be.mem_alloc(n * sizeof(T)));
+      be.mem_zero(p_, n * sizeof(T));
+    } else {
+      p_ = static_cast<T*>(be.host_alloc(std::max<size_t>(n, 1) * sizeof(T)));
+      std::fill_n(p_, n, T{});
+    }
   }
-  ~DeviceArray() { if (be_) be_->mem_free(p_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray(DeviceArray&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0; }
-  DeviceArray& operator=(DeviceArray&& o) noexcept {
+  ~BackendArray() { release(); }
+  BackendArray(const BackendArray&) = delete;
+  BackendArray& operator=(const BackendArray&) = delete;
+  BackendArray(BackendArray&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0; }
+  BackendArray& operator=(BackendArray&& o) noexcept {
     if (this != &o) {
-      if (be_) be_->mem_free(p_);
+      release();
       be_ = o.be_; p_ = o.p_; n_ = o.n_;
       o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0;
     }
@@ -84,41 +95,19 @@ class DeviceArray {
   const Backend* backend() const { return be_; }
 
  private:
+  void release() {
+    if (!be_) return;
+    if constexpr (M == ArrayMemory::backend) be_->mem_free(p_);
+    else be_->host_free(p_);
+  }
   const Backend* be_ = nullptr;
   T* p_ = nullptr;
   size_t n_ = 0;
 };
-
-// Host memory for the copies of a backend's op graphs (Backend::host_alloc: pinned on a GPU), n
-// elements, zero-filled, at an address that stays put.
 template <class T>
-class HostArray {
- public:
-  HostArray() = default;
-  HostArray(const Backend& be, size_t n) : be_(&be), n_(n) {
-    p_ = static_cast<T*>(be.host_alloc(std::max<size_t>(n, 1) * sizeof(T)));
-    std::fill_n(p_, n, T{});
-  }
-  ~HostArray() { if (be_) be_->host_free(p_); }
-  HostArray(const HostArray&) = delete;
-  HostArray& operator=(const HostArray&) = delete;
-  HostArray(HostArray&& o) noexcept : be_(o.be_), p_(o.p_), n_(o.n_) { o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0; }
-  HostArray& operator=(HostArray&& o) noexcept {
-    if (this != &o) {
-      if (be_) be_->host_free(p_);
-      be_ = o.be_; p_ = o.p_; n_ = o.n_;
-      o.be_ = nullptr; o.p_ = nullptr; o.n_ = 0;
-    }
-    return *this;
-  }
-  T* data() const { return p_; }
-  size_t size() const { return n_; }
-
- private:
-  const Backend* be_ = nullptr;
-  T* p_ = nullptr;
-  size_t n_ = 0;
-};
+using DeviceArray = BackendArray<T, ArrayMemory::backend>;
+template <class T>
+using HostArray = BackendArray<T, ArrayMemory::host>;
 
 // A growable array in a backend's own memory (kernels/backend.h, mem_*), the activations'
 // buffer: host memory on the CPU backend (used there as a Workspace is), the device's on a GPU,

@@ -325,16 +325,26 @@ TEST(OpsAttention, PackedSequencesEqualMaskedRefOnTheirOwnRows) {
 namespace moerl {
 namespace {
 
+// Caches of `size` floats whose every element differs, to tell a written one from one left alone:
+// keys i·k_step, values −i.
+struct RampCaches {
+  std::vector<float> k, v;
+  RampCaches(size_t size, float k_step) : k(size), v(size) {
+    for (size_t i = 0; i < size; ++i) {
+      k[i] = static_cast<float>(i) * k_step;
+      v[i] = -static_cast<float>(i);
+    }
+  }
+};
+
 // Decode compaction (kv_cache_keep): the CPU kernel equals the reference bit for bit, moves only
 // the kept rows' first `held` positions, and leaves every other float as it was.
 TEST(OpsKvCache, KeepEqualsRefAndTouchesOnlyTheKeptPrefix) {
   const int B = 7, D = 12, Tc = 64, held = 29, n = 4;
   const size_t size = static_cast<size_t>(B) * D * Tc;
-  std::vector<float> k0(size), v0(size);
-  for (size_t i = 0; i < size; ++i) {
-    k0[i] = static_cast<float>(i) * 0.5f;
-    v0[i] = -static_cast<float>(i);
-  }
+  const RampCaches init(size, 0.5f);
+  const std::vector<float>& k0 = init.k;
+  const std::vector<float>& v0 = init.v;
   const std::vector<int32_t> from = {6, 1, 4, 5};  // rows 1 stays; 0, 2, 3 from the tail
   std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0;
   cpu::kv_cache_keep(kc.data(), vc.data(), from.data(), n, D, Tc, held);
@@ -358,11 +368,9 @@ TEST(OpsKvCache, KeepEqualsRefAndTouchesOnlyTheKeptPrefix) {
 TEST(OpsKvCache, WriteEqualsRefAndTouchesOnlyItsPositions) {
   const int B = 3, D = 10, Tc = 24;
   const size_t size = static_cast<size_t>(B) * D * Tc;
-  std::vector<float> k0(size), v0(size);
-  for (size_t i = 0; i < size; ++i) {
-    k0[i] = static_cast<float>(i) * 0.25f;
-    v0[i] = -static_cast<float>(i);
-  }
+  const RampCaches init(size, 0.25f);
+  const std::vector<float>& k0 = init.k;
+  const std::vector<float>& v0 = init.v;
   for (const auto [T, t0] : {std::pair{9, 0}, std::pair{1, 17}, std::pair{5, 19}}) {
     const auto k = normals(static_cast<size_t>(B) * T * D, 31, T), v = normals(k.size(), 32, T);
     std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0;
@@ -387,11 +395,9 @@ TEST(OpsKvCache, WriteEqualsRefAndTouchesOnlyItsPositions) {
 TEST(OpsKvCache, AppendWritesEachRowAtItsLengthAsWriteDoes) {
   const int B = 4, D = 10, Tc = 24;
   const size_t size = static_cast<size_t>(B) * D * Tc;
-  std::vector<float> k0(size), v0(size);
-  for (size_t i = 0; i < size; ++i) {
-    k0[i] = static_cast<float>(i) * 0.5f;
-    v0[i] = -static_cast<float>(i) - 1.0f;
-  }
+  const RampCaches init(size, 0.5f);
+  const std::vector<float>& k0 = init.k;
+  const std::vector<float>& v0 = init.v;
   const std::vector<int32_t> len = {1, 24, 7, 7};
   const auto k = normals(static_cast<size_t>(B) * D, 33, 1), v = normals(k.size(), 34, 1);
   std::vector<float> kc = k0, vc = v0, kr = k0, vr = v0, kw = k0, vw = v0;
