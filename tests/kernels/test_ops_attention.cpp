@@ -325,14 +325,14 @@ TEST(OpsAttention, PackedSequencesEqualMaskedRefOnTheirOwnRows) {
 namespace moerl {
 namespace {
 
-// Caches of `size` floats whose every element differs, to tell a written one from one left alone:
-// keys i·k_step, values −i.
+// Caches of `size` floats whose every element differs and none is 0, to tell a written one (or a
+// zeroed one) from one left alone: keys (i + 1)·k_step, values −(i + 1).
 struct RampCaches {
   std::vector<float> k, v;
   RampCaches(size_t size, float k_step) : k(size), v(size) {
     for (size_t i = 0; i < size; ++i) {
-      k[i] = static_cast<float>(i) * k_step;
-      v[i] = -static_cast<float>(i);
+      k[i] = static_cast<float>(i + 1) * k_step;
+      v[i] = -static_cast<float>(i + 1);
     }
   }
 };
