@@ -3,6 +3,7 @@ control), paired by seed, on the held-out score, stability, the engines' mismatc
 
     /usr/bin/python3 -m analysis.league SWEEP_DIR [SWEEP_DIR ...] [--reference control]
                                         [--score eval_final] [--by KEY] [--pair A:B ...] [--out DIR]
+                                        [--runs league-runs.csv ...]
 
 Writes into --out (default FIRST_DIR/report): league.md (the table, ranked), league.csv (one row
 per variant, every number), league-runs.csv (one row per run), league.png (the paired scores with
@@ -36,6 +37,12 @@ between sessions gives an honest partial table. Per variant:
                     differences" in league.md and pairs.csv: A − B over the complete seeds for
                     the score, the final reward and the KL, mean ± 95 % t-interval, and on how
                     many seeds A is higher
+  --runs CSV        (repeatable) the per-run rows of an earlier league, its league-runs.csv, for
+                    runs whose files are gone (a results directory lost between sessions): they
+                    join the sweep directories' runs as if read from their files (league.png's
+                    load and drift curves come from run files only). A run in both must agree on
+                    every number to the file's 6 significant digits, or the league refuses, so a
+                    re-run checks the kept summary; it keeps the score it was made with
   rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
                     score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
                     resamples with replacement, a fixed generator seed: the same table every
@@ -136,7 +143,7 @@ def run_row(r, score):
     """The per-run numbers of the league (league-runs.csv)."""
     load = r.series("load_cv")
     return OrderedDict([
-        ("variant", variant_of(r)), ("seed", seed_of(r)), ("status", r.status),
+        ("variant", variant_of(r)), ("seed", str(seed_of(r))), ("status", r.status),
         ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
         ("exact", _last(r, "eval_accuracy")), ("exact_base", _last(r, "eval_accuracy_base")),
         ("stop_late", _last(r, "eval_stop_late")), ("stop_late_base", _last(r, "eval_stop_late_base")),
@@ -150,6 +157,59 @@ def run_row(r, score):
         ("response_length_last10", _mean(r.series("response_length_mean")[-10:])),
         ("flip_pct_last10", 100 * _mean(r.series("flip_rate_mean")[-10:])),
     ])
+
+
+TEXT_FIELDS = ("variant", "seed", "status", "collapse")  # league-runs.csv's columns that are not numbers
+
+
+def read_runs_csv(path, by=None):
+    """The per-run rows of an earlier league (its league-runs.csv), as run_row gives them: for runs
+    whose files are gone (a results directory lost between sessions) but whose summary was kept.
+    Numbers come back to the 6 significant digits the file holds. by: the --by key, which the file
+    must have as a column."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        raise AnalysisError(f"--runs {path}: {e.strerror}")
+    need = ["variant", "seed", "status", "score", "score_base"] + ([by] if by else [])
+    if not rows or any(k not in rows[0] for k in need):
+        raise AnalysisError(f"--runs {path}: not a league-runs.csv (needs the columns {', '.join(need)}; "
+                            f"has {', '.join(rows[0]) if rows else 'no rows'})")
+    out = []
+    for x in rows:
+        out.append(OrderedDict((k, v if k in TEXT_FIELDS or k == by else _num(v)) for k, v in x.items()))
+    return out
+
+
+def _same(a, b):
+    if isinstance(a, str) or isinstance(b, str):
+        return str(a) == str(b)
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return np.isnan(a) == np.isnan(b) and (np.isnan(a) or a == b)
+    return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-12  # the file's 6 significant digits
+
+
+def join_runs(per_run, kept, by=None, source="--runs"):
+    """per_run (from run files) and kept (from a league-runs.csv) as one list. A run in both (the same
+    variant, seed and --by value) must agree on every number the file holds, to its 6 significant
+    digits, or the league refuses: a re-run that reproduces a kept summary joins it, one that does
+    not is never mixed in silently. The run file's row is kept."""
+    def key(x):
+        return (x["variant"], str(x["seed"])) + ((str(x[by]),) if by else ())
+    have = {key(x): x for x in per_run}
+    out = list(per_run)
+    for x in kept:
+        k = key(x)
+        if k in have:
+            bad = [f"{c} {x[c]} in the file, {have[k].get(c)} in the run" for c in x
+                   if c in have[k] and not _same(x[c], have[k][c])]
+            if bad:
+                raise AnalysisError(f"{source}: run {'/'.join(k)} differs from its run file: " + "; ".join(bad[:3]))
+            continue
+        have[k] = x
+        out.append(x)
+    return out
 
 
 def complete_seeds(per_run, planned=()):
@@ -305,7 +365,8 @@ def runs_csv(per_run):
     buf = io.StringIO()
     if not per_run:
         return ""
-    w = csv.DictWriter(buf, fieldnames=list(per_run[0].keys()))
+    fields = list(OrderedDict.fromkeys(k for x in per_run for k in x))  # rows from --runs may add a column
+    w = csv.DictWriter(buf, fieldnames=fields, restval="")
     w.writeheader()
     for x in per_run:
         w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in x.items()})
@@ -406,7 +467,10 @@ def by_plot(tables, path, reference, score, key):
 
 def main(argv=None):
     ap = entry.parser(description=__doc__.split("\n")[0])
-    ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
+    ap.add_argument("dirs", nargs="*", metavar="SWEEP_DIR")
+    ap.add_argument("--runs", action="append", default=[], metavar="CSV",
+                    help="per-run rows of an earlier league (its league-runs.csv) whose run files are gone, "
+                         "joined with the sweep directories' runs; a run in both must agree (repeatable)")
     ap.add_argument("--reference", default="control", help="the variant every other is paired with (default control)")
     ap.add_argument("--score", default="eval_final",
                     help="the held-out series scored at the last evaluation (default eval_final; eval_accuracy: exact)")
@@ -415,19 +479,31 @@ def main(argv=None):
                     help="A − B paired by seed (repeatable; A:* against every other variant)")
     ap.add_argument("--out", help="output directory (default FIRST_DIR/report)")
     args = ap.parse_args(argv)
+    if not args.dirs and not args.runs:
+        raise AnalysisError("nothing to read: give a sweep directory, --runs CSV, or both")
+    if args.runs and args.score != "eval_final":
+        raise AnalysisError(f"--runs with --score {args.score}: a league-runs.csv holds the score it was made "
+                            f"with, not {args.score}; leave --score out")
     planned_runs = []  # every run of the grids, pending ones too: the variants a seed must have
     for d in args.dirs:
         planned_runs += load_sweep(d)[0]
     planned = list(OrderedDict.fromkeys(variant_of(r) for r in planned_runs))
     runs = [r for r in planned_runs if r.metrics]
-    if not runs:
-        raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
     per_run = [run_row(r, args.score) for r in runs]
-    out = args.out or os.path.join(args.dirs[0], "report")
-    os.makedirs(out, exist_ok=True)
     if args.by:
         for x, r in zip(per_run, runs):
             x[args.by] = r.value(args.by)
+    for path in args.runs:
+        kept = read_runs_csv(path, args.by)
+        per_run = join_runs(per_run, kept, args.by, f"--runs {path}")
+        planned += [v for v in OrderedDict.fromkeys(x["variant"] for x in kept) if v not in planned]
+    if not per_run:
+        raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
+    if not args.out and not args.dirs:
+        raise AnalysisError("--runs without a sweep directory: say where the league goes with --out")
+    out = args.out or os.path.join(args.dirs[0], "report")
+    os.makedirs(out, exist_ok=True)
+    if args.by:
         values = sorted({x[args.by] for x in per_run}, key=lambda v: (_num(v), v))
         if values == [""]:
             raise AnalysisError(f"--by {args.by}: no run has this key (swept keys are e.g. model.n_experts)")
@@ -449,8 +525,10 @@ def main(argv=None):
                 f.write(pairs_text)
     else:
         rows, seeds = league(per_run, args.reference, planned)
+        kept = len(per_run) - len(runs)
         md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
-              f"runs with metrics: {len(runs)} of {len(planned_runs)} planned.\n\n" + table_md(rows, args.reference, args.score))
+              f"runs with metrics: {len(runs)} of {len(planned_runs)} planned"
+              + (f", and {kept} from --runs" if kept else "") + ".\n\n" + table_md(rows, args.reference, args.score))
         csv_text = table_csv(rows)
         if args.pair:
             prs = pairs(per_run, args.pair, planned)

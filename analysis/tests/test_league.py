@@ -171,6 +171,51 @@ def test_a_seed_counts_only_when_every_planned_variant_finished(tmp_path):
     assert "Seeds complete for every variant: 1 (2)" in md
 
 
+def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path):
+    # seeds 1-4 at 8 and 32 experts; the league of all four from one directory is the league of
+    # seeds 3-4's kept league-runs.csv (their files gone) joined with seeds 1-2's directory. Every
+    # number here has at most 6 significant digits, and no mean sits on a rounding boundary, so
+    # the two leagues' files are identical to the character
+    finals = {1: 0.801, 2: 0.833, 3: 0.779, 4: 0.862}
+    def runs_of(seeds):
+        return ([run("control", s, finals[s], experts=n) for n in (8, 32) for s in seeds] +
+                [run("grpo", s, finals[s] - 0.013 * s - (0.05 if n == 32 else 0), experts=n,
+                     collapse_step=(20 if s == 3 else -1), status=("collapsed" if s == 3 else "complete"),
+                     reward=(fall_and_stay() if s == 3 else None)) for n in (8, 32) for s in seeds])
+    args = ["--by", "model.n_experts", "--pair", "grpo:control"]
+    write_sweep(tmp_path / "all", runs_of((1, 2, 3, 4)))
+    league.main([str(tmp_path / "all"), "--out", str(tmp_path / "whole")] + args)
+    write_sweep(tmp_path / "late", runs_of((3, 4)))
+    league.main([str(tmp_path / "late"), "--out", str(tmp_path / "kept")] + args)
+    kept = str(tmp_path / "kept" / "league-runs.csv")
+    write_sweep(tmp_path / "early", runs_of((1, 2)))
+    league.main([str(tmp_path / "early"), "--runs", kept, "--out", str(tmp_path / "joined")] + args)
+    for f in ("league.md", "league.csv", "pairs.csv"):
+        assert (tmp_path / "joined" / f).read_text() == (tmp_path / "whole" / f).read_text(), f
+    assert "Seeds complete for every variant: 4 (1, 2, 3, 4)" in (tmp_path / "joined" / "league.md").read_text()
+    assert len((tmp_path / "joined" / "league-runs.csv").read_text().splitlines()) == 1 + 16
+    # the kept file alone (--out required), and a re-run of seed 3 that reproduces it joins once
+    league.main(["--runs", kept, "--out", str(tmp_path / "alone")] + args)
+    assert "Seeds complete for every variant: 2 (3, 4)" in (tmp_path / "alone" / "league.md").read_text()
+    with pytest.raises(league.AnalysisError, match="--out"):
+        league.main(["--runs", kept] + args)
+    league.main([str(tmp_path / "late"), "--runs", kept, "--out", str(tmp_path / "again")] + args)
+    assert (tmp_path / "again" / "league.md").read_text() == (tmp_path / "kept" / "league.md").read_text()
+    # a re-run that does not reproduce the kept summary is refused, naming the run and the number
+    write_sweep(tmp_path / "rerun", [run("control", 3, 0.78, experts=8)])
+    with pytest.raises(league.AnalysisError, match=r"control/3/8 differs from its run file: score 0\.779 in the file, 0\.78 in the run"):
+        league.main([str(tmp_path / "rerun"), "--runs", kept, "--out", str(tmp_path / "x")] + args)
+    # a file that is not a league's per-run table, or lacks the --by column
+    bad = tmp_path / "bad.csv"
+    bad.write_text("variant,seed\ncontrol,1\n")
+    with pytest.raises(league.AnalysisError, match="not a league-runs.csv"):
+        league.main(["--runs", str(bad), "--out", str(tmp_path / "x")])
+    with pytest.raises(league.AnalysisError, match="model.nope"):
+        league.main(["--runs", kept, "--by", "model.nope", "--out", str(tmp_path / "x")])
+    with pytest.raises(league.AnalysisError, match="--score"):
+        league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")])
+
+
 def test_rank_intervals_from_a_bootstrap_of_the_seeds():
     # a variant above the others on every seed by a wide margin ranks 1 in every resample; two that
     # trade places from seed to seed share ranks 2–3; one seed: no interval
