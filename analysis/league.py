@@ -40,9 +40,10 @@ between sessions gives an honest partial table. Per variant:
   --runs CSV        (repeatable) the per-run rows of an earlier league, its league-runs.csv, for
                     runs whose files are gone (a results directory lost between sessions): they
                     join the sweep directories' runs as if read from their files (league.png's
-                    load and drift curves come from run files only). A run in both must agree on
-                    every number to the file's 6 significant digits, or the league refuses, so a
-                    re-run checks the kept summary; it keeps the score it was made with
+                    load and drift curves come from run files only). A run finished in both must
+                    agree on every number to the file's 6 significant digits, or the league
+                    refuses, so a re-run checks the kept summary; a run unfinished in one counts as
+                    its finished row. The file keeps the score it was made with
   rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
                     score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
                     resamples with replacement, a fixed generator seed: the same table every
@@ -192,24 +193,24 @@ def _same(a, b):
 
 def join_runs(per_run, kept, by=None, source="--runs"):
     """per_run (from run files) and kept (from a league-runs.csv) as one list. A run in both (the same
-    variant, seed and --by value) must agree on every number the file holds, to its 6 significant
-    digits, or the league refuses: a re-run that reproduces a kept summary joins it, one that does
-    not is never mixed in silently. The run file's row is kept."""
+    variant, seed and --by value) that finished in both must agree on every number the file holds,
+    to its 6 significant digits, or the league refuses: a re-run that reproduces a kept summary
+    joins it, one that does not is never mixed in silently, and the run file's row is kept. A run
+    unfinished in one of the two (the kept summary written while it ran, or a re-run still
+    running) counts as its finished row."""
     def key(x):
         return (x["variant"], str(x["seed"])) + ((str(x[by]),) if by else ())
-    have = {key(x): x for x in per_run}
-    out = list(per_run)
+    out = OrderedDict((key(x), x) for x in per_run)
     for x in kept:
         k = key(x)
-        if k in have:
-            bad = [f"{c} {x[c]} in the file, {have[k].get(c)} in the run" for c in x
-                   if c in have[k] and not _same(x[c], have[k][c])]
+        y = out.get(k)
+        if y is None or (y["status"] not in FINISHED and x["status"] in FINISHED):
+            out[k] = x
+        elif y["status"] in FINISHED and x["status"] in FINISHED:
+            bad = [f"{c} {x[c]} in the file, {y.get(c)} in the run" for c in x if c in y and not _same(x[c], y[c])]
             if bad:
                 raise AnalysisError(f"{source}: run {'/'.join(k)} differs from its run file: " + "; ".join(bad[:3]))
-            continue
-        have[k] = x
-        out.append(x)
-    return out
+    return list(out.values())
 
 
 def complete_seeds(per_run, planned=()):

@@ -201,6 +201,16 @@ def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path
         league.main(["--runs", kept] + args)
     league.main([str(tmp_path / "late"), "--runs", kept, "--out", str(tmp_path / "again")] + args)
     assert (tmp_path / "again" / "league.md").read_text() == (tmp_path / "kept" / "league.md").read_text()
+    # a summary kept while a run was still running: the run's finished file takes its place unchecked
+    partial = runs_of((3, 4))
+    partial[[i for i, r in enumerate(partial) if r["variant"] == "control" and r["seed"] == 4 and r["experts"] == 8][0]] \
+        = run("control", 4, 0.5, status="running", experts=8)
+    write_sweep(tmp_path / "partial", partial)
+    league.main([str(tmp_path / "partial"), "--out", str(tmp_path / "kept-partial")] + args)
+    write_sweep(tmp_path / "resumed", runs_of((1, 2)) + [run("control", 4, finals[4], experts=8)])
+    league.main([str(tmp_path / "resumed"), "--runs", str(tmp_path / "kept-partial" / "league-runs.csv"),
+                 "--out", str(tmp_path / "joined-partial")] + args)
+    assert (tmp_path / "joined-partial" / "league.md").read_text() == (tmp_path / "whole" / "league.md").read_text()
     # a re-run that does not reproduce the kept summary is refused, naming the run and the number
     write_sweep(tmp_path / "rerun", [run("control", 3, 0.78, experts=8)])
     with pytest.raises(league.AnalysisError, match=r"control/3/8 differs from its run file: score 0\.779 in the file, 0\.78 in the run"):
