@@ -160,6 +160,10 @@ def run_row(r, score):
     ])
 
 
+RUN_FIELDS = ("variant", "seed", "status", "score", "score_base", "exact", "exact_base", "stop_late",
+              "stop_late_base", "final_reward", "collapse", "bursts", "kl", "flip_pct", "load_cv_first10",
+              "load_cv_last10", "load_max_over_mean_last10", "dead_experts_last", "router_drift",
+              "router_drift_layer_max", "response_length_last10", "flip_pct_last10")  # run_row's, in order
 TEXT_FIELDS = ("variant", "seed", "status", "collapse")  # league-runs.csv's columns that are not numbers
 
 
@@ -177,6 +181,10 @@ def read_runs_csv(path, by=None):
     if not rows or any(k not in rows[0] for k in need):
         raise AnalysisError(f"--runs {path}: not a league-runs.csv (needs the columns {', '.join(need)}; "
                             f"has {', '.join(rows[0]) if rows else 'no rows'})")
+    made_by = [k for k in rows[0] if k not in RUN_FIELDS]  # the --by key the file was made with, if any
+    if made_by and made_by != [by]:
+        raise AnalysisError(f"--runs {path}: made with --by {made_by[0]} (a column of its own); "
+                            f"pass --by {made_by[0]}, so its runs pair inside each value")
     out = []
     for x in rows:
         out.append(OrderedDict((k, v if k in TEXT_FIELDS or k == by else _num(v)) for k, v in x.items()))
@@ -490,7 +498,7 @@ def main(argv=None):
         planned_runs += load_sweep(d)[0]
     planned = list(OrderedDict.fromkeys(variant_of(r) for r in planned_runs))
     runs = [r for r in planned_runs if r.metrics]
-    per_run = [run_row(r, args.score) for r in runs]
+    per_run = run_rows = [run_row(r, args.score) for r in runs]
     if args.by:
         for x, r in zip(per_run, runs):
             x[args.by] = r.value(args.by)
@@ -526,7 +534,8 @@ def main(argv=None):
                 f.write(pairs_text)
     else:
         rows, seeds = league(per_run, args.reference, planned)
-        kept = len(per_run) - len(runs)
+        from_files = {id(x) for x in run_rows}
+        kept = sum(1 for x in per_run if id(x) not in from_files)
         md = (f"Seeds complete for every variant: {len(seeds)} ({', '.join(str(s) for s in seeds)}); "
               f"runs with metrics: {len(runs)} of {len(planned_runs)} planned"
               + (f", and {kept} from --runs" if kept else "") + ".\n\n" + table_md(rows, args.reference, args.score))

@@ -85,6 +85,7 @@ def test_pairs_by_seed_counts_collapses_and_ranks(tmp_path):
     runs.append(run("r3", 703, 0.1))
     write_sweep(d, runs)
     per_run = [league.run_row(r, "eval_final") for r in league.load_sweep(str(d))[0] if r.metrics]
+    assert tuple(per_run[0]) == league.RUN_FIELDS  # what --runs reads back
     rows, seeds = league.league(per_run, "control")
     assert [str(s) for s in seeds] == ["700", "701", "702"]
     by = {r["variant"]: r for r in rows}
@@ -222,6 +223,16 @@ def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path
         league.main(["--runs", str(bad), "--out", str(tmp_path / "x")])
     with pytest.raises(league.AnalysisError, match="model.nope"):
         league.main(["--runs", kept, "--by", "model.nope", "--out", str(tmp_path / "x")])
+    with pytest.raises(league.AnalysisError, match="made with --by model.n_experts"):
+        league.main(["--runs", kept, "--out", str(tmp_path / "x")])
+    # without --by: the md counts the runs that came from the file
+    write_sweep(tmp_path / "flat", [run(v, s, 0.8) for v in ("control", "grpo") for s in (1, 2)])
+    league.main([str(tmp_path / "flat"), "--out", str(tmp_path / "flat-kept")])
+    write_sweep(tmp_path / "flat2", [run(v, 3, 0.8) for v in ("control", "grpo")] + [run("control", 1, 0.8)])
+    league.main([str(tmp_path / "flat2"), "--runs", str(tmp_path / "flat-kept" / "league-runs.csv"),
+                 "--out", str(tmp_path / "flat-joined")])
+    md = (tmp_path / "flat-joined" / "league.md").read_text()
+    assert "Seeds complete for every variant: 3 (1, 2, 3); runs with metrics: 3 of 3 planned, and 3 from --runs." in md
     with pytest.raises(league.AnalysisError, match="--score"):
         league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")])
 
