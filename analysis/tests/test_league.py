@@ -195,7 +195,7 @@ def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path
         assert (tmp_path / "joined" / f).read_text() == (tmp_path / "whole" / f).read_text(), f
     assert "Seeds complete for every variant: 4 (1, 2, 3, 4)" in (tmp_path / "joined" / "league.md").read_text()
     assert len((tmp_path / "joined" / "league-runs.csv").read_text().splitlines()) == 1 + 16
-    # the kept file alone (--out required), and a re-run of seed 3 that reproduces it joins once
+    # the kept file alone (--out required), and a re-run of seeds 3-4 that reproduces it joins once
     league.main(["--runs", kept, "--out", str(tmp_path / "alone")] + args)
     assert "Seeds complete for every variant: 2 (3, 4)" in (tmp_path / "alone" / "league.md").read_text()
     with pytest.raises(league.AnalysisError, match="--out"):
