@@ -194,9 +194,7 @@ def read_runs_csv(path, by=None):
 def _same(a, b):
     if isinstance(a, str) or isinstance(b, str):
         return str(a) == str(b)
-    if not (np.isfinite(a) and np.isfinite(b)):
-        return np.isnan(a) == np.isnan(b) and (np.isnan(a) or a == b)
-    return abs(a - b) <= 1e-5 * max(abs(a), abs(b)) + 1e-12  # the file's 6 significant digits
+    return bool(np.isclose(a, b, rtol=1e-5, atol=1e-12, equal_nan=True))  # the file's 6 significant digits
 
 
 def join_runs(per_run, kept, by=None, source="--runs"):
