@@ -244,6 +244,7 @@ void router_apply_control(RouterCall* rc, const RouterControl& ctl, int layer, i
                           bool training) {
   if (!ctl.temperature.empty()) rc->temperature = ctl.temperature[static_cast<size_t>(layer)];
   rc->regularisers = ctl.regularisers_in_backward;
+  rc->balance = ctl.load_balance;
   if (!training) return;
   const size_t off = static_cast<size_t>(layer) * N * E;
   if (ctl.kl_full_target) {

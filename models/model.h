@@ -46,6 +46,10 @@ struct RouterControl {
   float kl_topk_weight = 0.0f;
   float kl_topk_temperature = 1.0f;
   bool regularisers_in_backward = true;
+  // The model's load-balancing loss (model.load_balance) in training forwards; false switches it
+  // off without changing the model (rl.aux_loss = false: balancing off during RL, as verl's
+  // Qwen3-MoE recipe does).
+  bool load_balance = true;
 };
 
 struct ForwardRequest {

@@ -388,7 +388,8 @@ bool Forward::resident_routing() const {
   if (!routes_resident(m_, im_, p_)) return false;
   const RouterControl& c = im_.control;
   const bool kl = (c.kl_full_target && c.kl_full_weight > 0.0f) || (c.kl_topk_target && c.kl_topk_weight > 0.0f);
-  return cfg_.load_balance == LoadBalance::none && cfg_.z_loss_coef == 0.0f && !kl &&
+  const bool balance = cfg_.load_balance != LoadBalance::none && c.load_balance;
+  return !balance && cfg_.z_loss_coef == 0.0f && !kl &&
          !(req_.want_own_topk && req_.router_mode == RouterMode::replay);
 }
 

@@ -307,10 +307,13 @@ void z_loss_backward(float* dzn, const float* zn, int E, float coef, int64_t N_t
   for (int e = 0; e < E; ++e) dzn[e] += f * std::exp(zn[e] - lse);
 }
 
+// The load-balancing loss this call computes: the model's, unless the call switches it off.
+LoadBalance balance_of(const RouterCall& c) { return c.balance ? c.cfg->load_balance : LoadBalance::none; }
+
 // True when a training call adds terms computed on the host (they read the logits and scores).
 bool host_terms(const RouterCall& c) {
   const ModelConfig& cfg = *c.cfg;
-  return cfg.load_balance != LoadBalance::none || cfg.z_loss_coef > 0.0f || kl_on(c);
+  return balance_of(c) != LoadBalance::none || cfg.z_loss_coef > 0.0f || kl_on(c);
 }
 
 }  // namespace
@@ -340,8 +343,9 @@ float router_forward(RouterActs* a, float* router_logp, int64_t* load, const flo
   const float* scores = act_to_host(be, &s_host, a->scores.data(), NE);
   float aux = 0.0f;
   a->aux_weight.assign(NE, 0.0f);
-  if (cfg.load_balance == LoadBalance::aux_loss) aux += balance_loss_batch(a, scores, N, cfg, rows);
-  else if (cfg.load_balance == LoadBalance::seq_aux_loss) aux += balance_loss_seq(a, scores, cfg, rows);
+  const LoadBalance balance = balance_of(c);
+  if (balance == LoadBalance::aux_loss) aux += balance_loss_batch(a, scores, N, cfg, rows);
+  else if (balance == LoadBalance::seq_aux_loss) aux += balance_loss_seq(a, scores, cfg, rows);
   if (cfg.z_loss_coef > 0.0f) aux += z_loss(z, cfg, rows);
   if (kl_on(c)) aux += router_kl(a, z, N, c, rows);
   return aux;
@@ -357,7 +361,8 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
   ActBuffer<float> dz;
   dz.resize(be, NE);
   const bool softmax = cfg.scoring == Scoring::softmax;
-  if (!c.regularisers || (cfg.load_balance == LoadBalance::none && cfg.z_loss_coef <= 0.0f && a.kl_grad.empty())) {
+  const LoadBalance balance = balance_of(c);
+  if (!c.regularisers || (balance == LoadBalance::none && cfg.z_loss_coef <= 0.0f && a.kl_grad.empty())) {
     // the gate weights' gradient alone: on the backend, where the activations are
     be.router_gate_backward(dz.data(), a.scores.data(), a.dev_ids.data(), a.gate.data(), dgate, N, E, K, softmax,
                             cfg.norm_topk_prob);
@@ -379,7 +384,7 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
       cuda::hd_router_gate_backward_row(dzn, dp.data(), sn, a.ids.data() + static_cast<size_t>(n) * K,
                                         gate + static_cast<size_t>(n) * K, dg + static_cast<size_t>(n) * K, E, K,
                                         softmax, cfg.norm_topk_prob);
-      if (cfg.load_balance != LoadBalance::none)
+      if (balance != LoadBalance::none)
         balance_backward(dzn, sn, a.aux_weight.data() + static_cast<size_t>(n) * E, phat.data(), cfg);
       if (cfg.z_loss_coef > 0.0f) z_loss_backward(dzn, zn, E, cfg.z_loss_coef, N_total);
       if (!a.kl_grad.empty()) {  // router_kl's gradient
@@ -397,6 +402,19 @@ void router_backward(float* dh, const std::vector<float*>& dw_router, const floa
     be.linear_backward(dh + static_cast<size_t>(b[g]) * D, dw_router[g],
                        dz.data() + static_cast<size_t>(b[g]) * E, h + static_cast<size_t>(b[g]) * D,
                        w_router, b[g + 1] - b[g], E, D);
+}
+
+void router_bias_update(float* bias, const int64_t* load, int L, int E, float rate) {
+  for (int l = 0; l < L; ++l) {
+    const int64_t* n = load + static_cast<size_t>(l) * E;
+    double mean = 0.0;
+    for (int e = 0; e < E; ++e) mean += n[e];
+    mean /= E;
+    for (int e = 0; e < E; ++e) {
+      const double diff = mean - n[e];
+      bias[static_cast<size_t>(l) * E + e] += rate * static_cast<float>((diff > 0) - (diff < 0));
+    }
+  }
 }
 
 }  // namespace moerl

@@ -4,6 +4,8 @@
 // Forward writes its outputs with '='; backward accumulates dh and dW_r with '+='.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -62,6 +64,7 @@ struct RouterCall {
   float kl_topk_weight = 0.0f;
   float kl_topk_temperature = 1.0f;
   bool regularisers = true;        // backward includes aux, z-loss and the KL regularisers
+  bool balance = true;             // cfg.load_balance applies (RouterControl::load_balance)
   int32_t* own_ids = nullptr;      // [N, K]: the router's own top-k, written even when replaying
   const Backend* backend = nullptr;  // where the router's (and the MoE layer's) ops run; null: CPU
   // Resident routing (a device backend, one EP rank, no host-side terms): the layer's ids and its
@@ -83,5 +86,37 @@ float router_forward(RouterActs* acts, float* router_logp, int64_t* load, const 
 void router_backward(float* dh, const std::vector<float*>& dw_router, const float* dgate,
                      const RouterActs& acts, const float* h, const float* w_router, int N,
                      const RouterCall& call);
+
+// The aux-loss-free expert bias's update (DeepSeek-V3, arXiv 2412.19437 §2.1.2; Megatron-LM's
+// get_updated_expert_bias): per layer, b_e += u·sign(mean_j n_j − n_e) from the load n[L, E] of
+// the forward the optimizer step just used. bias[L, E] +=.
+void router_bias_update(float* bias, const int64_t* load, int L, int E, float rate);
+
+// The balance of an expert load n[L, E]: cv = the layers' mean of std_e(n)/mean_e(n) (population
+// std), max_over_mean = the largest max_e(n)/mean_e(n) over layers, dead = (layer, expert) pairs
+// with n = 0 (docs/metrics.md, expert load).
+struct ExpertLoadStats {
+  double cv = 0.0, max_over_mean = 0.0;
+  int dead = 0;
+};
+template <class N>
+ExpertLoadStats expert_load_stats(const N* load, int L, int E) {
+  ExpertLoadStats st;
+  for (int l = 0; l < L; ++l) {
+    double mean = 0.0, var = 0.0, mx = 0.0;
+    for (int e = 0; e < E; ++e) mean += static_cast<double>(load[static_cast<size_t>(l) * E + e]);
+    mean /= E;
+    for (int e = 0; e < E; ++e) {
+      const double x = static_cast<double>(load[static_cast<size_t>(l) * E + e]);
+      var += (x - mean) * (x - mean);
+      mx = std::max(mx, x);
+      st.dead += x == 0.0;
+    }
+    st.cv += std::sqrt(var / E) / mean;
+    st.max_over_mean = std::max(st.max_over_mean, mx / mean);
+  }
+  st.cv /= L;
+  return st;
+}
 
 }  // namespace moerl

@@ -224,6 +224,7 @@ AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const
   const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size, T = t.T;
   AuditAccum acc;
   audit_init(&acc, cfg.is_moe() ? L : 0);
+  const bool margins = cfg.is_moe() && cfg.n_experts > K;  // router_top needs a (K+1)-th
   ForwardResult ra, rb;
   for (int64_t n0 = 0; n0 < t.N; n0 += batch) {
     const int B = static_cast<int>(std::min<int64_t>(batch, t.N - n0));
@@ -239,10 +240,11 @@ AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const
     x->model->set_backend(*x->be_a);
     x->model->forward(&ra, req);
     req.profile = &x->prof_b;
+    req.want_router_top = margins;
     x->model->set_backend(*x->be_b);
     x->model->forward(&rb, req);
     gather_forward(&ra, grid.dp(), L, cfg.is_moe(), false);
-    gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false);
+    gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false, false, margins);
     const int32_t* tok = t.tokens.data() + n0 * T;  // the whole batch from here on
     // Row r = b*T + t. Routing mask: rows of audited tokens; log-prob mask: the rows before them.
     const size_t rows = static_cast<size_t>(B) * T;
@@ -255,8 +257,13 @@ AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const
         logit_mask[r - 1] = 1;
         targets[r - 1] = tok[r];
       }
-    if (cfg.is_moe())
+    if (cfg.is_moe()) {
       audit_add_routing(&acc, ra.topk_ids.data(), rb.topk_ids.data(), route_mask.data(), L,
+                        static_cast<int>(rows), K);
+      audit_add_load(&acc, rb.topk_ids.data(), route_mask.data(), L, static_cast<int>(rows), K, cfg.n_experts);
+    }
+    if (margins)
+      audit_add_margins(&acc, ra.topk_ids.data(), rb.topk_ids.data(), rb.router_top.data(), route_mask.data(), L,
                         static_cast<int>(rows), K);
     audit_add_logprobs(&acc, ra.logits.data(), rb.logits.data(), targets.data(), logit_mask.data(),
                        static_cast<int>(rows), V);

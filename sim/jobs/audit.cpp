@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "kernels/cuda/hd/mismatch.h"
+#include "models/router.h"
 #include "store/h5io.h"
 
 namespace moerl {
@@ -40,6 +41,27 @@ void audit_add_routing(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids
     acc->flipped_pairs += flipped;
     if (flipped > 0) ++acc->tokens_with_flip;
   }
+}
+
+void audit_add_margins(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids_b, const float* top_b,
+                       const uint8_t* mask, int L, int N, int K) {
+  for (int l = 0; l < L; ++l)
+    for (int n = 0; n < N; ++n) {
+      if (mask && !mask[n]) continue;
+      const int64_t r = static_cast<int64_t>(l) * N + n;
+      acc->margin.push_back(top_b[r * 2] - top_b[r * 2 + 1]);
+      acc->margin_flip.push_back(audit_topk_sets_differ(ids_a + r * K, ids_b + r * K, K) ? 1 : 0);
+    }
+}
+
+void audit_add_load(AuditAccum* acc, const int32_t* ids_b, const uint8_t* mask, int L, int N, int K, int E) {
+  if (acc->load.empty()) acc->load.assign(static_cast<size_t>(L) * E, 0);
+  acc->n_experts = E;
+  for (int l = 0; l < L; ++l)
+    for (int n = 0; n < N; ++n) {
+      if (mask && !mask[n]) continue;
+      for (int k = 0; k < K; ++k) ++acc->load[static_cast<size_t>(l) * E + ids_b[(static_cast<int64_t>(l) * N + n) * K + k]];
+    }
 }
 
 void audit_add_logprobs(AuditAccum* acc, const float* logits_a, const float* logits_b,
@@ -82,6 +104,32 @@ AuditMetrics audit_finish(const AuditAccum& acc) {
   m.k3 = acc.k3_sum / lt;
   m.extreme_share = static_cast<double>(acc.extreme) / lt;
   m.max_abs_dlogp = acc.max_abs_dlogp;
+  if (!acc.margin.empty()) {
+    // pairs in margin order (ties by position): fifths of that order, and the quantiles
+    const size_t n = acc.margin.size();
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return acc.margin[a] < acc.margin[b]; });
+    double sum = 0.0;
+    for (float x : acc.margin) sum += x;
+    m.has_margins = true;
+    m.router_margin_mean = sum / static_cast<double>(n);
+    m.router_margin_p10 = acc.margin[order[(n - 1) / 10]];
+    m.router_margin_p50 = acc.margin[order[(n - 1) / 2]];
+    for (int q = 0; q < 5; ++q) {
+      const size_t lo = n * q / 5, hi = n * (q + 1) / 5;
+      double flips = 0.0;
+      for (size_t i = lo; i < hi; ++i) flips += acc.margin_flip[order[i]];
+      m.flip_rate_by_margin.push_back(hi > lo ? flips / static_cast<double>(hi - lo) : 0.0);
+    }
+  }
+  if (!acc.load.empty()) {
+    const ExpertLoadStats st = expert_load_stats(acc.load.data(), acc.n_layers, acc.n_experts);
+    m.has_load = true;
+    m.load_cv = st.cv;
+    m.load_max_over_mean = st.max_over_mean;
+    m.dead_experts = st.dead;
+  }
   return m;
 }
 
@@ -133,6 +181,20 @@ std::string audit_format_table(const AuditMetrics& m, const AuditInfo& info) {
       row("layer " + std::to_string(l) + " flip rate", fmt("%.3f%%", 100.0 * m.flip_rate[l]));
     row("tokens with >= 1 flipped layer", fmt("%.3f%%", 100.0 * m.any_flip_share));
     row("mean flipped layers per token", fmt("%.4f", m.mean_flipped_layers));
+    if (m.has_margins) {
+      o += "router margins under B (K-th - (K+1)-th logit)\n";
+      row("mean / median / 10th percentile", fmt("%.4f", m.router_margin_mean) + " / " + fmt("%.4f", m.router_margin_p50) +
+                                                 " / " + fmt("%.4f", m.router_margin_p10));
+      std::string fifths;
+      for (double r : m.flip_rate_by_margin) fifths += (fifths.empty() ? "" : " ") + fmt("%.2f%%", 100.0 * r);
+      row("flip rate by margin fifth (small first)", fifths);
+    }
+    if (m.has_load) {
+      o += "expert load under B (audited positions)\n";
+      row("load CV (mean over layers)", fmt("%.3f", m.load_cv));
+      row("max / mean (largest layer)", fmt("%.2f", m.load_max_over_mean));
+      row("dead (layer, expert) pairs", std::to_string(m.dead_experts));
+    }
   } else {
     o += "routing: dense model, no routing to compare\n";
   }
@@ -169,6 +231,19 @@ std::string audit_format_json(const AuditMetrics& m, const AuditInfo& info) {
   o += "  \"k3\": " + num(m.k3) + ",\n";
   o += "  \"extreme_share\": " + num(m.extreme_share) + ",\n";
   o += "  \"max_abs_dlogp\": " + num(m.max_abs_dlogp) + ",\n";
+  if (m.has_margins) {
+    o += "  \"router_margin_mean\": " + num(m.router_margin_mean) + ",\n";
+    o += "  \"router_margin_p10\": " + num(m.router_margin_p10) + ",\n";
+    o += "  \"router_margin_p50\": " + num(m.router_margin_p50) + ",\n";
+    o += "  \"flip_rate_by_margin\": [";
+    for (size_t q = 0; q < m.flip_rate_by_margin.size(); ++q) o += (q ? ", " : "") + num(m.flip_rate_by_margin[q]);
+    o += "],\n";
+  }
+  if (m.has_load) {
+    o += "  \"load_cv\": " + num(m.load_cv) + ",\n";
+    o += "  \"load_max_over_mean\": " + num(m.load_max_over_mean) + ",\n";
+    o += "  \"dead_experts\": " + std::to_string(m.dead_experts) + ",\n";
+  }
   o += std::string("  \"alarm\": ") + (m.alarm ? "true" : "false") + ",\n";
   o += "  \"scenario\": \"" + json_escape(info.scenario) + "\"\n}\n";
   return o;
@@ -193,6 +268,17 @@ void audit_write_h5(const std::string& path, const AuditMetrics& m, const AuditI
   f.set_attr("/", "extreme_share", m.extreme_share);
   f.set_attr("/", "max_abs_dlogp", m.max_abs_dlogp);
   f.set_attr("/", "alarm", int64_t{m.alarm ? 1 : 0});
+  if (m.has_margins) {
+    f.set_attr("/", "router_margin_mean", m.router_margin_mean);
+    f.set_attr("/", "router_margin_p10", m.router_margin_p10);
+    f.set_attr("/", "router_margin_p50", m.router_margin_p50);
+    f.write("flip_rate_by_margin", {static_cast<int64_t>(m.flip_rate_by_margin.size())}, m.flip_rate_by_margin.data());
+  }
+  if (m.has_load) {
+    f.set_attr("/", "load_cv", m.load_cv);
+    f.set_attr("/", "load_max_over_mean", m.load_max_over_mean);
+    f.set_attr("/", "dead_experts", m.dead_experts);
+  }
   f.set_attr("/", "scenario", info.scenario);
   const int64_t L = static_cast<int64_t>(m.flip_rate.size());
   f.write("flip_rate", {L}, m.flip_rate.data());

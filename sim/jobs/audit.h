@@ -10,7 +10,14 @@
 //  * at the target token: log r = log p_b − log p_a, k3 = r − 1 − log r (mean; an unbiased
 //    estimate of KL(A‖B) when the targets were sampled from A), extreme_share = share of tokens
 //    with max(r, 1/r) > 2, max_abs_dlogp = max |log r|;
-//  * alarm: some layer's flip rate > 2% (the practitioners' threshold).
+//  * alarm: some layer's flip rate > 2% (the practitioners' threshold);
+//  * the router's margin under B (the train side) at each audited (token, layer) pair: its K-th
+//    minus its (K+1)-th largest logit; router_margin_mean / _p10 / _p50 over the pairs, and the
+//    flip rate of the pairs in each fifth of the margins (flip_rate_by_margin [5], smallest
+//    margins first; the fifths are ranks of the sorted margins, ties split by position);
+//  * B's expert load over the audited positions, per (layer, expert): load_cv (the layers' mean
+//    of std/mean), load_max_over_mean (the largest over layers), dead_experts ((layer, expert)
+//    pairs that receive nothing).
 // Log-softmax and sums are computed in double; identical logits give exactly 0 everywhere.
 #pragma once
 
@@ -37,6 +44,11 @@ struct AuditAccum {
   double k3_sum = 0.0;
   int64_t extreme = 0;
   double max_abs_dlogp = 0.0;
+  // Margins and load (audit_add_margins, audit_add_load; empty when never added):
+  std::vector<float> margin;          // B's K-th − (K+1)-th logit of every audited pair
+  std::vector<uint8_t> margin_flip;   // 1 where that pair flipped
+  int n_experts = 0;
+  std::vector<int64_t> load;          // [L, E] B's routed (position, slot) pairs per expert
 };
 
 void audit_init(AuditAccum* acc, int n_layers);
@@ -45,6 +57,13 @@ void audit_init(AuditAccum* acc, int n_layers);
 // (nullptr = all).
 void audit_add_routing(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids_b,
                        const uint8_t* mask, int L, int N, int K);
+
+// top_b: [L, N, 2] B's K-th and (K+1)-th largest router logits (ForwardResult::router_top) of the
+// same positions: each audited pair's margin and whether it flipped.
+void audit_add_margins(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids_b, const float* top_b,
+                       const uint8_t* mask, int L, int N, int K);
+// B's load: every audited position's K ids [L, N, K] counted per (layer, expert) of E.
+void audit_add_load(AuditAccum* acc, const int32_t* ids_b, const uint8_t* mask, int L, int N, int K, int E);
 
 // logits_a, logits_b: [N, V] rows predicting targets [N]; mask: [N] (nullptr = all).
 void audit_add_logprobs(AuditAccum* acc, const float* logits_a, const float* logits_b,
@@ -66,6 +85,12 @@ struct AuditMetrics {
   double max_abs_dlogp = 0.0;
   bool alarm = false;
   int worst_layer = -1;  // layer of the highest flip rate (-1: dense model)
+  bool has_margins = false;  // the fields below were measured (an MoE model with E > K)
+  double router_margin_mean = 0.0, router_margin_p10 = 0.0, router_margin_p50 = 0.0;
+  std::vector<double> flip_rate_by_margin;  // [5] smallest margins first
+  bool has_load = false;
+  double load_cv = 0.0, load_max_over_mean = 0.0;
+  int64_t dead_experts = 0;
 };
 
 AuditMetrics audit_finish(const AuditAccum& acc);

@@ -338,9 +338,13 @@ std::unique_ptr<Model> run_train_base(const Scenario& s, int sft_steps, bool ver
                 fmt_eta(eta).c_str(), tty ? "   " : "\n");
     std::fflush(stdout);
   });
-  if (verbose)
+  if (verbose) {
     std::printf("%ssft: %d steps, final loss %.4f, greedy eval accuracy %.3f\n",
                 tty && sft.steps > 0 ? "\n" : "", rep->steps, rep->final_loss, rep->eval_accuracy);
+    if (rep->has_load)
+      std::printf("sft: held-out expert load: CV %.3f, max/mean %.2f, %d dead (layer, expert) pairs of %d\n",
+                  rep->load_cv, rep->load_max_over_mean, rep->dead_experts, s.model.n_layers * s.model.n_experts);
+  }
   return model;
 }
 

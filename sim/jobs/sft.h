@@ -27,10 +27,20 @@ struct SftReport {
   double final_loss = 0.0;
   double eval_accuracy = 0.0;  // greedy exact match on the held-out set (fp32-ref)
   int steps = 0;
+  // The trained router's balance on held-out tokens (MoE models; has_load false for the dense
+  // twin): the expert load of the held-out set's prompts and answers, teacher-forced under
+  // fp32-ref (expert_load_stats, models/router.h).
+  bool has_load = false;
+  double load_cv = 0.0, load_max_over_mean = 0.0;
+  int dead_experts = 0;
 };
 
-// Trains model in place. progress(step, loss) is called after each step (may be empty).
+// The expert bias (model.expert_bias) follows its update rule (router_bias_update) after every
+// step, from the step's own load, as in RL. Trains model in place. progress(step, loss) is called after each step (may be empty).
 SftReport sft_train(Model* model, const SftConfig& cfg, const Task& task, uint64_t seed,
                     int eval_prompts, const std::function<void(int, double)>& progress);
+
+// The held-out balance fields of *rep: n held-out examples (split 1), teacher-forced under `ref`.
+void sft_heldout_load(SftReport* rep, Model* model, const Task& task, uint64_t seed, int n, const NumericsProfile& ref);
 
 }  // namespace moerl

@@ -47,6 +47,12 @@ struct RlConfig {
   bool adv_std_norm = true;        // false: Dr.GRPO (no division by the group std)
   float adv_eps = 1e-6f;
   bool freeze_router = false;
+  // Load balancing during RL (docs/stabilisers.md, "Balancing during RL"); the base's own scheme
+  // (model.load_balance, model.expert_bias) is the model's and is not changed by these:
+  bool aux_loss = true;            // the model's load-balancing loss stays on during RL (false: off,
+                                   // as verl's Qwen3-MoE recipe turns it off)
+  bool bias_update = true;         // the expert bias keeps its update rule during RL (false: frozen
+                                   // at the base's values, as frameworks freeze it late in training)
   int rollout_staleness = 0;       // rollouts use the weights of this many optimizer steps ago
                                    // (an overlapped, asynchronous rollout/training pipeline)
   bool shared_prefix_routing = false;  // a prompt's routing is computed once per group and

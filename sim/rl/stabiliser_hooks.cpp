@@ -2,6 +2,7 @@
 // Formulas: sim/rl/router_stabilisers.h and docs/stabilisers.md.
 #include <string>
 
+#include "models/router.h"
 #include "sim/io/results.h"
 #include "sim/rl/router_stabilisers.h"
 #include "sim/rl/step_hooks.h"
@@ -103,23 +104,14 @@ class GradSurgery final : public StepHook {
   double fired_ = 0.0, checked_ = 0.0;  // router tensors projected / examined this step
 };
 
-// Aux-loss-free expert bias (DeepSeek-V3): b_e += u·sign(mean load − load_e) per layer, from the
-// mini-batch's own load, after every optimizer step.
+// Aux-loss-free expert bias (DeepSeek-V3): the update rule (router_bias_update) from the
+// mini-batch's own load, after every optimizer step; sft_train applies the same rule.
 class ExpertBias final : public StepHook {
  public:
   explicit ExpertBias(const ModelConfig& m) : rate_(m.bias_update_rate) {}
   void after_optimizer_step(HookContext& c, Minibatch& mb) override {
-    const int L = c.step.shape.L, E = c.step.shape.E;
-    const std::vector<int64_t>& load = mb.result.expert_load;
-    for (int l = 0; l < L; ++l) {
-      double mean = 0.0;
-      for (int e = 0; e < E; ++e) mean += load[static_cast<size_t>(l) * E + e];
-      mean /= E;
-      for (int e = 0; e < E; ++e) {
-        const double diff = mean - load[static_cast<size_t>(l) * E + e];
-        c.model.expert_bias()[static_cast<size_t>(l) * E + e] += rate_ * static_cast<float>((diff > 0) - (diff < 0));
-      }
-    }
+    router_bias_update(c.model.expert_bias().data(), mb.result.expert_load.data(), c.step.shape.L, c.step.shape.E,
+                       rate_);
   }
 
  private:
@@ -168,8 +160,8 @@ const std::vector<StabiliserInfo>& stabiliser_registry() {
        [](const RlConfig& rl, const ModelConfig& m) { return m.is_moe() && rl.grad_surgery; },
        [](const RlConfig&, const ModelConfig&) -> std::unique_ptr<StepHook> { return std::make_unique<GradSurgery>(); },
        {{"surgery_frac", 0.0, "share of router tensors whose regulariser gradient was projected"}}},
-      {"expert-bias", "model.expert_bias: aux-loss-free load balancing by a per-expert routing bias",
-       [](const RlConfig&, const ModelConfig& m) { return m.expert_bias; },
+      {"expert-bias", "model.expert_bias with rl.bias_update: aux-loss-free load balancing by a per-expert routing bias",
+       [](const RlConfig& rl, const ModelConfig& m) { return m.expert_bias && rl.bias_update; },
        [](const RlConfig&, const ModelConfig& m) -> std::unique_ptr<StepHook> { return std::make_unique<ExpertBias>(m); },
        {}},
       {"router-temperature", "rl.router_temp_every > 0: router temperature control from the expert load",

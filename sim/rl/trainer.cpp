@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/rng.h"
+#include "models/router.h"
 #include "sim/jobs/audit.h"
 #include "sim/comm/gather.h"
 #include "sim/rl/diagnostics.h"
@@ -61,6 +62,7 @@ RlTrainer::RlTrainer(const RlSetup& setup, Model* model) : s_(setup), model_(mod
   adamw_ = std::make_unique<AdamW>(s_.optim, model_->params());
   adamw_->set_backend(model_->backend());
   if (s_.rl.freeze_router) adamw_->freeze(".moe.router");
+  model_->router_control().load_balance = s_.rl.aux_loss;
   // expert parallelism: this rank updates its own experts; the norm covers every rank's
   const ModelParallel& par = model_->parallel();
   adamw_->set_parallel(cfg.n_experts, model_->expert_range(), par.ep, par.canonical());
@@ -840,24 +842,10 @@ void RlTrainer::record_expert_load(const StepState& st, RunResults* res) const {
   res->set_row("a2a_bytes", {L, ranks}, std::vector<double>(old.a2a_bytes.begin(), old.a2a_bytes.end()));
   res->set_row("tokens_received", {L, ranks},
                std::vector<double>(old.tokens_received.begin(), old.tokens_received.end()));
-  double cv = 0.0, max_over_mean = 0.0;
-  int dead = 0;
-  for (int l = 0; l < L; ++l) {
-    double mean = 0.0, var = 0.0, mx = 0.0;
-    for (int e = 0; e < E; ++e) mean += load[static_cast<size_t>(l) * E + e];
-    mean /= E;
-    for (int e = 0; e < E; ++e) {
-      const double x = load[static_cast<size_t>(l) * E + e];
-      var += (x - mean) * (x - mean);
-      mx = std::max(mx, x);
-      dead += x == 0.0;
-    }
-    cv += std::sqrt(var / E) / mean;
-    max_over_mean = std::max(max_over_mean, mx / mean);
-  }
-  res->set("load_cv", cv / L);
-  res->set("load_max_over_mean", max_over_mean);
-  res->set("dead_experts", dead);
+  const ExpertLoadStats bal = expert_load_stats(load.data(), L, E);
+  res->set("load_cv", bal.cv);
+  res->set("load_max_over_mean", bal.max_over_mean);
+  res->set("dead_experts", bal.dead);
 }
 
 // How far the router's choices have moved from the base policy's on the fixed probe set

@@ -258,6 +258,8 @@ void bind_rl_batch(Fields& f, RlConfig* r) {
   f.boolean("rl.adv_std_norm", &r->adv_std_norm, "divide advantages by the group std (false = Dr.GRPO)");
   f.number("rl.adv_eps", &r->adv_eps, "epsilon added to the group std");
   f.boolean("rl.freeze_router", &r->freeze_router, "leave router weights untouched");
+  f.boolean("rl.aux_loss", &r->aux_loss, "keep the model's load-balancing loss (model.load_balance) on during RL (false: off)");
+  f.boolean("rl.bias_update", &r->bias_update, "keep updating the expert bias (model.expert_bias) during RL (false: frozen at the base's)");
   f.number("rl.rollout_staleness", &r->rollout_staleness, "rollouts use weights this many optimizer steps old (async pipeline)");
 }
 

@@ -39,6 +39,38 @@ TEST(Audit, RoutingFlipsByHand) {
   EXPECT_EQ(m.worst_layer, 1);
 }
 
+// The same pairs with B's margins (K-th − (K+1)-th logit): layer 0 {0.5, 0.1, 0.9}, layer 1
+// {0.3, 0.2, 0.05}. Sorted: 0.05 (flip), 0.1 (flip), 0.2 (flip), 0.3, 0.5, 0.9; six pairs in fifths
+// of sizes 1, 1, 1, 1, 2 (n·q/5 bounds 0, 1, 2, 3, 4, 6): flip rates 1, 1, 1, 0, 0.
+TEST(Audit, MarginsAndTheirFlipsByHand) {
+  const float top[2 * 3 * 2] = {1.5f, 1.0f, 0.3f, 0.2f, 2.0f, 1.1f, /* layer 1 */ 0.8f, 0.5f, 0.4f, 0.2f, 0.15f, 0.1f};
+  AuditAccum acc;
+  audit_init(&acc, 2);
+  audit_add_routing(&acc, kIdsA, kIdsB, nullptr, 2, 3, 2);
+  audit_add_margins(&acc, kIdsA, kIdsB, top, nullptr, 2, 3, 2);
+  audit_add_load(&acc, kIdsB, nullptr, 2, 3, 2, 8);
+  const AuditMetrics m = audit_finish(acc);
+  ASSERT_TRUE(m.has_margins);
+  EXPECT_NEAR(m.router_margin_mean, (0.5 + 0.1 + 0.9 + 0.3 + 0.2 + 0.05) / 6.0, 1e-6);
+  EXPECT_NEAR(m.router_margin_p10, 0.05, 1e-6);  // rank (6 − 1) / 10 = 0
+  EXPECT_NEAR(m.router_margin_p50, 0.2, 1e-6);   // rank (6 − 1) / 2 = 2
+  ASSERT_EQ(m.flip_rate_by_margin.size(), 5u);
+  const double want[5] = {1.0, 1.0, 1.0, 0.0, 0.0};
+  for (int q = 0; q < 5; ++q) EXPECT_DOUBLE_EQ(m.flip_rate_by_margin[q], want[q]) << q;
+  // B's load: layer 0 ids {1,0,2,4,4,5} → experts 0,1,2,5 once, 4 twice, 3,6,7 dead; layer 1
+  // {1,2,3,5,6,7} → 0 and 4 dead. Mean 6/8 per layer.
+  ASSERT_TRUE(m.has_load);
+  EXPECT_EQ(m.dead_experts, 5);
+  EXPECT_DOUBLE_EQ(m.load_max_over_mean, 2.0 / 0.75);
+  const double var0 = (4 * 0.0625 + 1.5625 + 3 * 0.5625) / 8.0;  // {1,1,1,0,2,1,0,0} − 0.75
+  const double var1 = (6 * 0.0625 + 2 * 0.5625) / 8.0;                       // {0,1,1,1,0,1,1,1} − 0.75
+  EXPECT_NEAR(m.load_cv, (std::sqrt(var0) + std::sqrt(var1)) / 0.75 / 2.0, 1e-12);
+  // the reports carry them
+  AuditInfo info;
+  EXPECT_NE(audit_format_json(m, info).find("\"flip_rate_by_margin\": [1, 1, 1, 0, 0]"), std::string::npos);
+  EXPECT_NE(audit_format_table(m, info).find("dead (layer, expert) pairs"), std::string::npos);
+}
+
 TEST(Audit, RoutingMaskAndBatchesAccumulate) {
   // Tokens 0 and 2 only, fed as two calls: layer 0 has no flip, layer 1 one flip in two tokens.
   const uint8_t mask[3] = {1, 0, 1};
