@@ -50,24 +50,27 @@ job() {  # name seed sets...
   local name=$1 seed=$2; shift 2
   local sets=(--set "run.seed=$seed")
   for kv in "$@"; do sets+=(--set "$kv"); done
-  local base="$out/$name-$seed.base.h5" json="$out/$name-$seed.json"
+  local base="$out/$name-$seed.base.h5" json="$out/$name-$seed.json" part="$out/$name-$seed.part"
   [ -s "$json" ] && return 0
   if [ ! -s "$base" ]; then
-    "$moerl" sft "$here/field.ini" "${sets[@]}" --out "$base.tmp" --force > "$out/$name-$seed.sft.log" 2>&1 ||
+    "$moerl" sft "$here/field.ini" "${sets[@]}" --out "$part.base.h5" --force > "$out/$name-$seed.sft.log" 2>&1 ||
       { echo "field-flips.sh: $name seed $seed: sft failed (see $out/$name-$seed.sft.log)"; return 1; }
-    mv "$base.tmp" "$base"
+    mv "$part.base.h5" "$base"
   fi
-  "$moerl" audit --checkpoint "$base" --scenario "$here/field.ini" "${sets[@]}" --out "$json.tmp" --force \
+  "$moerl" audit --checkpoint "$base" --scenario "$here/field.ini" "${sets[@]}" --out "$part.json" --force \
     > "$out/$name-$seed.audit.log" 2>&1 ||
     { echo "field-flips.sh: $name seed $seed: audit failed (see $out/$name-$seed.audit.log)"; return 1; }
-  mv "$json.tmp" "$json"
+  mv "$part.json" "$json"
   echo "field-flips.sh: $name seed $seed done"
 }
 export -f job
 export moerl here out
 list=()
 for seed in "${seeds[@]}"; do
-  for s in "${shapes[@]}"; do list+=("${s%%|*} $seed ${s#*|}"); done
+  for s in "${shapes[@]}"; do
+    item="${s%%|*} $seed ${s#*|}"
+    list+=("${item% }")  # xargs -L joins a line that ends in a blank to the next
+  done
 done
 printf '%s\n' "${list[@]}" | xargs -P 2 -L 1 bash -c 'job "$@"' _
 }
