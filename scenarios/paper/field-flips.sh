@@ -6,6 +6,11 @@
 # KL, the router's margins and their flips, and the base's expert load. No noise is added anywhere.
 #   scenarios/paper/field-flips.sh [OUT]        (default results/paper/field-flips; resumable)
 #   /usr/bin/python3 -m analysis.field_flips OUT --out docs/field
+#   /usr/bin/python3 -m analysis.field_flips OUT/bf16 --out docs/field/bf16
+# Added during the runs, after seed 740's first audits and before any other seed's (2026-12-07):
+# each base is audited a second time at the record's own kind of pair, a BF16 inference engine
+# (bf16-rollout: fp8-rollout's nondeterministic kernels with BF16 operands, BF16 router and BF16
+# router logits) against bf16-train, into OUT/bf16/. The R3 paper's 10 % is BF16 against BF16.
 #
 # The plan, written before the first run (2026-12-07):
 # - Seeds 740, 741, 742 (run.seed: the base's initialisation and warm-up, and the audit's prompts
@@ -34,7 +39,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper/field-flips}
-mkdir -p "$out"
+mkdir -p "$out/bf16"
+bf16=(--set profile.bf16-rollout.base=bf16-train --set profile.bf16-rollout.router=bf16
+      --set profile.bf16-rollout.router_logits=bf16 --set profile.bf16-rollout.gemm_order=split_k:4
+      --set profile.bf16-rollout.attn_order=split_k:2 --set profile.bf16-rollout.norm_order=split_k:2
+      --set profile.bf16-rollout.combine_order=split_k:2 --set profile.bf16-rollout.batch_invariant=false
+      --set profile.bf16-rollout.tie_break=random)
 shapes=(
   "learn|model.n_experts=8 model.top_k=2 model.d_ff=64 model.load_balance=none"
   "k2|model.top_k=2 model.d_ff=64"
@@ -48,23 +58,33 @@ shapes=(
 seeds=(740 741 742)
 job() {  # name seed sets...
   local name=$1 seed=$2; shift 2
+  local bf16=($BF16_SETS)
   local sets=(--set "run.seed=$seed")
   for kv in "$@"; do sets+=(--set "$kv"); done
   local base="$out/$name-$seed.base.h5" json="$out/$name-$seed.json" part="$out/$name-$seed.part"
-  [ -s "$json" ] && return 0
+  [ -s "$json" ] && [ -s "$out/bf16/$name-$seed.json" ] && return 0
   if [ ! -s "$base" ]; then
     "$moerl" sft "$here/field.ini" "${sets[@]}" --out "$part.base.h5" --force > "$out/$name-$seed.sft.log" 2>&1 ||
       { echo "field-flips.sh: $name seed $seed: sft failed (see $out/$name-$seed.sft.log)"; return 1; }
     mv "$part.base.h5" "$base"
   fi
-  "$moerl" audit --checkpoint "$base" --scenario "$here/field.ini" "${sets[@]}" --out "$part.json" --force \
-    > "$out/$name-$seed.audit.log" 2>&1 ||
-    { echo "field-flips.sh: $name seed $seed: audit failed (see $out/$name-$seed.audit.log)"; return 1; }
-  mv "$part.json" "$json"
+  if [ ! -s "$json" ]; then
+    "$moerl" audit --checkpoint "$base" --scenario "$here/field.ini" "${sets[@]}" --out "$part.json" --force \
+      > "$out/$name-$seed.audit.log" 2>&1 ||
+      { echo "field-flips.sh: $name seed $seed: audit failed (see $out/$name-$seed.audit.log)"; return 1; }
+    mv "$part.json" "$json"
+  fi
+  # the record's own pair: a BF16 inference engine (fp8-rollout's kernels with BF16 operands and
+  # router) against bf16-train
+  "$moerl" audit --checkpoint "$base" --scenario "$here/field.ini" "${sets[@]}" "${bf16[@]}" --profile-a bf16-rollout \
+    --out "$part.json" --force > "$out/bf16/$name-$seed.audit.log" 2>&1 ||
+    { echo "field-flips.sh: $name seed $seed: bf16 audit failed (see $out/bf16/$name-$seed.audit.log)"; return 1; }
+  mv "$part.json" "$out/bf16/$name-$seed.json"
   echo "field-flips.sh: $name seed $seed done"
 }
 export -f job
 export moerl here out
+export BF16_SETS="${bf16[*]}"
 list=()
 for seed in "${seeds[@]}"; do
   for s in "${shapes[@]}"; do
