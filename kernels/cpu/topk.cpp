@@ -1,9 +1,10 @@
 // cpu/topk.cpp — top-k per row, TBB over rows, writes ids and vals with '='.
 // Same total order as ref/topk.cpp (descending score, NaN ranked as −inf, exact ties by the tie
 // rule's rank; random: Rng::shuffle from Stream::topk_tie with call = key.call + row), realised by
-// repeated arg-max for small K and std::partial_sort otherwise. The order is total, so the result is the reference's
-// bit for bit. The random permutation is drawn only for rows that contain an exact tie (the rank
-// matters for nothing else).
+// one insertion pass that keeps the K first sorted. The order is total, so the result is the
+// reference's bit for bit. The random permutation is drawn only for rows where an exact tie reaches
+// the top K (the rank decides nothing else; each row's draw is its own stream, so skipping it
+// changes no other row).
 #include "kernels/simd_config.h"
 
 #ifndef MOERL_KERNELS_CPU_TOPK_CPP_ONCE_
@@ -34,49 +35,62 @@ namespace moerl::cpu::HWY_NAMESPACE {
 
 
 namespace {
-constexpr int kSelectMax = 8;  // up to this K, selection by repeated arg-max; beyond, partial_sort
+// The K first of a row under the total order `before` (descending score, then ascending rank), by
+// one pass that keeps them sorted: a candidate is compared with the K-th kept, and inserted only
+// when it comes before it. top[K] receives the ids in order.
+template <class Before>
+void select_sorted(int* top, int E, int K, const Before& before) {
+  int kept = 0;
+  for (int e = 0; e < E; ++e) {
+    if (kept == K && !before(e, top[K - 1])) continue;
+    int i = kept < K ? kept++ : K - 1;
+    for (; i > 0 && before(e, top[i - 1]); --i) top[i] = top[i - 1];
+    top[i] = e;
+  }
 }
+}  // namespace
 
 // ids[N,K], vals[N,K], scores[N,E]
 void topk_forward(int32_t* ids, float* vals, const float* scores, int N, int E, int K,
                   TieBreak tie, const NoiseKey& key) {
   tbb::parallel_for(tbb::blocked_range<int>(0, N, 32), [&](const tbb::blocked_range<int>& br) {
-    std::vector<float> s(E), sorted(E);
-    std::vector<int> idx(E), rank(E), perm(E);
+    std::vector<float> s(E);
+    std::vector<int> top(K), rank, perm;
     for (int n = br.begin(); n < br.end(); ++n) {
       const float* row = scores + static_cast<int64_t>(n) * E;
       for (int e = 0; e < E; ++e)
         s[e] = std::isnan(row[e]) ? -std::numeric_limits<float>::infinity() : row[e];
-      for (int e = 0; e < E; ++e) rank[e] = tie == TieBreak::highest ? E - 1 - e : e;
+      // lowest and random: rank = id; highest: rank = E − 1 − id
+      const bool highest = tie == TieBreak::highest;
+      select_sorted(top.data(), E, K, [&](int a, int b) {
+        return s[a] > s[b] || (s[a] == s[b] && (highest ? a > b : a < b));
+      });
       if (tie == TieBreak::random) {
-        sorted = s;
-        std::sort(sorted.begin(), sorted.end());
-        if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+        // The rank decides the result only where an exact tie reaches the top K: two kept ids of
+        // one score (they are neighbours in order), or a left-out id with the K-th score. Only
+        // then is the row's permutation drawn and the selection redone under it.
+        bool tied = false;
+        for (int i = 1; i < K && !tied; ++i) tied = s[top[i]] == s[top[i - 1]];
+        const float kth = s[top[K - 1]];
+        int at_least = 0;
+        for (int e = 0; e < E && !tied; ++e) tied = (at_least += s[e] >= kth) > K;
+        if (tied) {
           NoiseKey row_key = key;
           row_key.call = key.call + static_cast<uint64_t>(n);
           Rng rng(rng_derive(row_key, Stream::topk_tie));
+          perm.resize(E);
+          rank.resize(E);
           for (int e = 0; e < E; ++e) perm[e] = e;
           rng.shuffle(perm.data(), E);
           for (int i = 0; i < E; ++i) rank[perm[i]] = i;
+          select_sorted(top.data(), E, K, [&](int a, int b) {
+            return s[a] > s[b] || (s[a] == s[b] && rank[a] < rank[b]);
+          });
         }
-      }
-      auto before = [&](int a, int b) {
-        return s[a] > s[b] || (s[a] == s[b] && rank[a] < rank[b]);
-      };
-      for (int e = 0; e < E; ++e) idx[e] = e;
-      if (K <= kSelectMax) {  // K arg-max passes over the shrinking tail: cheaper for small K
-        for (int slot = 0; slot < K; ++slot) {
-          int best = slot;
-          for (int i = slot + 1; i < E; ++i)
-            if (before(idx[i], idx[best])) best = i;
-          std::swap(idx[slot], idx[best]);
-        }
-      } else {
-        std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), before);
       }
       for (int slot = 0; slot < K; ++slot) {
-        ids[static_cast<int64_t>(n) * K + slot] = idx[slot];
-        vals[static_cast<int64_t>(n) * K + slot] = row[idx[slot]];
+        ids[static_cast<int64_t>(n) * K + slot] = top[slot];
+        vals[static_cast<int64_t>(n) * K + slot] = row[top[slot]];
       }
     }
   });
