@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/numerics.h"
@@ -34,6 +35,10 @@ struct TrainTotals {
   double clipped = 0.0, masked = 0.0, tokens = 0.0;
   double grad_norm_max = 0.0;      // the burstiest mini-batch's gradient norm
   double ratio_max_neg_adv = 0.0;  // the largest ratio a negative-advantage token carried in
+  // Policy staleness at the step's last mini-batch: k3 of π_old/π_θ over its response tokens
+  // (π_θ after the step's earlier updates; 0 with one mini-batch). NaN where the log-probs stayed
+  // in the backend's memory (the resident loss).
+  double staleness_kl = std::numeric_limits<double>::quiet_NaN();
   bool finite = true;
 };
 

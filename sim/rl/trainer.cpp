@@ -720,6 +720,19 @@ void RlTrainer::minibatch_totals(StepState* st, const Minibatch& mb) const {
   t.clipped += loss.clipped_tokens;
   t.masked += loss.masked_tokens;
   t.tokens += loss.tokens;
+  // k3 = x − 1 − log x, x = π_old/π_θ at the sampled tokens (an estimate of KL(π_θ‖π_old)); the
+  // last mini-batch's is the step's
+  t.staleness_kl = std::numeric_limits<double>::quiet_NaN();
+  if (mb.logp_new.size() == mb.logp_old.size() && !mb.logp_new.empty()) {
+    double sum = 0.0, n = 0.0;
+    for (size_t j = 0; j < mb.logp_new.size(); ++j) {
+      if (mb.mask[j] == 0.0f) continue;
+      const double d = static_cast<double>(mb.logp_old[j]) - mb.logp_new[j];
+      sum += std::expm1(d) - d;
+      n += 1.0;
+    }
+    t.staleness_kl = n > 0.0 ? sum / n : 0.0;
+  }
 }
 
 // --dump-tensors: the per-token tensors of the step's first mini-batch.
@@ -775,6 +788,7 @@ void RlTrainer::record_metrics(StepState* st, RunResults* res) {
   res->set("ratio_max_neg_adv", t.ratio_max_neg_adv);
   res->set("aux_loss", t.aux_loss / M);
   res->set("clip_frac", t.tokens > 0 ? t.clipped / t.tokens : 0.0);
+  res->set("staleness_kl", t.staleness_kl);
   res->set("masked_frac", t.tokens > 0 ? t.masked / t.tokens : 0.0);
   algo_->record(res);
   algorithm_record_others_off(res, rl.loss.algorithm);
