@@ -49,19 +49,117 @@ DEBIAN_PACKAGES = {
 }
 
 
-def read_json(path, what, bad_json_hint=""):
-    """A JSON file's value. Raises AnalysisError naming the file and what it should have been
-    (`what`: "a moerl audit output"): unreadable, not UTF-8, not JSON (with `bad_json_hint`)."""
-    import json
+# The largest text input the analysis reads whole (an index.json, a league-runs.csv): the biggest
+# sweep's index is a few MiB; beyond this it is not such a file (a log, an image, /dev/zero).
+TEXT_INPUT_MAX_BYTES = 256 << 20
+
+
+def _kind(mode):
+    import stat
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_input_bytes(path, what, limit=TEXT_INPUT_MAX_BYTES):
+    """The bytes of a text input (`what`, e.g. "a valid sweep index"), read only when it is a regular
+    file of at most `limit` bytes: a FIFO, a device (a link to /dev/zero) or a directory is refused by
+    its kind without being opened for reading (a FIFO would block), an oversized file by its size.
+    Raises AnalysisError naming the path."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        st = os.stat(path)
     except OSError as e:
         raise AnalysisError(f"{path}: cannot read {what}: {e.strerror or e}")
+    import stat
+    if not stat.S_ISREG(st.st_mode):
+        link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+        raise AnalysisError(f"{path}: is {_kind(st.st_mode)}{link}, not {what}")
+    if st.st_size > limit:
+        raise AnalysisError(f"{path}: {st.st_size} bytes, more than the {limit >> 20} MiB of {what}; is it one?")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since the stat
+                raise AnalysisError(f"{path}: not a regular file, not {what}")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read {what}: {e.strerror or e}")
+    if len(data) > limit:
+        raise AnalysisError(f"{path}: more than the {limit >> 20} MiB of {what}; is it one?")
+    return data
+
+
+def read_json(path, what, bad_json_hint=""):
+    """A JSON file's value. Raises AnalysisError naming the file and what it should have been
+    (`what`: "a moerl audit output"): not a regular file (a FIFO, /dev/zero: refused unread),
+    oversized, unreadable, not UTF-8, not JSON (with `bad_json_hint`)."""
+    import json
+    data = read_input_bytes(path, what)
+    try:
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise AnalysisError(f"{path}: not {what}: not UTF-8 text (byte {e.start})")
     except ValueError as e:  # json.JSONDecodeError
         raise AnalysisError(f"{path}: not {what}: not valid JSON ({e}){bad_json_hint}")
+    except RecursionError:
+        raise AnalysisError(f"{path}: not {what}: nested too deeply{bad_json_hint}")
+
+
+def write_outputs(files):
+    """Writes every file of `files` ({path: str | bytes | callable(tmp_path)}) whole or not at all:
+    each goes to a temporary file in its own directory first (a callable writes its temporary itself,
+    e.g. a figure's savefig), and only when every one is written and flushed to disk are they
+    renamed over their paths (os.replace). A full disk or any other error removes the temporaries
+    and raises AnalysisError naming the file and the reason; the files already there (a --runs input
+    that is also an output) are untouched. Returns the paths."""
+    import tempfile
+    done = []  # (tmp, path)
+    try:
+        for path, data in files.items():
+            d, base = os.path.split(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(prefix=f".{base}.tmp-", suffix=os.path.splitext(base)[1], dir=d)
+            done.append((tmp, path))
+            try:
+                if callable(data):
+                    os.close(fd)
+                    fd = None
+                    data(tmp)
+                    fd = os.open(tmp, os.O_RDONLY)
+                else:
+                    raw = data.encode("utf-8") if isinstance(data, str) else data
+                    view = memoryview(raw)
+                    while view:
+                        view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            mode = 0o666 & ~_umask()
+            os.chmod(tmp, mode)
+    except OSError as e:
+        for tmp, _ in done:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        path = done[-1][1] if done else next(iter(files), "?")
+        raise AnalysisError(f"{path}: cannot be written ({e.strerror or e}); nothing written, "
+                            f"the files already there are unchanged")
+    except BaseException:
+        for tmp, _ in done:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        raise
+    for tmp, path in done:
+        os.replace(tmp, path)
+    return [p for _, p in done]
+
+
+def _umask():
+    u = os.umask(0)
+    os.umask(u)
+    return u
 
 
 def missing_module_message(e):

@@ -233,8 +233,9 @@ def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path
                  "--out", str(tmp_path / "flat-joined")])
     md = (tmp_path / "flat-joined" / "league.md").read_text()
     assert "Seeds complete for every variant: 3 (1, 2, 3); runs with metrics: 3 of 3 planned, and 3 from --runs." in md
-    with pytest.raises(league.AnalysisError, match="--score"):
-        league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")])
+    # the file records its score: read back with another --score, it is refused, not relabelled
+    with pytest.raises(league.AnalysisError, match="made with --score eval_final, not eval_accuracy"):
+        league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")] + args)
 
 
 def test_rank_intervals_from_a_bootstrap_of_the_seeds():
