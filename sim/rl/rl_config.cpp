@@ -65,8 +65,15 @@ void RlConfig::validate() const {
   if (!(router_temp.monopoly > 0.0 && router_temp.monopoly <= 1.0))
     bad("router_temp_monopoly", std::to_string(router_temp.monopoly), "must be in (0, 1]");
   if (rollout_staleness < 0) bad("rollout_staleness", std::to_string(rollout_staleness), "must be >= 0");
-  if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
-  if (drift_probes < 0) bad("drift_probes", std::to_string(drift_probes), "must be >= 0");
+  // One forward holds every held-out sequence of an evaluation (and of the drift probe): a count
+  // beyond this is refused by name here, not met by std::bad_alloc in the middle of a run.
+  constexpr int kMaxEvalSequences = 1 << 16;
+  const std::string at_most = " (one forward holds them all)";
+  if (eval_prompts < 1 || eval_prompts > kMaxEvalSequences)
+    bad("eval_prompts", std::to_string(eval_prompts), "must be in [1, " + std::to_string(kMaxEvalSequences) + "]" + at_most);
+  if (drift_probes < 0 || drift_probes > kMaxEvalSequences)
+    bad("drift_probes", std::to_string(drift_probes),
+        "must be in [0, " + std::to_string(kMaxEvalSequences) + "] (0 = off)" + at_most);
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
   if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");
   if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");
