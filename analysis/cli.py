@@ -24,6 +24,7 @@ Imports only the standard library, so it works where numpy does not.
 """
 import argparse
 import contextlib
+import errno
 import os
 import subprocess
 import sys
@@ -211,8 +212,8 @@ class Entry:
 
     def error(self, message, status=1):
         """Prints the one-line refusal and exits with status (1: bad input, 2: bad usage)."""
-        sys.stdout.flush()
-        print(f"{self.prefix}{_one_line(message)}", file=sys.stderr)
+        lost = _stdout_lost()
+        print(f"{self.prefix}{_one_line(lost or message)}", file=sys.stderr)
         sys.exit(status)
 
     @contextlib.contextmanager
@@ -237,6 +238,9 @@ class Entry:
             sys.exit(main(*args))
         try:
             code = main(*args)
+            lost = _stdout_lost()  # what main printed is its result: written, or a failure
+            if lost:
+                self.error(lost)
         except SystemExit as e:
             if isinstance(e.code, str):  # sys.exit("reason") / raise SystemExit("reason"): a refusal
                 self.error(e.code)
@@ -257,6 +261,10 @@ class Entry:
             cmd = e.cmd if isinstance(e.cmd, str) else " ".join(str(c) for c in e.cmd)
             self.error(f"{cmd}: failed with exit status {e.returncode}")
         except OSError as e:
+            if e.filename is None and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EDQUOT):
+                _stdout_lost()  # a print() of main's: files are named by their writers (write_outputs)
+                self.error(f"its output could not be written to standard output ({e.strerror}): what it printed is "
+                           "incomplete or missing")
             if e.filename is not None and e.strerror:
                 what = f"{e.filename}: {e.strerror}" + (f" (→ {e.filename2})" if e.filename2 else "")
             else:
@@ -269,6 +277,25 @@ class Entry:
             self.error(f"internal error: {type(e).__name__}: {e}{_where(e)} (a bug, or input it did not "
                        "expect; MOERL_TRACEBACK=1 shows the traceback)")
         sys.exit(code)
+
+
+def _stdout_lost():
+    """"" when standard output takes what was printed, else the line that says it could not (a full
+    disk under a redirect, /dev/full); stdout then goes to /dev/null, so that Python's exit does not
+    print a second error. A reader that left (BrokenPipeError) is not a loss of ours: ""."""
+    try:
+        sys.stdout.flush()
+        return ""
+    except BrokenPipeError:
+        reason = ""
+    except OSError as e:
+        reason = e.strerror or str(e)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return f"its output could not be written to standard output ({reason}): what it printed is incomplete or missing" \
+        if reason else ""
 
 
 class _Parser(argparse.ArgumentParser):

@@ -726,11 +726,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.dirs and not args.runs:
         raise AnalysisError("nothing to read: give a sweep directory, --runs CSV, or both")
-    if not args.score.strip():
-        raise AnalysisError("--score '': give a held-out series (e.g. eval_final, eval_accuracy)")
-    planned_runs = []  # every run of the grids, pending ones too: the variants a seed must have
-    for d in args.dirs:
-        planned_runs += load_sweep(d)[0]
+    for option, value in (("--score", args.score), ("--by", args.by), ("--out", args.out), ("--reference", args.reference)):
+        if value is not None and not value.strip():  # never read as "no --by", "the default directory"
+            raise AnalysisError(f"{option} {value!r}: an empty value (give one, or leave the option out)")
+    planned_runs = read_dirs(args.dirs)  # every run of the grids, pending ones too: the variants a seed must have
     planned = list(OrderedDict.fromkeys(variant_of(r) for r in planned_runs))
     runs = [r for r in planned_runs if r.metrics]
     check_score(runs, args.score)
@@ -795,6 +794,19 @@ def main(argv=None):
     print(md, end="")
     print(f"→ {out}/league.md, league.csv, league-runs.csv" +
           "".join(", " + f for f in files if f not in ("league.md", "league.csv", "league-runs.csv")))
+
+
+def read_dirs(dirs):
+    """Every run of the sweep directories (or run files), each directory read once (DIR and DIR/
+    are one)."""
+    runs, seen = [], set()
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in seen:
+            continue
+        seen.add(real)
+        runs += load_sweep(d)[0]
+    return runs
 
 
 def known_scores(runs):

@@ -22,7 +22,7 @@ with entry.imports():
     import numpy as np
 
     from .collapse import variant_of
-    from .league import check_score, complete_seeds, rows_of_runs, run_row  # noqa: F401 (run_row: the tests)
+    from .league import check_score, complete_seeds, read_dirs, rows_of_runs, run_row  # noqa: F401 (run_row: the tests)
     from .runs import load_sweep
 
 
@@ -91,9 +91,7 @@ def main(argv=None):
                             f"collapses; with fewer, a variant that never collapsed would pass)")
     if args.reference == args.variant:
         raise AnalysisError(f"--reference and --variant are both {args.reference}: the rule compares two variants")
-    planned_runs = []
-    for d in args.dirs:
-        planned_runs += load_sweep(d)[0]
+    planned_runs = read_dirs(args.dirs)
     planned = list(dict.fromkeys(variant_of(r) for r in planned_runs))
     runs = [r for r in planned_runs if r.metrics]
     check_score(runs, args.score)

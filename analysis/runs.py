@@ -318,6 +318,9 @@ def load_sweep(path):
             raise AnalysisError(f"{d}: no sweep index and no readable run files (*.h5)")
         return runs, {"kind": "directory", "swept_keys": differing_keys(runs), "dir": d, "skipped": skipped}
     for p in paths:
+        if os.path.exists(p) and not os.path.isfile(p) and not os.path.isdir(p):
+            from .cli import _kind
+            raise AnalysisError(f"{p}: is {_kind(os.stat(p).st_mode)}, not a run file or sweep directory")
         if not os.path.isfile(p):
             raise AnalysisError(f"{p}: no such run file or sweep directory")
     runs = [r for r in (try_load(Run(p)) for p in paths) if r is not None]

@@ -134,7 +134,9 @@ std::vector<std::string> bench_names(const std::string& option, const std::strin
 // The options checked (each error names the flag and its value) into BenchOptions.
 BenchOptions bench_options(const BenchArgs& a) {
   if (a.rounds < 1) throw usage_error("bench: --rounds " + std::to_string(a.rounds) + ": must be >= 1");
-  if (a.gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(a.gemm_n) + ": must be >= 16");
+  // 3 n×n FP32 matrices: 16384 is 3 GiB, more than a ceiling needs and what a machine may not have
+  if (a.gemm_n < 16 || a.gemm_n > 16384)
+    throw usage_error("bench: --gemm-n " + std::to_string(a.gemm_n) + ": must be in [16, 16384]");
   if (!(std::isfinite(a.gemm_seconds) && a.gemm_seconds > 0))
     throw usage_error("bench: --gemm-seconds " + text_shown(std::to_string(a.gemm_seconds)) +
                       ": must be a finite number of seconds > 0 (default 0.25)");

@@ -1506,9 +1506,10 @@ class Suite:
         g = "round5"
         root = os.path.dirname(os.path.dirname(HERE))
 
-        def py(module, args, ulimit_kb=None, timeout=60):
+        def py(module, args, ulimit_kb=None, timeout=60, full=False):
             limits = f"ulimit -v {MEMORY_KB}; trap '' XFSZ; " + (f"ulimit -f {ulimit_kb}; " if ulimit_kb else "")
-            cmd = ["bash", "-c", limits + 'exec "$@"', "py", sys.executable, "-m", module] + args
+            cmd = ["bash", "-c", limits + 'exec "$@"' + (" > /dev/full" if full else ""), "py", sys.executable, "-m",
+                   module] + args
             try:
                 p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=timeout, errors="replace")
             except subprocess.TimeoutExpired:
@@ -1524,11 +1525,12 @@ class Suite:
                 o = "crash"
             return o, p.returncode, (lines[0].split(": error: ", 1)[1] if lines else p.stderr.strip()[-300:]), p.stdout
 
-        def case(name, module, args, want, expect=(), check=None, keep=(), ulimit_kb=None):
+        def case(name, module, args, want, expect=(), check=None, keep=(), ulimit_kb=None, full=False):
             """want "refused": a clear error holding every string of `expect`; "ok": exit 0 and check()
-            (None, or what is wrong). keep: files that must stay byte-identical either way."""
+            (None, or what is wrong). keep: files that must stay byte-identical either way. full:
+            stdout is /dev/full."""
             before = {f: open(f, "rb").read() for f in keep}
-            o, rc, line, out = py(module, args, ulimit_kb)
+            o, rc, line, out = py(module, args, ulimit_kb, full=full)
             changed = [f for f in keep if open(f, "rb").read() != before[f]]
             if changed:
                 return self.t.add(g, name, "silent", f"{changed[0]} changed ({o}: {line[:150]})")
@@ -1669,6 +1671,10 @@ class Suite:
                                    ("probe_rule --min-gain nan", ["--min-gain", "nan"], ["--min-gain nan", "finite"]),
                                    ("probe_rule --score with a typo", ["--score", "eval_fianl"], ["--score eval_fianl"])):
             case(name, P, ["p1", ties, "--reference", "control", "--variant", "a", *args], "refused", expect)
+        case("league > /dev/full", L, [ties, "--out", os.path.join(w, "full.out")], "refused",
+             ["could not be written to standard output"], full=True)
+        case("probe_rule > /dev/full", P, ["p1", ties, "--reference", "control", "--variant", "a"], "refused",
+             ["could not be written to standard output"], full=True)
         case("probe_rule of two experiments' directories", P, ["p1", ties, exp2, "--reference", "control",
                                                               "--variant", "a"], "refused", ["two runs of"])
 
