@@ -2,6 +2,7 @@
 #include "sim/rl/rl_config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
@@ -27,6 +28,19 @@ void RlConfig::validate() const {
   if (steps < 1) bad("steps", std::to_string(steps), "must be >= 1");
   if (prompts_per_step < 1) bad("prompts_per_step", std::to_string(prompts_per_step), "must be >= 1");
   if (group_size < 1) bad("group_size", std::to_string(group_size), "must be >= 1");
+  // A step's rollout holds every sequence of the step at once: an absurd count is refused by name,
+  // before any work, instead of failing with std::bad_alloc (or an int overflow) inside the run.
+  constexpr int64_t kMaxSequencesPerStep = int64_t{1} << 20;
+  if (int64_t{prompts_per_step} * group_size > kMaxSequencesPerStep) {
+    // named by the larger factor first, so that the message blames where that value came from
+    const bool prompts = prompts_per_step >= group_size;
+    bad(prompts ? "prompts_per_step" : "group_size", std::to_string(prompts ? prompts_per_step : group_size),
+        std::string("with rl.") + (prompts ? "group_size = " + std::to_string(group_size)
+                                           : "prompts_per_step = " + std::to_string(prompts_per_step)) +
+            ", " + std::to_string(int64_t{prompts_per_step} * group_size) +
+            " sequences per step: rl.prompts_per_step × rl.group_size must be at most " +
+            std::to_string(kMaxSequencesPerStep) + " (one step's rollout holds them all)");
+  }
   if (minibatches < 1 || (prompts_per_step * group_size) % minibatches != 0)
     bad("minibatches", std::to_string(minibatches),
         "must divide the sequences per step (prompts_per_step × group_size = " +
