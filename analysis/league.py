@@ -43,11 +43,25 @@ between sessions gives an honest partial table. Per variant:
                     load and drift curves come from run files only). A run finished in both must
                     agree on every number to the file's 6 significant digits, or the league
                     refuses, so a re-run checks the kept summary; a run unfinished in one counts as
-                    its finished row. The file keeps the score it was made with
+                    its finished row. The file keeps the score it was made with (its score_name
+                    column; read with another --score, it is refused). A --runs file that is also
+                    an output (--out its directory) is read whole first and replaced only when
+                    every output is written: a refused join or a full disk leaves it as it was.
+                    Refused, naming the row and column: a cell that is not a number, a file cut
+                    inside its last row, a duplicated row, a missing or unknown column, '#' lines,
+                    binary data; nan and inf are values, counted and shown
+  one run per key   two run files of one (variant, seed[, --by value]) are refused, naming both,
+                    unless their numbers agree (two experiments' directories, another swept key
+                    without --by): the order the directories are read in never chooses
+  non-finite        a value inf or nan stays in its column's mean (inf or nan, no interval) and is
+                    listed under the table ("KL: inf in 1 of 20 runs (seed 703)"); never averaged
+                    over the finite runs while n counts them all
+  outputs           written whole or not at all (temporaries, then renamed together)
   rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
                     score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
                     resamples with replacement, a fixed generator seed: the same table every
-                    time), the 2.5 and 97.5 percentiles of each variant's rank (1 = highest)
+                    time), the 2.5 and 97.5 percentiles of each variant's rank (1 = highest);
+                    equal means share their ranks (two variants tied on every seed: 1–2)
 """
 import csv
 import io
@@ -548,8 +562,6 @@ def pairs_csv(rows):
 
 
 def _pm(mc, digits=3, sci=False):
-    if np.isnan(mc[0]) and len(mc) > 2 and mc[2]:  # a NaN among the values: shown, not "–"
-        return "nan"
     return fmt(mc[0], mc[1], digits, sci)
 
 
