@@ -487,7 +487,10 @@ def league(per_run, reference="control", planned=()):
         row["collapsed"] = (k, n, lo, hi)
         row["terminal"] = sum(1 for c in kinds if c == "terminal")
         row["transient"] = sum(1 for c in kinds if c == "transient")
-        row["bursts"] = (_mean(b), sum(1 for y in b if np.isfinite(y) and y > 0))
+        row["bursts"] = (mean_counted(b)[0], sum(1 for y in b if np.isfinite(y) and y > 0))
+        note = _nonfinite(b, [x["seed"] for x in xs])
+        if note:  # a run whose grad norms are not finite: not a burst count, and not left out
+            row["nonfinite"].append(f"bursts: {note}")
         out.append(row)
     rest = sorted((r for r in out if r["variant"] != reference),
                   key=lambda r: -r["score_minus_ref"][0] if np.isfinite(r["score_minus_ref"][0]) else np.inf)
@@ -592,7 +595,8 @@ def table_md(rows, reference, score):
             "–" if ref else cell(r, "score_minus_ref"), "–" if ref else f"{r['lower_than_ref']}/{r['n']}",
             cell(r, "exact_minus_base"), "–" if ref else cell(r, "reward_minus_ref"),
             f"{k}/{n} [{lo:.2f}, {hi:.2f}]" if n else "–", f"{r['terminal']} / {r['transient']}",
-            f"{b[0]:.1f} ({b[1]})" if np.isfinite(b[0]) else "–",
+            f"{b[0]:.1f} ({b[1]})" if np.isfinite(b[0]) else
+            "nan" if any(w.startswith("bursts:") for w in r["nonfinite"]) else "–",
             cell(r, "kl", 2, sci=True), cell(r, "flip_pct", 2), cell(r, "load_cv_last10"),
             cell(r, "load_cv_change"), cell(r, "load_max_over_mean_last10", 2), cell(r, "dead_experts_last", 1),
             cell(r, "router_drift"),
