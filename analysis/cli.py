@@ -24,6 +24,7 @@ Imports only the standard library, so it works where numpy does not.
 """
 import argparse
 import contextlib
+import errno
 import os
 import subprocess
 import sys
@@ -49,19 +50,117 @@ DEBIAN_PACKAGES = {
 }
 
 
-def read_json(path, what, bad_json_hint=""):
-    """A JSON file's value. Raises AnalysisError naming the file and what it should have been
-    (`what`: "a moerl audit output"): unreadable, not UTF-8, not JSON (with `bad_json_hint`)."""
-    import json
+# The largest text input the analysis reads whole (an index.json, a league-runs.csv): the biggest
+# sweep's index is a few MiB; beyond this it is not such a file (a log, an image, /dev/zero).
+TEXT_INPUT_MAX_BYTES = 256 << 20
+
+
+def _kind(mode):
+    import stat
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def read_input_bytes(path, what, limit=TEXT_INPUT_MAX_BYTES):
+    """The bytes of a text input (`what`, e.g. "a valid sweep index"), read only when it is a regular
+    file of at most `limit` bytes: a FIFO, a device (a link to /dev/zero) or a directory is refused by
+    its kind without being opened for reading (a FIFO would block), an oversized file by its size.
+    Raises AnalysisError naming the path."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        st = os.stat(path)
     except OSError as e:
         raise AnalysisError(f"{path}: cannot read {what}: {e.strerror or e}")
+    import stat
+    if not stat.S_ISREG(st.st_mode):
+        link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+        raise AnalysisError(f"{path}: is {_kind(st.st_mode)}{link}, not {what}")
+    if st.st_size > limit:
+        raise AnalysisError(f"{path}: {st.st_size} bytes, more than the {limit >> 20} MiB of {what}; is it one?")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since the stat
+                raise AnalysisError(f"{path}: not a regular file, not {what}")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise AnalysisError(f"{path}: cannot read {what}: {e.strerror or e}")
+    if len(data) > limit:
+        raise AnalysisError(f"{path}: more than the {limit >> 20} MiB of {what}; is it one?")
+    return data
+
+
+def read_json(path, what, bad_json_hint=""):
+    """A JSON file's value. Raises AnalysisError naming the file and what it should have been
+    (`what`: "a moerl audit output"): not a regular file (a FIFO, /dev/zero: refused unread),
+    oversized, unreadable, not UTF-8, not JSON (with `bad_json_hint`)."""
+    import json
+    data = read_input_bytes(path, what)
+    try:
+        return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise AnalysisError(f"{path}: not {what}: not UTF-8 text (byte {e.start})")
     except ValueError as e:  # json.JSONDecodeError
         raise AnalysisError(f"{path}: not {what}: not valid JSON ({e}){bad_json_hint}")
+    except RecursionError:
+        raise AnalysisError(f"{path}: not {what}: nested too deeply{bad_json_hint}")
+
+
+def write_outputs(files):
+    """Writes every file of `files` ({path: str | bytes | callable(tmp_path)}) whole or not at all:
+    each goes to a temporary file in its own directory first (a callable writes its temporary itself,
+    e.g. a figure's savefig), and only when every one is written and flushed to disk are they
+    renamed over their paths (os.replace). A full disk or any other error removes the temporaries
+    and raises AnalysisError naming the file and the reason; the files already there (a --runs input
+    that is also an output) are untouched. Returns the paths."""
+    import tempfile
+    done = []  # (tmp, path)
+    try:
+        for path, data in files.items():
+            d, base = os.path.split(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(prefix=f".{base}.tmp-", suffix=os.path.splitext(base)[1], dir=d)
+            done.append((tmp, path))
+            try:
+                if callable(data):
+                    os.close(fd)
+                    fd = None
+                    data(tmp)
+                    fd = os.open(tmp, os.O_RDONLY)
+                else:
+                    raw = data.encode("utf-8") if isinstance(data, str) else data
+                    view = memoryview(raw)
+                    while view:
+                        view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            mode = 0o666 & ~_umask()
+            os.chmod(tmp, mode)
+    except OSError as e:
+        for tmp, _ in done:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        path = done[-1][1] if done else next(iter(files), "?")
+        raise AnalysisError(f"{path}: cannot be written ({e.strerror or e}); nothing written, "
+                            f"the files already there are unchanged")
+    except BaseException:
+        for tmp, _ in done:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        raise
+    for tmp, path in done:
+        os.replace(tmp, path)
+    return [p for _, p in done]
+
+
+def _umask():
+    u = os.umask(0)
+    os.umask(u)
+    return u
 
 
 def missing_module_message(e):
@@ -113,8 +212,8 @@ class Entry:
 
     def error(self, message, status=1):
         """Prints the one-line refusal and exits with status (1: bad input, 2: bad usage)."""
-        sys.stdout.flush()
-        print(f"{self.prefix}{_one_line(message)}", file=sys.stderr)
+        lost = _stdout_lost()
+        print(f"{self.prefix}{_one_line(lost or message)}", file=sys.stderr)
         sys.exit(status)
 
     @contextlib.contextmanager
@@ -139,6 +238,9 @@ class Entry:
             sys.exit(main(*args))
         try:
             code = main(*args)
+            lost = _stdout_lost()  # what main printed is its result: written, or a failure
+            if lost:
+                self.error(lost)
         except SystemExit as e:
             if isinstance(e.code, str):  # sys.exit("reason") / raise SystemExit("reason"): a refusal
                 self.error(e.code)
@@ -159,6 +261,10 @@ class Entry:
             cmd = e.cmd if isinstance(e.cmd, str) else " ".join(str(c) for c in e.cmd)
             self.error(f"{cmd}: failed with exit status {e.returncode}")
         except OSError as e:
+            if e.filename is None and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EIO, errno.EDQUOT):
+                _stdout_lost()  # a print() of main's: files are named by their writers (write_outputs)
+                self.error(f"its output could not be written to standard output ({e.strerror}): what it printed is "
+                           "incomplete or missing")
             if e.filename is not None and e.strerror:
                 what = f"{e.filename}: {e.strerror}" + (f" (→ {e.filename2})" if e.filename2 else "")
             else:
@@ -171,6 +277,25 @@ class Entry:
             self.error(f"internal error: {type(e).__name__}: {e}{_where(e)} (a bug, or input it did not "
                        "expect; MOERL_TRACEBACK=1 shows the traceback)")
         sys.exit(code)
+
+
+def _stdout_lost():
+    """"" when standard output takes what was printed, else the line that says it could not (a full
+    disk under a redirect, /dev/full); stdout then goes to /dev/null, so that Python's exit does not
+    print a second error. A reader that left (BrokenPipeError) is not a loss of ours: ""."""
+    try:
+        sys.stdout.flush()
+        return ""
+    except BrokenPipeError:
+        reason = ""
+    except OSError as e:
+        reason = e.strerror or str(e)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return f"its output could not be written to standard output ({reason}): what it printed is incomplete or missing" \
+        if reason else ""
 
 
 class _Parser(argparse.ArgumentParser):

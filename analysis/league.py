@@ -43,11 +43,25 @@ between sessions gives an honest partial table. Per variant:
                     load and drift curves come from run files only). A run finished in both must
                     agree on every number to the file's 6 significant digits, or the league
                     refuses, so a re-run checks the kept summary; a run unfinished in one counts as
-                    its finished row. The file keeps the score it was made with
+                    its finished row. The file keeps the score it was made with (its score_name
+                    column; read with another --score, it is refused). A --runs file that is also
+                    an output (--out its directory) is read whole first and replaced only when
+                    every output is written: a refused join or a full disk leaves it as it was.
+                    Refused, naming the row and column: a cell that is not a number, a file cut
+                    inside its last row, a duplicated row, a missing or unknown column, '#' lines,
+                    binary data; nan and inf are values, counted and shown
+  one run per key   two run files of one (variant, seed[, --by value]) are refused, naming both,
+                    unless their numbers agree (two experiments' directories, another swept key
+                    without --by): the order the directories are read in never chooses
+  non-finite        a value inf or nan stays in its column's mean (inf or nan, no interval) and is
+                    listed under the table ("KL: inf in 1 of 20 runs (seed 703)"); never averaged
+                    over the finite runs while n counts them all
+  outputs           written whole or not at all (temporaries, then renamed together)
   rank [95 %]       the rank's uncertainty: the variants (the reference aside) ranked by mean
                     score − reference over a bootstrap of the complete seeds (RANK_RESAMPLES
                     resamples with replacement, a fixed generator seed: the same table every
-                    time), the 2.5 and 97.5 percentiles of each variant's rank (1 = highest)
+                    time), the 2.5 and 97.5 percentiles of each variant's rank (1 = highest);
+                    equal means share their ranks (two variants tied on every seed: 1–2)
 """
 import csv
 import io
@@ -55,7 +69,7 @@ import os
 import warnings
 from collections import OrderedDict
 
-from .cli import AnalysisError, Entry
+from .cli import AnalysisError, Entry, read_input_bytes, write_outputs
 
 entry = Entry(__name__, "analysis.league")
 with entry.imports():
@@ -71,10 +85,20 @@ BURST_FACTOR = 10.0  # a burst: grad_norm_max above this many times the run's me
 RANK_RESAMPLES = 2000  # bootstrap resamples of the seeds for the ranks' intervals
 
 
+def _rank_ranges(means):
+    """[variants, ...] means → (low, high) ranks, 1 = the highest mean: a variant's rank is the range
+    its ties share (two variants with equal means both rank 1–2), never an order the sort chose."""
+    above = (means[None, :] > means[:, None]).sum(axis=1)       # [variants, ...] strictly higher
+    at_least = (means[None, :] >= means[:, None]).sum(axis=1)   # higher or equal, itself included
+    return above + 1, at_least
+
+
 def rank_intervals(d_by_variant, resamples=RANK_RESAMPLES, seed=0):
     """{variant: (low, high)}: the 95 % interval of each variant's rank (1 = the highest mean) when
     the seeds are resampled with replacement; d_by_variant maps each ranked variant to its paired
-    differences over the same seeds, in the same order. Fewer than 2 seeds: (nan, nan)."""
+    differences over the same seeds, in the same order. Exact ties share their ranks (in every
+    resample, equal means both span the ranks they take together), so two variants tied on every
+    seed rank 1–2, not 1–1 and 2–2. Fewer than 2 seeds, or a non-finite difference: (nan, nan)."""
     names = list(d_by_variant)
     if not names:
         return {}
@@ -84,24 +108,30 @@ def rank_intervals(d_by_variant, resamples=RANK_RESAMPLES, seed=0):
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, D.shape[1], size=(resamples, D.shape[1]))
     means = D[:, idx].mean(axis=2)  # [variants, resamples]
-    ranks = np.argsort(np.argsort(-means, axis=0, kind="stable"), axis=0, kind="stable") + 1
-    lo, hi = np.percentile(ranks, 2.5, axis=1), np.percentile(ranks, 97.5, axis=1)
+    low, high = _rank_ranges(means)
+    lo, hi = np.percentile(low, 2.5, axis=1), np.percentile(high, 97.5, axis=1)
     return {v: (float(lo[i]), float(hi[i])) for i, v in enumerate(names)}
 
 
-def _finite(x):
+def _present(x):
+    """The values of a series that are there: NaN (a step without the value: no evaluation, no
+    probe) left out, infinities kept (a run whose KL diverged has an infinite mean KL, not the mean
+    of its finite steps)."""
     x = np.asarray(x, dtype=float)
-    return x[np.isfinite(x)]
+    return x[~np.isnan(x)]
 
 
 def _last(r, name):
-    x = _finite(r.series(name))
+    x = _present(r.series(name))
     return float(x[-1]) if len(x) else float("nan")
 
 
 def _mean(x):
-    x = _finite(x)
-    return float(x.mean()) if len(x) else float("nan")
+    x = _present(x)
+    if not len(x):
+        return float("nan")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(x.mean())  # inf with an infinite value (or an overflow), nan with +inf and -inf
 
 
 def trailing10(x):
@@ -126,7 +156,7 @@ def collapse_kind(r):
         return ""
     frac = float(r.value("rl.collapse_frac") or 0.5)
     m = trailing10(r.series("reward_mean"))
-    fin = _finite(m)
+    fin = m[np.isfinite(m)]
     if not len(fin):
         return "terminal"
     return "terminal" if fin[-1] < frac * float(np.max(fin)) else "transient"
@@ -144,7 +174,7 @@ def run_row(r, score):
     """The per-run numbers of the league (league-runs.csv)."""
     load = r.series("load_cv")
     return OrderedDict([
-        ("variant", variant_of(r)), ("seed", str(seed_of(r))), ("status", r.status),
+        ("variant", variant_of(r)), ("seed", str(seed_of(r))), ("status", r.status), ("score_name", score),
         ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
         ("exact", _last(r, "eval_accuracy")), ("exact_base", _last(r, "eval_accuracy_base")),
         ("stop_late", _last(r, "eval_stop_late")), ("stop_late_base", _last(r, "eval_stop_late_base")),
@@ -160,34 +190,147 @@ def run_row(r, score):
     ])
 
 
-RUN_FIELDS = ("variant", "seed", "status", "score", "score_base", "exact", "exact_base", "stop_late",
+RUN_FIELDS = ("variant", "seed", "status", "score_name", "score", "score_base", "exact", "exact_base", "stop_late",
               "stop_late_base", "final_reward", "collapse", "bursts", "kl", "flip_pct", "load_cv_first10",
               "load_cv_last10", "load_max_over_mean_last10", "dead_experts_last", "router_drift",
               "router_drift_layer_max", "response_length_last10", "flip_pct_last10")  # run_row's, in order
-TEXT_FIELDS = ("variant", "seed", "status", "collapse")  # league-runs.csv's columns that are not numbers
+TEXT_FIELDS = ("variant", "seed", "status", "score_name", "collapse")  # league-runs.csv's columns that are not numbers
+RUN_STATES = ("complete", "collapsed", "preempted", "running", "pending", "failed")  # a run's status in the file
+COLLAPSE_KINDS = ("", "terminal", "transient")
 
 
-def read_runs_csv(path, by=None):
+class RunRow(OrderedDict):
+    """One run's numbers (run_row's fields) and where they came from (`where`: the run file, or
+    "--runs FILE, row N"), so that a refusal names both sides."""
+    where = ""
+
+
+def _key(x, by=None):
+    return (x["variant"], str(x["seed"])) + ((str(x[by]),) if by else ())
+
+
+def _differences(x, y, left="the first", right="the second"):
+    """The columns on which two rows of one run disagree (numbers to the file's 6 significant digits)."""
+    return [f"{c} {x[c]} in {left}, {y.get(c)} in {right}" for c in x if c in y and not _same(x[c], y[c])]
+
+
+def _shown(text, limit=40, plain=False):
+    """A cell or column name as an error quotes it: invisible characters (a byte-order mark, control
+    bytes) escaped, long text cut."""
+    out = "".join(c if c.isprintable() and c not in "\u200b\u200c\u200d\u2060\ufeff" else
+                  f"<U+{ord(c):04X}>" for c in str(text))
+    out = out if len(out) <= limit else out[:limit] + f"… ({len(out)} characters)"
+    return out if plain and out == str(text) and out and " " not in out else repr(out)
+
+
+def _cell_number(text):
+    """A number cell as league-runs.csv writes it (%.6g, or nan / inf / -inf), else None."""
+    t = text.strip()
+    if not t or t != text or t.lower().lstrip("+-") in ("infinity",):
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def read_runs_csv(path, by=None, score=None):
     """The per-run rows of an earlier league (its league-runs.csv), as run_row gives them: for runs
     whose files are gone (a results directory lost between sessions) but whose summary was kept.
     Numbers come back to the 6 significant digits the file holds. by: the --by key, which the file
-    must have as a column."""
+    must have as a column; score: the --score the league scores, which the file must have been made
+    with (its score_name column).
+
+    Refuses (AnalysisError naming the file, and the row and column where it applies) rather than
+    guesses: what is not a regular file (a FIFO is never opened), binary data, text that is not
+    UTF-8, '#' lines (a league.csv), a header without a column the league reads or with one it does
+    not know (another --by key's), a row cut short or with extra cells, a file that ends inside a
+    row, a cell that is not a number (abc, empty, a number cut), an unknown status or collapse kind,
+    a run given twice (a duplicated row, or two rows of one run that differ). nan, inf and -inf
+    are numbers: kept, counted and shown by the league. A leading UTF-8 byte-order mark is dropped."""
+    where = f"--runs {path}"
+    data = read_input_bytes(path, "a league-runs.csv")
+    if b"\0" in data or data.startswith(b"\x89PNG"):
+        raise AnalysisError(f"{where}: not a league-runs.csv: binary data (an image? the league writes "
+                            f"league-runs.csv beside league.md)")
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except OSError as e:
-        raise AnalysisError(f"--runs {path}: {e.strerror}")
-    need = ["variant", "seed", "status", "score", "score_base"] + ([by] if by else [])
-    if not rows or any(k not in rows[0] for k in need):
-        raise AnalysisError(f"--runs {path}: not a league-runs.csv (needs the columns {', '.join(need)}; "
-                            f"has {', '.join(rows[0]) if rows else 'no rows'})")
-    made_by = [k for k in rows[0] if k not in RUN_FIELDS]  # the --by key the file was made with, if any
-    if made_by and made_by != [by]:
-        raise AnalysisError(f"--runs {path}: made with --by {made_by[0]} (a column of its own); "
-                            f"pass --by {made_by[0]}, so its runs pair inside each value")
-    out = []
-    for x in rows:
-        out.append(OrderedDict((k, v if k in TEXT_FIELDS or k == by else _num(v)) for k, v in x.items()))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AnalysisError(f"{where}: not a league-runs.csv: not UTF-8 text (byte {e.start})")
+    if text.startswith("\ufeff"):  # a byte-order mark (an editor on Windows): not part of the header
+        text = text[1:]
+    if not text.strip():
+        raise AnalysisError(f"{where}: not a league-runs.csv: the file is empty")
+    if not text.endswith("\n"):
+        raise AnalysisError(f"{where}: the file ends inside its last row (line {text.count(chr(10)) + 1}, no "
+                            f"newline after it): cut short (a full disk?); the league writes whole rows")
+    lines = text.splitlines()
+    for i, line in enumerate(lines, 1):
+        if line.lstrip().startswith("#"):
+            raise AnalysisError(f"{where}: not a league-runs.csv: line {i} is a '#' line ({_shown(line)}); "
+                                f"league.csv has them, league-runs.csv none (pass the league's league-runs.csv)")
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    header = rows[0]
+    if len(set(header)) != len(header):
+        twice = sorted({h for h in header if header.count(h) > 1})
+        raise AnalysisError(f"{where}: not a league-runs.csv: the column {_shown(twice[0])} is in its header twice")
+    known = set(RUN_FIELDS) | ({by} if by else set())
+    unknown = [h for h in header if h not in known]
+    if unknown:
+        hint = (f"; a file made with --by {unknown[0]} is read with --by {unknown[0]}" if not by and "." in unknown[0]
+                else f"; this league's --by is {by}" if by else "")
+        raise AnalysisError(f"{where}: not a league-runs.csv: the column {_shown(unknown[0])} is not one of "
+                            f"its columns ({', '.join(RUN_FIELDS)}{' and the --by key' if by else ''}){hint}")
+    missing = [k for k in RUN_FIELDS + ((by,) if by else ()) if k not in header]
+    if missing:
+        extra = ""
+        if missing == ["score_name"]:
+            extra = (" (a league-runs.csv of an earlier moerl, which did not record its score: add the column "
+                     "score_name with the --score it was made with, eval_final unless its league.md says otherwise)")
+        elif by and missing == [by]:
+            extra = f" (it was not made with --by {by})"
+        raise AnalysisError(f"{where}: not a league-runs.csv: no column {', '.join(missing)}{extra}")
+    out, first = [], {}
+    for n, cells in enumerate(rows[1:], 2):
+        if not cells:
+            raise AnalysisError(f"{where}: row {n} is empty (a league-runs.csv has no blank lines)")
+        if len(cells) != len(header):
+            raise AnalysisError(f"{where}: row {n} has {len(cells)} cells, its header {len(header)} columns "
+                                f"(a row cut short, or a cell with a comma)")
+        x = RunRow()
+        x.where = f"{where}, row {n}"
+        for k, v in zip(header, cells):
+            if k in TEXT_FIELDS or k == by:
+                x[k] = v
+                continue
+            num = _cell_number(v)
+            if num is None:
+                raise AnalysisError(f"{where}: row {n}, column {k}: {_shown(v)} is not a number "
+                                    f"(a number as the league writes it, or nan / inf / -inf)")
+            x[k] = num
+        for k, allowed in (("status", RUN_STATES), ("collapse", COLLAPSE_KINDS)):
+            if x[k] not in allowed:
+                raise AnalysisError(f"{where}: row {n}, column {k}: {_shown(x[k])} is not one of "
+                                    f"{', '.join(repr(a) for a in allowed)}")
+        for k in ("variant", "seed"):
+            if not x[k].strip() or x[k] != x[k].strip():
+                raise AnalysisError(f"{where}: row {n}, column {k}: {_shown(x[k])} is not a {k} name")
+        if score is not None and x["score_name"] != score:
+            raise AnalysisError(f"{where}: row {n}: made with --score {_shown(x['score_name'], plain=True)}, not {score}: its "
+                                f"score column is that series; pass --score {x['score_name']} (its runs are never "
+                                f"scored as {score})")
+        k = _key(x, by)
+        if k in first:
+            m, y = first[k]
+            if all(_same(x[c], y[c]) for c in x):
+                raise AnalysisError(f"{where}: row {n} is a duplicated row: the same run {'/'.join(k)} as row {m}, "
+                                    f"cell for cell (a run is counted once: remove one)")
+            raise AnalysisError(f"{where}: rows {m} and {n} are both run {'/'.join(k)}, with different numbers: " +
+                                "; ".join(_differences(y, x, f"row {m}", f"row {n}")[:3]))
+        first[k] = (n, x)
+        out.append(x)
+    if not out:
+        raise AnalysisError(f"{where}: no rows (a header only)")
     return out
 
 
@@ -197,25 +340,61 @@ def _same(a, b):
     return bool(np.isclose(a, b, rtol=1e-5, atol=1e-12, equal_nan=True))  # the file's 6 significant digits
 
 
+def rows_of_runs(runs, score, by=None):
+    """(per_run, runs): run_row of each run with metrics (and its --by value), each (variant, seed
+    [, --by value]) once. Two run files of one key — two sweep directories of different
+    experiments, a grid with another swept key read without --by, a folder of copies — are refused,
+    naming both files, unless their numbers agree (then they are one run, counted once): the league
+    pairs one run per variant and seed, and the order the directories are read in must not choose
+    which."""
+    from .runs import differing_keys
+    out, kept, seen = [], [], {}
+    for r in runs:
+        x = RunRow(run_row(r, score))
+        x.where = r.path
+        if by:
+            x[by] = r.value(by)
+        k = _key(x, by)
+        if k in seen:
+            y, ry = seen[k]
+            bad = _differences(y, x, ry.path, r.path)
+            if bad:
+                keys = [key for key in differing_keys([ry, r]) if key not in ("run.seed", by)]
+                hint = (f"; they differ in {', '.join(keys[:3])}: pass --by {keys[0]} to pair inside each value, "
+                        f"or give the directories of one experiment" if keys else
+                        "; give the directories of one experiment")
+                raise AnalysisError(f"two runs of {'/'.join(k)}: {ry.path} and {r.path}, with different numbers "
+                                    f"({'; '.join(bad[:2])}){hint}")
+            continue
+        seen[k] = (x, r)
+        out.append(x)
+        kept.append(r)
+    return out, kept
+
+
 def join_runs(per_run, kept, by=None, source="--runs"):
     """per_run (from run files) and kept (from a league-runs.csv) as one list. A run in both (the same
     variant, seed and --by value) that finished in both must agree on every number the file holds,
     to its 6 significant digits, or the league refuses: a re-run that reproduces a kept summary
     joins it, one that does not is never mixed in silently, and the run file's row is kept. A run
     unfinished in one of the two (the kept summary written while it ran, or a re-run still
-    running) counts as its finished row."""
-    def key(x):
-        return (x["variant"], str(x["seed"])) + ((str(x[by]),) if by else ())
-    out = OrderedDict((key(x), x) for x in per_run)
+    running) counts as its finished row. Two --runs files that hold one run are held to the same."""
+    out = OrderedDict((_key(x, by), x) for x in per_run)
     for x in kept:
-        k = key(x)
+        k = _key(x, by)
         y = out.get(k)
         if y is None or (y["status"] not in FINISHED and x["status"] in FINISHED):
             out[k] = x
         elif y["status"] in FINISHED and x["status"] in FINISHED:
-            bad = [f"{c} {x[c]} in the file, {y.get(c)} in the run" for c in x if c in y and not _same(x[c], y[c])]
+            from_file = not getattr(y, "where", "").startswith("--runs ")
+            bad = [f"{c} {x[c]} in the file, {y.get(c)} in the {'run' if from_file else 'other file'}"
+                   for c in x if c in y and not _same(x[c], y[c])]
             if bad:
-                raise AnalysisError(f"{source}: run {'/'.join(k)} differs from its run file: " + "; ".join(bad[:3]))
+                other = (f"; the run file: {y.where}" if from_file and getattr(y, "where", "") else
+                         f"; the other: {y.where}" if getattr(y, "where", "") else "")
+                what = "its run file" if from_file else "another --runs file's row"
+                raise AnalysisError(f"{getattr(x, 'where', source)}: run {'/'.join(k)} differs from {what}: " +
+                                    "; ".join(bad[:3]) + other)
     return list(out.values())
 
 
@@ -233,10 +412,56 @@ def complete_seeds(per_run, planned=()):
     return variants, sorted(seeds or [], key=lambda s: (len(str(s)), str(s)))
 
 
+# league()'s columns: (key in the row, what the note calls it, the per-run value)
+COLUMNS = (
+    ("score_minus_base", "score − base", lambda x, r: x["score"] - x["score_base"]),
+    ("score_minus_ref", "score − reference", lambda x, r: x["score"] - r["score"]),
+    ("exact_minus_base", "exact − base", lambda x, r: x["exact"] - x["exact_base"]),
+    ("reward_minus_ref", "reward − reference", lambda x, r: x["final_reward"] - r["final_reward"]),
+    ("kl", "KL", lambda x, r: x["kl"]),
+    ("flip_pct", "flip %", lambda x, r: x["flip_pct"]),
+    ("load_cv_last10", "load CV", lambda x, r: x["load_cv_last10"]),
+    ("load_cv_change", "Δ load CV", lambda x, r: x["load_cv_last10"] - x["load_cv_first10"]),
+    ("load_max_over_mean_last10", "max/mean", lambda x, r: x["load_max_over_mean_last10"]),
+    ("dead_experts_last", "dead", lambda x, r: x["dead_experts_last"]),
+    ("router_drift", "router drift", lambda x, r: x["router_drift"]),
+)
+
+
+def mean_counted(values):
+    """(mean, 95 % half-width) over every value: mean_ci when all are finite; with a non-finite one,
+    the mean of them all (inf, -inf, or nan) and no interval — never the finite values' mean while
+    n counts them all. All NaN (a metric the runs do not have, e.g. router drift without probes):
+    (nan, nan), shown as "–"."""
+    v = np.asarray(values, dtype=float)
+    if not len(v) or np.isfinite(v).all():
+        return mean_ci(v)
+    if np.isnan(v).all():
+        return float("nan"), float("nan")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.mean(v)), float("nan")
+
+
+def _nonfinite(values, seeds):
+    """"inf in 1 of 20 runs (seed 703)" for a column's per-run values, or "" when all are finite (or
+    all NaN: absent, not a value)."""
+    v = np.asarray(values, dtype=float)
+    bad = ~np.isfinite(v)
+    if not bad.any() or np.isnan(v).all():
+        return ""
+    kinds = OrderedDict()
+    for x, s in zip(v, seeds):
+        if not np.isfinite(x):
+            kinds.setdefault("nan" if np.isnan(x) else "inf" if x > 0 else "-inf", []).append(str(s))
+    return "; ".join(f"{k} in {len(ss)} of {len(v)} runs (seed{'s' if len(ss) > 1 else ''} {', '.join(ss[:5])}"
+                     f"{', …' if len(ss) > 5 else ''})" for k, ss in kinds.items())
+
+
 def league(per_run, reference="control", planned=()):
     """One OrderedDict per variant over the complete seeds, ranked by score − reference (the
     reference first). planned: every variant of the grid, run or not (a seed counts only when each
-    has finished on it)."""
+    has finished on it). A non-finite value is in its column's mean (which is then inf or nan, with
+    no interval) and in the row's "nonfinite" list ("KL: inf in 1 of 20 runs (seed 703)")."""
     variants, seeds = complete_seeds(per_run, planned)
     if reference not in variants:
         raise AnalysisError(f"no runs of the reference variant '{reference}' (variants: {', '.join(variants)})")
@@ -251,30 +476,45 @@ def league(per_run, reference="control", planned=()):
         rate, lo, hi = wilson(k, n) if n else (float("nan"),) * 3
         b = [x["bursts"] for x in xs]
         row = OrderedDict([("variant", v), ("n", n), ("seeds", f"{seeds[0]}–{seeds[-1]}" if seeds else "")])
-        row["score_minus_base"] = mean_ci([x["score"] - x["score_base"] for x in xs])
-        row["score_minus_ref"] = mean_ci(d_ref)
+        row["nonfinite"] = []
+        for key, name, value in COLUMNS:
+            vals = [value(x, ref[x["seed"]]) for x in xs]
+            row[key] = mean_counted(vals)
+            note = _nonfinite(vals, [x["seed"] for x in xs])
+            if note:
+                row["nonfinite"].append(f"{name}: {note}")
         row["lower_than_ref"] = sum(1 for d in d_ref if d < 0)
-        row["exact_minus_base"] = mean_ci([x["exact"] - x["exact_base"] for x in xs])
-        row["reward_minus_ref"] = mean_ci([x["final_reward"] - ref[x["seed"]]["final_reward"] for x in xs])
         row["collapsed"] = (k, n, lo, hi)
         row["terminal"] = sum(1 for c in kinds if c == "terminal")
         row["transient"] = sum(1 for c in kinds if c == "transient")
-        row["bursts"] = (_mean(b), sum(1 for y in b if np.isfinite(y) and y > 0))
-        row["kl"] = mean_ci([x["kl"] for x in xs])
-        row["flip_pct"] = mean_ci([x["flip_pct"] for x in xs])
-        row["load_cv_last10"] = mean_ci([x["load_cv_last10"] for x in xs])
-        row["load_cv_change"] = mean_ci([x["load_cv_last10"] - x["load_cv_first10"] for x in xs])
-        row["load_max_over_mean_last10"] = mean_ci([x["load_max_over_mean_last10"] for x in xs])
-        row["dead_experts_last"] = mean_ci([x["dead_experts_last"] for x in xs])
-        row["router_drift"] = mean_ci([x["router_drift"] for x in xs])
+        row["bursts"] = (mean_counted(b)[0], sum(1 for y in b if np.isfinite(y) and y > 0))
+        note = _nonfinite(b, [x["seed"] for x in xs])
+        if note:  # a run whose grad norms are not finite: not a burst count, and not left out
+            row["nonfinite"].append(f"bursts: {note}")
         out.append(row)
     rest = sorted((r for r in out if r["variant"] != reference),
                   key=lambda r: -r["score_minus_ref"][0] if np.isfinite(r["score_minus_ref"][0]) else np.inf)
     ci = rank_intervals(OrderedDict(
         (r["variant"], [variants[r["variant"]][s]["score"] - ref[s]["score"] for s in seeds]) for r in rest))
+    means = np.array([r["score_minus_ref"][0] for r in rest], dtype=float)
+    if len(rest) and np.isfinite(means).all():
+        low, high = _rank_ranges(means)
+        points = {r["variant"]: (int(low[i]), int(high[i])) for i, r in enumerate(rest)}
+    else:  # a non-finite mean: the order is the sort's, each its own place
+        points = {r["variant"]: (i + 1, i + 1) for i, r in enumerate(rest)}
     for r in out:
         r["rank_ci"] = ci.get(r["variant"], (float("nan"), float("nan")))
+        r["rank"] = points.get(r["variant"])
     return [r for r in out if r["variant"] == reference] + rest, seeds
+
+
+def nonfinite_md(rows):
+    """The note under a table: every non-finite value its means hold, by variant and column."""
+    lines = [f"- {r['variant']}, {what}" for r in rows for what in r["nonfinite"]]
+    if not lines:
+        return ""
+    return ("\nNon-finite values (in the means above, which are then inf or nan with no interval; never left "
+            "out of a mean):\n\n" + "\n".join(lines) + "\n")
 
 
 PAIR_KEYS = (("score", "score", 3, False), ("final reward", "final_reward", 3, False), ("KL", "kl", 2, True))
@@ -328,28 +568,41 @@ def _pm(mc, digits=3, sci=False):
     return fmt(mc[0], mc[1], digits, sci)
 
 
+def _rank_text(lo, hi):
+    return f"{lo:.0f}" if lo == hi else f"{lo:.0f}–{hi:.0f}"
+
+
 def table_md(rows, reference, score):
     head = ["rank", "variant", "n", f"{score} − base", f"− {reference}, paired", "lower", "exact − base",
             f"reward − {reference}", "collapsed [95 %]", "terminal / transient", "bursts / run (runs)",
             "KL", "flip %", "load CV (last 10)", "Δ load CV", "max/mean", "dead", "router drift",
             "rank [95 %]"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for i, r in enumerate(rows):
+    names = {key: name for key, name, _ in COLUMNS}
+
+    def cell(r, key, digits=3, sci=False):
+        m, c = r[key]
+        if np.isnan(m) and any(w.startswith(names[key] + ":") for w in r["nonfinite"]):
+            return "nan"  # a NaN among its values (the note under the table says which), not an absent metric
+        return fmt(m, c, digits, sci)
+
+    for r in rows:
         k, n, lo, hi = r["collapsed"]
         ref = r["variant"] == reference
         b = r["bursts"]
         lines.append("| " + " | ".join([
-            "–" if ref else str(i), r["variant"], str(r["n"]), _pm(r["score_minus_base"]),
-            "–" if ref else _pm(r["score_minus_ref"]), "–" if ref else f"{r['lower_than_ref']}/{r['n']}",
-            _pm(r["exact_minus_base"]), "–" if ref else _pm(r["reward_minus_ref"]),
+            "–" if ref else _rank_text(*r["rank"]), r["variant"], str(r["n"]), cell(r, "score_minus_base"),
+            "–" if ref else cell(r, "score_minus_ref"), "–" if ref else f"{r['lower_than_ref']}/{r['n']}",
+            cell(r, "exact_minus_base"), "–" if ref else cell(r, "reward_minus_ref"),
             f"{k}/{n} [{lo:.2f}, {hi:.2f}]" if n else "–", f"{r['terminal']} / {r['transient']}",
-            f"{b[0]:.1f} ({b[1]})" if np.isfinite(b[0]) else "–",
-            _pm(r["kl"], 2, sci=True), _pm(r["flip_pct"], 2), _pm(r["load_cv_last10"]),
-            _pm(r["load_cv_change"]), _pm(r["load_max_over_mean_last10"], 2), _pm(r["dead_experts_last"], 1),
-            _pm(r["router_drift"]),
+            f"{b[0]:.1f} ({b[1]})" if np.isfinite(b[0]) else
+            "nan" if any(w.startswith("bursts:") for w in r["nonfinite"]) else "–",
+            cell(r, "kl", 2, sci=True), cell(r, "flip_pct", 2), cell(r, "load_cv_last10"),
+            cell(r, "load_cv_change"), cell(r, "load_max_over_mean_last10", 2), cell(r, "dead_experts_last", 1),
+            cell(r, "router_drift"),
             "–" if ref or not np.isfinite(r["rank_ci"][0]) else f"{r['rank_ci'][0]:.0f}–{r['rank_ci'][1]:.0f}",
         ]) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + nonfinite_md(rows)
 
 
 def table_csv(rows):
@@ -359,12 +612,13 @@ def table_csv(rows):
             "load_cv_last10", "load_cv_change", "load_max_over_mean_last10", "dead_experts_last", "router_drift"]
     w.writerow(["variant", "n", "seeds"] + [c + s for c in cols for s in ("", "_ci95")] +
                ["lower_than_ref", "collapsed", "collapse_low", "collapse_high", "terminal", "transient",
-                "bursts_per_run", "runs_with_bursts", "rank_low", "rank_high"])
+                "bursts_per_run", "runs_with_bursts", "rank_low", "rank_high", "rank", "nonfinite"])
     for r in rows:
         k, n, lo, hi = r["collapsed"]
         w.writerow([r["variant"], r["n"], r["seeds"]] + [f"{v:.6g}" for c in cols for v in r[c]] +
                    [r["lower_than_ref"], k, f"{lo:.4f}", f"{hi:.4f}", r["terminal"], r["transient"],
-                    f"{r['bursts'][0]:.3g}", r["bursts"][1], f"{r['rank_ci'][0]:.3g}", f"{r['rank_ci'][1]:.3g}"])
+                    f"{r['bursts'][0]:.3g}", r["bursts"][1], f"{r['rank_ci'][0]:.3g}", f"{r['rank_ci'][1]:.3g}",
+                    _rank_text(*r["rank"]) if r["rank"] else "", "; ".join(r["nonfinite"])])
     return buf.getvalue()
 
 
@@ -488,28 +742,30 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not args.dirs and not args.runs:
         raise AnalysisError("nothing to read: give a sweep directory, --runs CSV, or both")
-    if args.runs and args.score != "eval_final":
-        raise AnalysisError(f"--runs with --score {args.score}: a league-runs.csv holds the score it was made "
-                            f"with, not {args.score}; leave --score out")
-    planned_runs = []  # every run of the grids, pending ones too: the variants a seed must have
-    for d in args.dirs:
-        planned_runs += load_sweep(d)[0]
+    for option, value in (("--score", args.score), ("--by", args.by), ("--out", args.out), ("--reference", args.reference)):
+        if value is not None and not value.strip():  # never read as "no --by", "the default directory"
+            raise AnalysisError(f"{option} {value!r}: an empty value (give one, or leave the option out)")
+    planned_runs = read_dirs(args.dirs)  # every run of the grids, pending ones too: the variants a seed must have
     planned = list(OrderedDict.fromkeys(variant_of(r) for r in planned_runs))
     runs = [r for r in planned_runs if r.metrics]
-    per_run = run_rows = [run_row(r, args.score) for r in runs]
-    if args.by:
-        for x, r in zip(per_run, runs):
-            x[args.by] = r.value(args.by)
+    check_score(runs, args.score)
+    check_by(planned_runs, args.by)
+    per_run, runs = rows_of_runs(runs, args.score, args.by)
+    run_rows = list(per_run)
+    kept_rows = []
     for path in args.runs:
-        kept = read_runs_csv(path, args.by)
+        kept = read_runs_csv(path, args.by, args.score)
+        kept_rows += kept
         per_run = join_runs(per_run, kept, args.by, f"--runs {path}")
         planned += [v for v in OrderedDict.fromkeys(x["variant"] for x in kept) if v not in planned]
     if not per_run:
         raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics")
     if not args.out and not args.dirs:
         raise AnalysisError("--runs without a sweep directory: say where the league goes with --out")
+    if args.by:
+        check_by_tables(per_run, planned_runs, kept_rows, args.by)
     out = args.out or os.path.join(args.dirs[0], "report")
-    os.makedirs(out, exist_ok=True)
+    files = OrderedDict()  # written together, whole or not at all, after every number is known
     if args.by:
         values = sorted({x[args.by] for x in per_run}, key=lambda v: (_num(v), v))
         if values == [""]:
@@ -528,8 +784,7 @@ def main(argv=None):
                 pairs_text += f"# {args.by} = {v}\n" + pairs_csv(prs)
         csv_text = "".join(f"# {args.by} = {v}\n" + table_csv(t[0]) for v, t in tables.items())
         if args.pair:
-            with open(os.path.join(out, "pairs.csv"), "w") as f:
-                f.write(pairs_text)
+            files["pairs.csv"] = pairs_text
     else:
         rows, seeds = league(per_run, args.reference, planned)
         from_files = {id(x) for x in run_rows}
@@ -541,24 +796,90 @@ def main(argv=None):
         if args.pair:
             prs = pairs(per_run, args.pair, planned)
             md += pairs_md(prs)
-            with open(os.path.join(out, "pairs.csv"), "w") as f:
-                f.write(pairs_csv(prs))
-    with open(os.path.join(out, "league.md"), "w") as f:
-        f.write(md)
-    with open(os.path.join(out, "league.csv"), "w") as f:
-        f.write(csv_text)
-    with open(os.path.join(out, "league-runs.csv"), "w") as f:
-        f.write(runs_csv(per_run))
-    figures = []
+            files["pairs.csv"] = pairs_csv(prs)
+    files["league.md"] = md
+    files["league.csv"] = csv_text
+    files["league-runs.csv"] = runs_csv(per_run)
     if args.by:
         if any(t[1] for t in tables.values()):
-            by_plot(tables, os.path.join(out, "by.png"), args.reference, args.score, args.by)
-            figures.append("by.png")
+            files["by.png"] = lambda path: by_plot(tables, path, args.reference, args.score, args.by)
     elif seeds:
-        league_plot(rows, runs, seeds, os.path.join(out, "league.png"), args.reference, args.score)
-        figures.append("league.png")
+        files["league.png"] = lambda path: league_plot(rows, runs, seeds, path, args.reference, args.score)
+    os.makedirs(out, exist_ok=True)
+    write_outputs(OrderedDict((os.path.join(out, k), v) for k, v in files.items()))
     print(md, end="")
-    print(f"→ {out}/league.md, league.csv, league-runs.csv" + "".join(", " + f for f in figures))
+    print(f"→ {out}/league.md, league.csv, league-runs.csv" +
+          "".join(", " + f for f in files if f not in ("league.md", "league.csv", "league-runs.csv")))
+
+
+def read_dirs(dirs):
+    """Every run of the sweep directories (or run files), each directory read once (DIR and DIR/
+    are one)."""
+    runs, seen = [], set()
+    for d in dirs:
+        real = os.path.realpath(d)
+        if real in seen:
+            continue
+        seen.add(real)
+        runs += load_sweep(d)[0]
+    return runs
+
+
+def known_scores(runs):
+    """The held-out series a run can be scored on: each metric NAME with its NAME_base (step 0)."""
+    names = set()
+    for r in runs:
+        names |= {k for k in r.metrics if k + "_base" in r.metrics}
+    return sorted(names)
+
+
+def check_score(runs, score):
+    """--score names a held-out series the runs have (else every score would be NaN: a table of "–")."""
+    if not runs:
+        return
+    have = [r for r in runs if score in r.metrics]
+    if not have:
+        known = known_scores(runs)
+        raise AnalysisError(f"--score {score}: no run has this series (the held-out scores these runs have: "
+                            f"{', '.join(known) if known else 'none'})")
+
+
+def check_by(planned_runs, by):
+    """--by names a key some run has, and not the variant's name itself."""
+    if not by:
+        return
+    if by in ("variant", "run.seed"):
+        raise AnalysisError(f"--by {by}: the league pairs variants by seed inside each value; --by takes a key "
+                            f"swept across every variant (e.g. model.n_experts)")
+    if planned_runs and all(r.value(by) == "" for r in planned_runs):
+        raise AnalysisError(f"--by {by}: no run has this key (swept keys are e.g. model.n_experts)")
+
+
+def check_by_tables(per_run, planned_runs, kept_rows, by):
+    """Every value of the --by key holds every variant (planned runs, pending ones included, and kept
+    rows): else the key is one the variants set (each variant its own value) or a value misses a
+    variant, and the tables would pair nothing. Refused, naming the value and the variants."""
+    have = OrderedDict()
+    variants = OrderedDict()
+    for v, val in [(variant_of(r), r.value(by)) for r in planned_runs] + \
+                  [(x["variant"], x[by]) for x in per_run] + [(x["variant"], x[by]) for x in kept_rows]:
+        variants[v] = True
+        have.setdefault(val, OrderedDict())[v] = True
+    if list(have) == [""]:
+        return  # no run has the key: main says so
+    for val, vs in have.items():
+        missing = [v for v in variants if v not in vs]
+        if missing:
+            per_variant = OrderedDict()
+            for v, x in [(variant_of(r), r.value(by)) for r in planned_runs] + [(x["variant"], x[by]) for x in per_run]:
+                per_variant.setdefault(v, set()).add(x)
+            if all(len(x) == 1 for x in per_variant.values()):
+                sets = ", ".join(f"{v}: {next(iter(x))}" for v, x in list(per_variant.items())[:4])
+                raise AnalysisError(f"--by {by}: a key the variants set ({sets}), not one swept across them: "
+                                    f"each table would hold one variant and pair nothing; leave --by out, or "
+                                    f"give a key every variant runs at each value (e.g. model.n_experts)")
+            raise AnalysisError(f"--by {by}: the value {_shown(val)} has no run of {', '.join(missing[:4])} "
+                                f"(planned or kept): its table could not pair them")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ with entry.imports():
     import numpy as np
 
     from .collapse import variant_of
-    from .league import complete_seeds, run_row
+    from .league import check_score, complete_seeds, read_dirs, rows_of_runs, run_row  # noqa: F401 (run_row: the tests)
     from .runs import load_sweep
 
 
@@ -37,6 +37,12 @@ def verdict(per_run, reference="control", variant="grpo-real", min_gain=0.05, mi
     if not seeds:
         raise AnalysisError("no seed has a finished run of every variant yet")
     ref, var = variants[reference], variants[variant]
+    for v, by_seed in ((reference, ref), (variant, var)):
+        for s in seeds:
+            bad = [k for k in ("score", "score_base") if not np.isfinite(by_seed[s][k])]
+            if bad:
+                raise AnalysisError(f"{v} on seed {s}: its {' and '.join(bad)} is {by_seed[s][bad[0]]} (not finite): "
+                                    f"the rule cannot be judged on it ({getattr(by_seed[s], 'where', '')})")
     gains = [ref[s]["score"] - ref[s]["score_base"] for s in seeds]
     kinds = [var[s]["collapse"] for s in seeds]
     below = [var[s]["score"] < var[s]["score_base"] for s in seeds]
@@ -77,11 +83,19 @@ def main(argv=None):
     ap.add_argument("--min-gain", type=float, default=0.05, help="(1)'s least mean gain (default 0.05)")
     ap.add_argument("--min-collapsed", type=int, default=2, help="(2)'s least number of seeds (default 2)")
     args = ap.parse_args(argv)
-    planned_runs = []
-    for d in args.dirs:
-        planned_runs += load_sweep(d)[0]
+    # a value that would decide the verdict by itself is refused, not applied
+    if not np.isfinite(args.min_gain):
+        raise AnalysisError(f"--min-gain {args.min_gain}: must be a finite number (a score difference, e.g. 0.05)")
+    if args.min_collapsed < 1:
+        raise AnalysisError(f"--min-collapsed {args.min_collapsed}: must be >= 1 (seeds on which {args.variant} "
+                            f"collapses; with fewer, a variant that never collapsed would pass)")
+    if args.reference == args.variant:
+        raise AnalysisError(f"--reference and --variant are both {args.reference}: the rule compares two variants")
+    planned_runs = read_dirs(args.dirs)
     planned = list(dict.fromkeys(variant_of(r) for r in planned_runs))
-    per_run = [run_row(r, args.score) for r in planned_runs if r.metrics]
+    runs = [r for r in planned_runs if r.metrics]
+    check_score(runs, args.score)
+    per_run, _ = rows_of_runs(runs, args.score)
     v = verdict(per_run, args.reference, args.variant, args.min_gain, args.min_collapsed, planned)
     print(report(args.probe, v, args.reference, args.variant, args.min_gain, args.min_collapsed))
 

@@ -43,7 +43,16 @@ _HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 def check_integrity(path):
     """Checks the 512-byte integrity header moerl writes before the HDF5 data (store/h5io.h): the
     file's size and the CRC-32 of everything after the header. Raises BadFile; files without the
-    header (other writers) pass."""
+    header (other writers) pass. A FIFO or a device is refused by its kind, never opened (a FIFO
+    would block the report)."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise BadFile(path, f"cannot read: {e.strerror or e}")
+    if not stat.S_ISREG(mode):
+        from .cli import _kind
+        raise BadFile(path, f"is {_kind(mode)}, not a run's results file")
     try:
         with open(path, "rb") as f:
             head = f.read(512)
@@ -217,7 +226,9 @@ def _index_overrides():
 def _is_run_file(path):
     """False for an HDF5 file that says it is something else (a checkpoint, a score file: a
     "format" attribute, or no "steps"); True for a run's results and for a file that cannot be
-    opened (it may be a damaged run's)."""
+    opened (it may be a damaged run's) and for a FIFO or a device (never opened: named as it is)."""
+    if not os.path.isfile(path):
+        return True
     try:
         with h5py.File(path, "r") as f:
             return "format" not in f.attrs and "steps" in f.attrs
@@ -307,6 +318,9 @@ def load_sweep(path):
             raise AnalysisError(f"{d}: no sweep index and no readable run files (*.h5)")
         return runs, {"kind": "directory", "swept_keys": differing_keys(runs), "dir": d, "skipped": skipped}
     for p in paths:
+        if os.path.exists(p) and not os.path.isfile(p) and not os.path.isdir(p):
+            from .cli import _kind
+            raise AnalysisError(f"{p}: is {_kind(os.stat(p).st_mode)}, not a run file or sweep directory")
         if not os.path.isfile(p):
             raise AnalysisError(f"{p}: no such run file or sweep directory")
     runs = [r for r in (try_load(Run(p)) for p in paths) if r is not None]

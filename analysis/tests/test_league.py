@@ -233,8 +233,9 @@ def test_runs_kept_in_a_csv_join_the_sweep_as_if_their_files_were_there(tmp_path
                  "--out", str(tmp_path / "flat-joined")])
     md = (tmp_path / "flat-joined" / "league.md").read_text()
     assert "Seeds complete for every variant: 3 (1, 2, 3); runs with metrics: 3 of 3 planned, and 3 from --runs." in md
-    with pytest.raises(league.AnalysisError, match="--score"):
-        league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")])
+    # the file records its score: read back with another --score, it is refused, not relabelled
+    with pytest.raises(league.AnalysisError, match="made with --score eval_final, not eval_accuracy"):
+        league.main(["--runs", kept, "--score", "eval_accuracy", "--out", str(tmp_path / "x")] + args)
 
 
 def test_rank_intervals_from_a_bootstrap_of_the_seeds():
@@ -247,3 +248,57 @@ def test_rank_intervals_from_a_bootstrap_of_the_seeds():
     assert ci["a"] == (2.0, 3.0) and ci["b"] == (2.0, 3.0)
     assert league.rank_intervals(d) == ci  # a fixed generator: the same table every time
     assert all(np.isnan(x) for x in league.rank_intervals({"a": [0.1], "b": [0.2]})["a"])
+
+
+def test_exact_ties_share_their_ranks():
+    # two variants tied on every seed: both rank 1–2 in every resample, never 1–1 and 2–2
+    d = {"a": [0.1, 0.2, 0.3], "b": [0.1, 0.2, 0.3], "c": [-0.5, -0.4, -0.6]}
+    ci = league.rank_intervals(d)
+    assert ci["a"] == (1.0, 2.0) and ci["b"] == (1.0, 2.0) and ci["c"] == (3.0, 3.0)
+
+
+def test_ties_and_nonfinite_values_in_the_table(tmp_path):
+    d = tmp_path / "sweep"
+    write_sweep(d, [run("control", s, 0.5) for s in (1, 2)] + [run("a", s, 0.6 + 0.1 * s) for s in (1, 2)] +
+                   [run("b", s, 0.6 + 0.1 * s) for s in (1, 2)])
+    with h5py.File(d / "a_8-seed2.h5", "r+") as f:  # one infinite KL step: the run's mean KL is inf
+        kl = f["metrics/kl_rollout_train"][()]
+        kl[:2] = [1e308, np.inf]
+        f["metrics/kl_rollout_train"][...] = kl
+    out = tmp_path / "out"
+    league.main([str(d), "--out", str(out)])
+    md = (out / "league.md").read_text()
+    assert md.count("| 1–2 |") == 4  # a and b: the rank and its interval
+    assert "e+307" not in md and "- a, KL: inf in 1 of 2 runs (seed 2)" in md
+    assert "| inf |" in md
+
+
+def test_a_run_twice_is_refused_naming_both_files(tmp_path):
+    write_sweep(tmp_path / "one", [run(v, s, 0.8) for v in ("control", "grpo") for s in (1, 2)])
+    write_sweep(tmp_path / "two", [run(v, s, 0.7) for v in ("control", "grpo") for s in (1, 2)])
+    for a, b in (("one", "two"), ("two", "one")):
+        with pytest.raises(league.AnalysisError, match=f"two runs of control/1: .*{a}/control_8-seed1.h5 and "
+                                                       f".*{b}/control_8-seed1.h5"):
+            league.main([str(tmp_path / a), str(tmp_path / b), "--out", str(tmp_path / "x")])
+    # the same numbers (a copy): one run, counted once
+    write_sweep(tmp_path / "copy", [run(v, s, 0.8) for v in ("control", "grpo") for s in (1, 2)])
+    league.main([str(tmp_path / "one"), str(tmp_path / "copy"), "--out", str(tmp_path / "y")])
+    assert "| 1 | grpo | 2 |" in (tmp_path / "y" / "league.md").read_text()
+
+
+def test_the_kept_file_is_never_modified_by_a_refused_join(tmp_path):
+    write_sweep(tmp_path / "all", [run(v, s, 0.8) for v in ("control", "grpo") for s in (1, 2)])
+    out = tmp_path / "kept"
+    league.main([str(tmp_path / "all"), "--out", str(out)])
+    kept = out / "league-runs.csv"
+    before = kept.read_bytes()
+    write_sweep(tmp_path / "rerun", [run("control", 1, 0.79)])
+    with pytest.raises(league.AnalysisError, match="differs from its run file"):
+        league.main([str(tmp_path / "rerun"), "--runs", str(kept), "--out", str(out)])
+    assert kept.read_bytes() == before
+    # a kept cell that is not a number: refused with its row and column
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(before.replace(b",0.8,", b",abc,", 1))
+    with pytest.raises(league.AnalysisError, match=r"row 2, column score: 'abc' is not a number"):
+        league.main(["--runs", str(bad), "--out", str(tmp_path / "z")])
+    assert not [p for p in os.listdir(out) if ".tmp-" in p]

@@ -3,10 +3,12 @@
 # directory each: a sweep trains all of its base policies before its first run, so a chunk gives
 # complete seeds within the hour instead of after 40 base policies). Two runs at a time (mpirun
 # -np 2, a rank per run). Run it again, or after a stop, and every chunk resumes where it stopped
-# (bit-identical: docs/reliability.md). Stop it cleanly with SIGUSR1 to its mpirun (Open MPI's
-# mpirun forwards SIGUSR1; its SIGTERM kills the ranks: docs/clusters.md): the runs in flight write
-# their checkpoints and the script exits 75. Any chunk that does not finish clean ends the script
-# with its exit status (1: some runs failed; --resume runs them again).
+# (bit-identical: docs/reliability.md). Stop it cleanly with SIGTERM, SIGINT (Ctrl-C), SIGUSR1 or
+# SIGHUP to the script: it passes the stop to its mpirun as SIGUSR1 (Open MPI's mpirun forwards
+# SIGUSR1; its own SIGTERM kills the ranks: docs/clusters.md), the runs in flight write their
+# checkpoints, and the script says "stopped; resume with ..." and exits 75 (mpi-sweep.sh). Any
+# chunk that does not finish clean ends the script with its exit status (1: some runs failed;
+# --resume runs them again).
 #   scenarios/paper/learn-league.sh [OUT_ROOT]          (default results/paper)
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-league-{700,705,710,715} --out docs/league \
 #       --pair grpo-real:control --pair r3-real:'*' --pair gspo-real:rspo-real --pair rspo-real:grpo-real \
@@ -22,12 +24,11 @@ moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+. "$here/mpi-sweep.sh"
+resume="scenarios/paper/learn-league.sh $out"
 for lo in 700 705 710 715; do
-  mpirun --oversubscribe -np 2 "$moerl" sweep "$here/learn-league.ini" --seeds "$lo-$((lo + 4))" \
-    --out "$out/learn-league-$lo" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
-  rc=$?
-  [ $rc -eq 75 ] && { echo "learn-league.sh: stopped during seeds $lo-$((lo + 4)); run again to resume"; exit 75; }
-  [ $rc -ne 0 ] && { echo "learn-league.sh: seeds $lo-$((lo + 4)): exit $rc (see its index.csv); run again to resume"; exit $rc; }
+  mpi_sweep learn-league.sh "$resume" "seeds $lo-$((lo + 4))" "$here/learn-league.ini" "$out/learn-league-$lo" \
+    --seeds "$lo-$((lo + 4))" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
 done
 exit 0
 }

@@ -6,7 +6,8 @@
 # run first; 32, the sixth, was written after those five), then the expert counts 8/32/128 on
 # seeds 720-725 (learn-experts.ini). Two runs at a
 # time (mpirun -np 2, a rank per run), base policies shared through OUT_ROOT/cache. Stop it cleanly
-# with SIGUSR1 to its mpirun, as learn-league.sh; run it again to resume.
+# with SIGTERM, SIGINT, SIGUSR1 or SIGHUP to the script, as learn-league.sh (exit 75, "stopped;
+# resume with ..."); run it again to resume.
 #   scenarios/paper/learn-more.sh [OUT_ROOT]          (default results/paper)
 #   /usr/bin/python3 -m analysis.probe_rule probe28 OUT_ROOT/learn-search/probe28
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/learn-experts --by model.n_experts
@@ -20,11 +21,10 @@ moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out/learn-search"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+. "$here/mpi-sweep.sh"
 run() {  # grid, output directory
-  mpirun --oversubscribe -np 2 "$moerl" sweep "$1" --out "$2" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
-  rc=$?
-  [ $rc -eq 75 ] && { echo "learn-more.sh: stopped during $2; run again to resume"; exit 75; }
-  [ $rc -ne 0 ] && { echo "learn-more.sh: $2: exit $rc (see its index.csv); run again to resume"; exit $rc; }
+  mpi_sweep learn-more.sh "scenarios/paper/learn-more.sh $out" "$2" "$1" "$2" --cache "$out/cache" --ranks-per-run 1 \
+    --resume --quiet
 }
 for p in 28 31 29 30 27 32; do
   run "$here/learn-search/probe$p.ini" "$out/learn-search/probe$p"

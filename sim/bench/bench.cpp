@@ -25,6 +25,7 @@
 #include "models/model.h"
 #include "models/sites.h"
 #include "sim/process/backend_select.h"
+#include "sim/process/preempt.h"
 #include "sim/bench/bench_backend.h"
 #include "sim/bench/flops.h"
 #include "sim/cli/cli.h"
@@ -98,6 +99,36 @@ void barrier(const ModelParallel& par) {
 double sum_over_ranks(const ModelParallel& par, double v) {
   if (par.ep_size() > 1) par.ep->allreduce_sum(&v, 1);
   return v;
+}
+
+// A stop signal (sim/process/preempt.h) ends the bench at the next of these points, on every rank
+// at once (they agree: one rank signalled is enough): between the ceilings' slices and before
+// every step. Nothing is written; cmd_bench exits with kExitPreempted.
+void stop_point(const ModelParallel& par, const std::string& where) {
+  if (sum_over_ranks(par, preempt_requested() ? 1.0 : 0.0) > 0)
+    throw Preempted(std::string("preempted by ") + (preempt_signal_name()[0] ? preempt_signal_name() : "another rank's signal") +
+                    " " + where);
+}
+
+// The ceilings are measured in slices of at most this long, so that a stop signal is taken within
+// a slice whatever --gemm-seconds says (each slice's fastest call counts, as one long measurement's).
+constexpr double kGemmSliceSeconds = 0.2;
+
+// gemm_measure_gflops for min_seconds in slices; a stop signal on this rank ends it after the slice
+// (the caller's stop_point then stops every rank).
+double gemm_measure_sliced(int n, double min_seconds, bool use_blas) {
+  double best = 0.0;
+  for (double left = min_seconds; left > 0 && !preempt_requested(); left -= kGemmSliceSeconds)
+    best = std::max(best, gemm_measure_gflops(n, std::min(left, kGemmSliceSeconds), use_blas));
+  return best;
+}
+
+// gemm_shapes_measure for min_seconds per shape, in passes of kGemmSliceSeconds over all the shapes.
+void gemm_shapes_measure_sliced(std::vector<GemmShape>* shapes, double min_seconds) {
+  if (shapes->empty()) return;
+  const double slice = std::min(min_seconds, kGemmSliceSeconds / static_cast<double>(shapes->size()));
+  for (double left = min_seconds; left > 0 && !preempt_requested(); left -= slice)
+    gemm_shapes_measure(shapes, std::min(left, slice));
 }
 
 // b − a, element by element.
@@ -534,6 +565,7 @@ void BenchSession::record_memory(BenchReport* rep) {
 
 void BenchSession::warm_up(BenchReport* rep) {
   for (StepItem& it : items_) {  // page faults, thread pools; what one step moves host↔device
+    stop_point(par_, "in the warm-up step");
     TransferLog* log = model_.backend().transfers();
     if (log) log->reset();
     run_step(it, false);
@@ -552,25 +584,37 @@ void BenchSession::warm_up(BenchReport* rep) {
 void BenchSession::measure_ceilings() {
   barrier(par_);
   if (on_gpu_) {  // SGEMM is the FP32 ceiling; the BF16 tensor-core rate is reported beside it only
-    c_blas_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::fp32, o_.gemm_seconds)));
-    barrier(par_);
-    c_bf16_.push_back(sum_over_ranks(par_, gpu_gemm_gflops(o_.gpu_gemm_n, Format::bf16, o_.gemm_seconds)));
+    const auto sliced = [&](Format f) {
+      double best = 0.0;
+      for (double left = o_.gemm_seconds; left > 0 && !preempt_requested(); left -= kGemmSliceSeconds)
+        best = std::max(best, gpu_gemm_gflops(o_.gpu_gemm_n, f, std::min(left, kGemmSliceSeconds)));
+      stop_point(par_, "while measuring the GEMM ceiling");
+      return best;
+    };
+    c_blas_.push_back(sum_over_ranks(par_, sliced(Format::fp32)));
+    c_bf16_.push_back(sum_over_ranks(par_, sliced(Format::bf16)));
     c_own_.push_back(0.0);
     return;
   }
-  c_blas_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, true)));
-  barrier(par_);
-  c_own_.push_back(sum_over_ranks(par_, gemm_measure_gflops(o_.gemm_n, o_.gemm_seconds, false)));
+  const double blas = gemm_measure_sliced(o_.gemm_n, o_.gemm_seconds, true);
+  stop_point(par_, "while measuring the GEMM ceiling");
+  c_blas_.push_back(sum_over_ranks(par_, blas));
+  const double own = gemm_measure_sliced(o_.gemm_n, o_.gemm_seconds, false);
+  stop_point(par_, "while measuring the GEMM ceiling");
+  c_own_.push_back(sum_over_ranks(par_, own));
   if (run_of("short") < 0) return;
-  barrier(par_);
-  gemm_shapes_measure(&shapes_rollout_, o_.gemm_seconds / 10);
-  gemm_shapes_measure(&shapes_train_, o_.gemm_seconds / 10);
+  gemm_shapes_measure_sliced(&shapes_rollout_, o_.gemm_seconds / 10);
+  gemm_shapes_measure_sliced(&shapes_train_, o_.gemm_seconds / 10);
+  stop_point(par_, "while measuring the model's GEMM shapes");
 }
 
 void BenchSession::time_round(int round) {
   if (o_.progress && par_.ep_rank() == 0) std::fprintf(stderr, "bench: round %d/%d\n", round + 1, o_.rounds);
   measure_ceilings();
-  for (StepItem& it : items_) run_step(it, true);
+  for (StepItem& it : items_) {
+    stop_point(par_, "in round " + std::to_string(round + 1) + " of " + std::to_string(o_.rounds));
+    run_step(it, true);
+  }
 }
 
 // Each number the best (minimum) of the rounds; the per-op split of the round whose phase was best.

@@ -1,12 +1,16 @@
 // cli.cpp — the command table and shared option parsing of `moerl`.
 #include "sim/cli/cli.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "kernels/linear.h"
 #include "kernels/simd.h"
+#include "sim/io/text_io.h"
 #include "sim/scenario/scenario.h"
+#include "sim/process/preempt.h"
 #include "sim/process/threads.h"
 #include "store/path_checks.h"
 
@@ -54,6 +58,17 @@ void print_main_help() {
 }
 }  // namespace
 
+namespace {
+// A command's exit status once what it printed is known to be written (cli_stdout_error).
+int cli_finish(const Comms& comms, const std::string& command, int code) {
+  const std::string lost = comms.is_root ? cli_stdout_error(command) : "";
+  if (lost.empty()) return code;
+  std::fprintf(stderr, "moerl: error: %s\n", text_visible(lost).c_str());
+  std::fflush(stderr);
+  return code != 0 ? code : 1;
+}
+}  // namespace
+
 int cli_main(const Comms& comms, int argc, char** argv) {
   if (argc < 2) {
     if (comms.is_root) print_main_help();
@@ -62,18 +77,19 @@ int cli_main(const Comms& comms, int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     if (comms.is_root) print_main_help();
-    return 0;
+    return cli_finish(comms, "help", 0);
   }
   if (name == "--version" || name == "version") {
     comms_checked(comms, [] { threads_apply(threads_resolve(0)); });
     if (comms.is_root) std::printf("%s\n", cli_version_line().c_str());
-    return 0;
+    return cli_finish(comms, "version", 0);
   }
   const std::vector<std::string> args(argv + 2, argv + argc);
   // The allocation's threads before any kernel runs; a command's --threads replaces it (cli_parse).
   comms_checked(comms, [] { threads_apply(threads_resolve(0)); });
   for (const Command& c : cli_commands())
-    if (name == c.name) return c.run(comms, args);
+    // what the command printed is its result: when it could not be written, the command failed
+    if (name == c.name) return cli_finish(comms, name, c.run(comms, args));
   std::string names;
   for (const Command& c : cli_commands()) names += (names.empty() ? "" : ", ") + std::string(c.name);
   throw usage_error("unknown command '" + name + "' (commands: " + names + ")");
@@ -89,9 +105,36 @@ std::string usage_positional(const std::string& usage) {
 }
 }  // namespace
 
+std::string cli_stdout_error(const std::string& command) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return "";
+  // The reader of a pipe left (`moerl sweep ... | head`): a stop signal (SIGPIPE, exit 75), not a
+  // lost result (sim/process/preempt.h).
+  if (err == EPIPE || std::string(preempt_signal_name()) == "SIGPIPE") return "";
+  return command + ": its output could not be written to standard output (" +
+         (err != 0 ? std::strerror(err) : "a write failed") + "): what it printed is incomplete or missing";
+}
+
 std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage) {
   return command + ": " + word + " is missing (usage: moerl " + command + " " + usage_line(usage) + ")";
 }
+
+namespace {
+// An option given with an empty value (`--profile-a ''`, `--profiles ''`): refused, never read as
+// its default or as an empty list (what was asked is not what would run).
+void cli_check_no_empty_values(const std::string& command, const po::variables_map& vm) {
+  for (const auto& [name, v] : vm) {
+    if (v.defaulted() || v.empty()) continue;
+    const std::string* text = boost::any_cast<std::string>(&v.value());
+    if (text && text->find_first_not_of(" \t") == std::string::npos)
+      throw usage_error(command + ": --" + name + " '" + text_visible(*text) +
+                        "': an empty value (give one, or leave the option out for its default; see moerl " + command +
+                        " --help)");
+  }
+}
+}  // namespace
 
 bool cli_parse(const Comms& comms, const std::string& command, const std::string& usage,
                po::options_description desc, const po::positional_options_description& positional,
@@ -107,6 +150,7 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
       return false;
     }
     po::notify(*vm);
+    cli_check_no_empty_values(command, *vm);
   } catch (const po::required_option& e) {
     // a missing positional is named as the usage line writes it, not as the option behind it
     const bool is_positional = positional.max_total_count() > 0 &&

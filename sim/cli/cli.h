@@ -45,6 +45,12 @@ bool cli_parse(const Comms& comms, const std::string& command, const std::string
                const boost::program_options::positional_options_description& positional,
                const std::vector<std::string>& args, boost::program_options::variables_map* vm);
 
+// "" when everything printed on standard output was written, else the error that says it was not
+// ("inspect: its output could not be written to standard output (No space left on device): ...").
+// Flushes stdout. cli_main checks it after every command: a result that could not be written is a
+// failed command (exit 1), never exit 0 with an empty file. A reader that left (EPIPE) is a stop.
+std::string cli_stdout_error(const std::string& command);
+
 // "run: SCENARIO is missing (usage: moerl run SCENARIO …)": the usage error of a command called
 // without its positional, in the usage line's words.
 std::string cli_missing_positional(const std::string& command, const std::string& word, const std::string& usage);

@@ -15,6 +15,7 @@
 // Under mpirun the model runs expert- and data-parallel over all ranks (as `moerl run`); rank 0
 // prints. The exit status is 0 whether or not a target is missed (analysis/bench/compare.py
 // reports them); --require-targets makes a miss exit with 1.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -26,6 +27,9 @@
 #include "sim/bench/bench.h"
 #include "sim/bench/bench_shape.h"
 #include "sim/cli/cli.h"
+#include "sim/io/json_check.h"
+#include "sim/io/text_io.h"
+#include "sim/process/preempt.h"
 #include "sim/scenario/scenario.h"
 
 namespace po = boost::program_options;
@@ -100,21 +104,42 @@ void bench_add_options(po::options_description* desc, BenchArgs* a) {
 
 // The times of the peer's step (analysis/bench/torch_peer.py's JSON) into o.
 void bench_read_peer(const std::string& path, BenchOptions* o) {
-  std::ifstream f(path);
-  if (!f) throw usage_error("bench: --peer-json " + path + ": cannot open");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  o->peer_rollout_s = json_number(ss.str(), "rollout_s");
-  o->peer_train_s = json_number(ss.str(), "train_s");
-  o->peer_name = json_string(ss.str(), "peer");
-  if (!(o->peer_rollout_s > 0 && o->peer_train_s > 0))
+  std::string text;
+  try {
+    text = text_read_input(path, "peer JSON file", kScenarioMaxBytes);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("bench: --peer-json ") + e.what());
+  }
+  const std::string bad = json_syntax_error(text);
+  if (!bad.empty())
+    throw usage_error("bench: --peer-json " + path + ": not valid JSON (" + bad +
+                      "; analysis/bench/torch_peer.py writes it)");
+  o->peer_rollout_s = json_number(text, "rollout_s");
+  o->peer_train_s = json_number(text, "train_s");
+  o->peer_name = json_string(text, "peer");
+  if (!(o->peer_rollout_s > 0 && o->peer_train_s > 0 && std::isfinite(o->peer_rollout_s) &&
+        std::isfinite(o->peer_train_s)))
     throw usage_error("bench: --peer-json " + path + ": needs positive \"rollout_s\" and \"train_s\"");
+}
+
+// A comma-separated list of names, at least one: "--profiles ','" names none.
+std::vector<std::string> bench_names(const std::string& option, const std::string& text, const std::string& example) {
+  std::vector<std::string> v = split_commas(text);
+  if (v.empty())
+    throw usage_error("bench: " + option + " '" + text_shown(text) + "': no name given (comma-separated, e.g. " +
+                      example + ")");
+  return v;
 }
 
 // The options checked (each error names the flag and its value) into BenchOptions.
 BenchOptions bench_options(const BenchArgs& a) {
   if (a.rounds < 1) throw usage_error("bench: --rounds " + std::to_string(a.rounds) + ": must be >= 1");
-  if (a.gemm_n < 16) throw usage_error("bench: --gemm-n " + std::to_string(a.gemm_n) + ": must be >= 16");
+  // 3 n×n FP32 matrices: 16384 is 3 GiB, more than a ceiling needs and what a machine may not have
+  if (a.gemm_n < 16 || a.gemm_n > 16384)
+    throw usage_error("bench: --gemm-n " + std::to_string(a.gemm_n) + ": must be in [16, 16384]");
+  if (!(std::isfinite(a.gemm_seconds) && a.gemm_seconds > 0))
+    throw usage_error("bench: --gemm-seconds " + text_shown(std::to_string(a.gemm_seconds)) +
+                      ": must be a finite number of seconds > 0 (default 0.25)");
   if (!a.simd.empty()) {
     try {
       simd_select(a.simd, "bench: --simd");
@@ -126,9 +151,9 @@ BenchOptions bench_options(const BenchArgs& a) {
   o.rounds = a.rounds;
   o.gemm_n = a.gemm_n;
   o.gemm_seconds = a.gemm_seconds;
-  o.profiles = split_commas(a.profiles);
+  o.profiles = bench_names("--profiles", a.profiles, "fp32-ref,bf16-train");
   o.workloads = split_commas(a.workloads);
-  o.long_profiles = split_commas(a.long_profiles);
+  o.long_profiles = bench_names("--long-profiles", a.long_profiles, "fp32-ref");
   o.long_mean = a.long_mean;
   o.long_max = a.long_max;
   for (const std::string& w : o.workloads)
@@ -185,8 +210,15 @@ int cmd_bench(const Comms& comms, const std::vector<std::string>& args) {
   const Scenario s = bench_scenario(a, &o);
   o.local_rank = comms.local_rank;
   const RankGrid grid(comms, 0);
-  const BenchReport r = bench_run(s, a.scenario_path.empty() ? "built-in reference workload" : a.scenario_path, o,
-                                  grid.size() > 1 ? grid.model_parallel(0) : ModelParallel{});
+  BenchReport r;
+  try {
+    r = bench_run(s, a.scenario_path.empty() ? "built-in reference workload" : a.scenario_path, o,
+                  grid.size() > 1 ? grid.model_parallel(0) : ModelParallel{});
+  } catch (const Preempted& e) {  // every rank throws it at the same point (bench.cpp's stop_point)
+    if (grid.is_root())
+      std::fprintf(stderr, "moerl bench: %s: nothing written (exit status %d); run it again\n", e.what(), kExitPreempted);
+    return kExitPreempted;
+  }
   if (!grid.is_root()) return 0;
   return bench_write(r, a);
 }

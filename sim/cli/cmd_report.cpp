@@ -15,17 +15,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "sim/cli/cli.h"
 #include "sim/io/text_io.h"
+#include "sim/process/preempt.h"
 #include "sim/sweep/sweep_assemble.h"
 #include "sim/sweep/sweep_index.h"
 
@@ -34,8 +39,15 @@ extern char** environ;
 namespace moerl {
 
 namespace {
-// Runs argv with envp; returns the exit status (-1: could not start; 128+N: signal N).
+// spawn_wait's status when a stop signal reached moerl while the child ran (the child was stopped).
+constexpr int kSpawnStopped = -2;
+
+// Runs argv with envp; returns the exit status (-1: could not start; 128+N: signal N;
+// kSpawnStopped: a stop signal reached moerl, and the child was ended). The child runs in its own
+// process group: a Ctrl-C at the terminal reaches moerl only, which ends the child with SIGTERM
+// (Python then leaves without a traceback) and says so once (sim/process/preempt.h).
 int spawn_wait(const std::vector<std::string>& args, char** envp, bool quiet) {
+  if (preempt_requested()) return kSpawnStopped;
   std::vector<std::string> store = args;
   std::vector<char*> argv;
   for (std::string& a : store) argv.push_back(a.data());
@@ -46,15 +58,41 @@ int spawn_wait(const std::vector<std::string>& args, char** envp, bool quiet) {
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
   }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::fflush(stdout);
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), envp);
+  const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), envp);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) return -1;
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
+  bool stopped = false;
+  auto asked = std::chrono::steady_clock::now();
+  while (true) {  // polled: the stop handlers restart waitpid (SA_RESTART), so it would not return
+    const pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) break;
+    if (got < 0 && errno != EINTR) return -1;
+    if (preempt_requested() && !stopped) {
+      stopped = true;
+      asked = std::chrono::steady_clock::now();
+      kill(pid, SIGTERM);
+    } else if (stopped && std::chrono::steady_clock::now() - asked > std::chrono::seconds(5)) {
+      kill(pid, SIGKILL);  // a child that ignores SIGTERM
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (stopped || preempt_requested()) return kSpawnStopped;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// What a stop signal during the report says (moerl then exits with kExitPreempted).
+int report_stopped(const char* during) {
+  std::fprintf(stderr, "moerl report: stopped by %s %s: the report is not finished (exit status %d); run it again\n",
+               preempt_signal_name()[0] ? preempt_signal_name() : "a stop signal", during, kExitPreempted);
+  return kExitPreempted;
 }
 
 bool has_package(const std::filesystem::path& dir) {
@@ -165,16 +203,21 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   const std::vector<std::string> candidates =
       py && *py ? std::vector<std::string>{py} : std::vector<std::string>{"python3", "/usr/bin/python3"};
   std::string python;
-  for (const std::string& c : candidates)
-    if (spawn_wait({c, "-c", "import numpy, scipy, h5py, matplotlib"}, envp.data(), true) == 0) {
+  for (const std::string& c : candidates) {
+    const int rc = spawn_wait({c, "-c", "import numpy, scipy, h5py, matplotlib"}, envp.data(), true);
+    if (rc == kSpawnStopped) return report_stopped("while it looked for a Python");
+    if (rc == 0) {
       python = c;
       break;
     }
+  }
   if (python.empty())
     throw ExitError(1, "report: no Python with numpy, scipy, h5py and matplotlib (tried " +
                            cli_join(candidates, ", ") + "); set MOERL_PYTHON to one");
   if (root.empty()) {
-    if (spawn_wait({python, "-c", "import analysis.report"}, envp.data(), true) != 0)
+    const int found = spawn_wait({python, "-c", "import analysis.report"}, envp.data(), true);
+    if (found == kSpawnStopped) return report_stopped("while it looked for the analysis package");
+    if (found != 0)
       throw ExitError(1, "report: no analysis package: none beside this binary (analysis/ or share/moerl/analysis "
                          "above it) and none installed for " + python +
                          " (pip install -e . in the checkout, or set MOERL_ANALYSIS_DIR to the directory that "
@@ -186,6 +229,7 @@ int cmd_report(const Comms& comms, const std::vector<std::string>& args) {
   std::vector<std::string> argv{python, "-m", "analysis"};
   argv.insert(argv.end(), args.begin(), args.end());
   const int rc = spawn_wait(argv, envp.data(), false);
+  if (rc == kSpawnStopped) return report_stopped("while the analysis ran");
   if (rc < 0) throw ExitError(1, "report: cannot run " + python);
   return rc;
 }

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "sim/cli/cli.h"
+#include "sim/jobs/run.h"
 #include "store/path_checks.h"
 #include "sim/process/preempt.h"
 #include "sim/sweep/sweep.h"
@@ -107,6 +108,15 @@ bool sweep_parse(const Comms& comms, const std::vector<std::string>& args, Sweep
     if (vm.count("seeds")) select.seeds = sweep_seed_list("--seeds", a->seeds);
     if (vm.count("variants")) select.variants = sweep_name_list("--variants", a->variants);
     *grid = sweep_grid_load(a->grid.path, a->grid.sets, select);
+    // what every run then checks on its ranks, checked here for all of them (--dry-run too)
+    for (const SweepRun& r : grid->runs) {
+      try {
+        run_check_ranks(r.scenario, a->opt.ranks_per_run);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("sweep: run " + r.id + " with --ranks-per-run " +
+                                    std::to_string(a->opt.ranks_per_run) + ": " + e.what());
+      }
+    }
   });
   a->opt.task = a->task;
   if (a->opt.out.empty()) a->opt.out = "results/" + std::filesystem::path(a->grid.path).stem().string();

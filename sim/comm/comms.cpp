@@ -5,6 +5,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <new>
 #include <thread>
 
 #include "sim/comm/mpi_collectives.h"
@@ -53,6 +54,11 @@ int comms_run_guarded(const Comms& c, const std::function<int()>& fn) {
   } catch (const ExitError& e) {
     code = e.code();
     message = e.what();
+  } catch (const std::bad_alloc&) {  // a size no check caught: say what it is, not "std::bad_alloc"
+    code = 1;
+    message = "out of memory (std::bad_alloc): a size the scenario or the options ask for (a batch, a prompt "
+              "count, the model) needs more memory than this process can have; moerl sweep GRID --dry-run "
+              "checks the sizes it knows";
   } catch (const std::exception& e) {
     code = 1;
     message = e.what();

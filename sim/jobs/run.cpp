@@ -121,9 +121,7 @@ RunSummary run_rl(const Scenario& s, const RunOptions& opt) {
 
 // ---- 1. setup ----------------------------------------------------------------------------------
 
-namespace {
-// Rank counts a run cannot be split over: every rank needs sequences in every batch it runs.
-void check_ranks(const Scenario& s, int ranks) {
+void run_check_ranks(const Scenario& s, int ranks) {
   const int S = s.rl.prompts_per_step * s.rl.group_size;
   const auto need = [&](const std::string& what, int n) {
     if (n < ranks)
@@ -139,7 +137,6 @@ void check_ranks(const Scenario& s, int ranks) {
                                 " ranks: rl.prompts_per_step = " + std::to_string(s.rl.prompts_per_step) +
                                 " must be a multiple of the ranks (a prompt's group stays on one rank)");
 }
-}  // namespace
 
 RlRun::RlRun(const Scenario& s, const RunOptions& opt)
     : s_(s), opt_(opt), grid_(opt.grid), verbose_(opt.progress), writer_(!grid_ || grid_->is_root()),
@@ -162,7 +159,7 @@ void RlRun::on_writer(const std::function<void()>& fn) const {
 void RlRun::check() {
   checked([&] {
     par_.validate(s_.model);
-    check_ranks(s_, par_.dp_size());
+    run_check_ranks(s_, par_.dp_size());
     setup_.rollout = s_.profile(s_.engines.rollout);
     setup_.train = s_.profile(s_.engines.train);
     setup_.eval = s_.profile(s_.rl.eval_profile);

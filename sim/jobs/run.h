@@ -71,6 +71,12 @@ std::string run_base_path(const Scenario& s, const std::string& cache_dir);
 
 RunSummary run_rl(const Scenario& s, const RunOptions& opt);
 
+// Refuses a scenario that cannot be split over `ranks` ranks (every rank needs sequences in every
+// batch it runs: the step's, a mini-batch's, the evaluation's, the drift probe's), naming the key.
+// run_rl checks it first; `moerl sweep` (--dry-run included) checks every run of a grid with its
+// --ranks-per-run before anything runs. Throws std::invalid_argument.
+void run_check_ranks(const Scenario& s, int ranks);
+
 // Path of the checkpoint that goes with a results file.
 std::string run_checkpoint_path(const std::string& out);
 

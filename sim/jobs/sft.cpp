@@ -13,7 +13,9 @@ namespace moerl {
 
 void SftConfig::validate() const {
   if (steps < 0) throw std::invalid_argument("sft.steps = " + std::to_string(steps) + ": must be >= 0");
-  if (batch < 1) throw std::invalid_argument("sft.batch = " + std::to_string(batch) + ": must be >= 1");
+  // one forward and backward hold the whole batch: an absurd one is refused here, not by std::bad_alloc
+  if (batch < 1 || batch > (1 << 16))
+    throw std::invalid_argument("sft.batch = " + std::to_string(batch) + ": must be in [1, 65536] (one step holds it whole)");
   optim.validate("sft");
 }
 

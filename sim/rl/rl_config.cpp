@@ -2,6 +2,7 @@
 #include "sim/rl/rl_config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
@@ -27,6 +28,19 @@ void RlConfig::validate() const {
   if (steps < 1) bad("steps", std::to_string(steps), "must be >= 1");
   if (prompts_per_step < 1) bad("prompts_per_step", std::to_string(prompts_per_step), "must be >= 1");
   if (group_size < 1) bad("group_size", std::to_string(group_size), "must be >= 1");
+  // A step's rollout holds every sequence of the step at once: an absurd count is refused by name,
+  // before any work, instead of failing with std::bad_alloc (or an int overflow) inside the run.
+  constexpr int64_t kMaxSequencesPerStep = int64_t{1} << 20;
+  if (int64_t{prompts_per_step} * group_size > kMaxSequencesPerStep) {
+    // named by the larger factor first, so that the message blames where that value came from
+    const bool prompts = prompts_per_step >= group_size;
+    bad(prompts ? "prompts_per_step" : "group_size", std::to_string(prompts ? prompts_per_step : group_size),
+        std::string("with rl.") + (prompts ? "group_size = " + std::to_string(group_size)
+                                           : "prompts_per_step = " + std::to_string(prompts_per_step)) +
+            ", " + std::to_string(int64_t{prompts_per_step} * group_size) +
+            " sequences per step: rl.prompts_per_step × rl.group_size must be at most " +
+            std::to_string(kMaxSequencesPerStep) + " (one step's rollout holds them all)");
+  }
   if (minibatches < 1 || (prompts_per_step * group_size) % minibatches != 0)
     bad("minibatches", std::to_string(minibatches),
         "must divide the sequences per step (prompts_per_step × group_size = " +
@@ -65,8 +79,15 @@ void RlConfig::validate() const {
   if (!(router_temp.monopoly > 0.0 && router_temp.monopoly <= 1.0))
     bad("router_temp_monopoly", std::to_string(router_temp.monopoly), "must be in (0, 1]");
   if (rollout_staleness < 0) bad("rollout_staleness", std::to_string(rollout_staleness), "must be >= 0");
-  if (eval_prompts < 1) bad("eval_prompts", std::to_string(eval_prompts), "must be >= 1");
-  if (drift_probes < 0) bad("drift_probes", std::to_string(drift_probes), "must be >= 0");
+  // One forward holds every held-out sequence of an evaluation (and of the drift probe): a count
+  // beyond this is refused by name here, not met by std::bad_alloc in the middle of a run.
+  constexpr int kMaxEvalSequences = 1 << 16;
+  const std::string at_most = " (one forward holds them all)";
+  if (eval_prompts < 1 || eval_prompts > kMaxEvalSequences)
+    bad("eval_prompts", std::to_string(eval_prompts), "must be in [1, " + std::to_string(kMaxEvalSequences) + "]" + at_most);
+  if (drift_probes < 0 || drift_probes > kMaxEvalSequences)
+    bad("drift_probes", std::to_string(drift_probes),
+        "must be in [0, " + std::to_string(kMaxEvalSequences) + "] (0 = off)" + at_most);
   if (eval_every < 0) bad("eval_every", std::to_string(eval_every), "must be >= 0");
   if (checkpoint_every < 0) bad("checkpoint_every", std::to_string(checkpoint_every), "must be >= 0");
   if (!(collapse_frac >= 0.0f && collapse_frac <= 1.0f)) bad("collapse_frac", std::to_string(collapse_frac), "must be in [0, 1]");

@@ -594,6 +594,21 @@ void scenario_check_task_fits(const Scenario& s) {
                                 " makes sequences of " + (task->ends_at_eos() ? "up to " : "") + std::to_string(T) +
                                 " tokens: needs model.max_seq_len >= " + std::to_string(T) +
                                 " (is " + std::to_string(s.model.max_seq_len) + ")");
+  // The base policy's warm-up (sft) and the drift probe hold whole answers, whatever the RL
+  // response limit: a limit below the answer length does not shorten them.
+  const int64_t T_sft = static_cast<int64_t>(task->prompt_len()) + task->max_answer_len();
+  if (T_sft > s.model.max_seq_len)
+    throw std::invalid_argument("task." + s.task.name + " with task.length = " + std::to_string(s.task.length) +
+                                " has answers of up to " + std::to_string(task->max_answer_len()) +
+                                " tokens, so the base policy's warm-up (sft) trains on sequences of " +
+                                std::to_string(T_sft) + " tokens" +
+                                (task->ends_at_eos() && s.rl.max_response_len > 0 &&
+                                         s.rl.max_response_len < task->max_answer_len()
+                                     ? " (rl.max_response_len = " + std::to_string(s.rl.max_response_len) +
+                                           " limits only the RL responses)"
+                                     : std::string()) +
+                                ": needs model.max_seq_len >= " + std::to_string(T_sft) + " (is " +
+                                std::to_string(s.model.max_seq_len) + ")");
 }
 
 // The profiles the scenario names must exist: rl.eval_profile, engines.rollout, engines.train.

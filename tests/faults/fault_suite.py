@@ -37,6 +37,11 @@ data (docs/reliability.md), tried the way a reliability engineer would.
             report, analysis, inspect, --index-only, --resume and --task; infinite values counted;
             --cache a file; --extend renaming runs; a run file without status; a symlinked --out;
             grid.ini missing or unreadable; a report of a read-only directory
+  round5    issue 63: bench's empty --profiles, --gemm-seconds nan/inf, a damaged --peer-json and
+            its stop signals (the GEMM ceiling included); stdout on a full device (/dev/full);
+            --dry-run of what every run would fail on; empty option values; Ctrl-C in `moerl report`;
+            learn-league.sh and learn-more.sh forwarding stop signals; analysis.league and probe_rule
+            refusing rather than guessing, every output whole, the kept --runs file untouched
 
 Each case ends as one of: ok (the promised result), clear error (exit 1 or 2 and one line
 "moerl: error: ..." that says what is wrong, in visible characters), crash (a signal, a
@@ -809,7 +814,7 @@ class Suite:
 
     # ---- round 3: signals in every phase, one experiment per sweep directory, reports ---------------
 
-    def stop(self, group, name, args, ranks, sig, ready, expect, check=None, timeout=60):
+    def stop(self, group, name, args, ranks, sig, ready, expect, check=None, timeout=60, to_group=False):
         """A stop signal at a phase `ready` says the process has reached (polled): exit status 75
         with the strings of `expect` in the output, and check() (None, or what is wrong) holds.
         Exit 0 after a stop signal is a silent wrong result (a job script would take the work for
@@ -820,8 +825,8 @@ class Suite:
         while p.poll() is None and not ready(p) and time.time() - t0 < 30:
             time.sleep(0.005)
         if p.poll() is None:
-            try:
-                os.kill(p.pid, sig)
+            try:  # to_group: as a terminal's Ctrl-C, to every process of the foreground group
+                os.killpg(p.pid, sig) if to_group else os.kill(p.pid, sig)
             except ProcessLookupError:
                 pass
         try:
@@ -866,20 +871,6 @@ class Suite:
                 bad = [r["id"] + ":" + r["status"] for r in rows if r["status"] not in ("pending", "preempted")]
                 return f"runs not pending: {bad}" if bad or len(rows) != n else None
             return check
-
-        def in_main(p):
-            """moerl has started main: its handler for the stop signals is installed (SigCgt in
-            /proc/PID/status; SigBlk alone is not main's: libraries block every signal for a moment
-            while they start threads, before main)."""
-            for pid in [p.pid] + children(p.pid):
-                try:
-                    st = open(f"/proc/{pid}/status").read()
-                except OSError:
-                    continue
-                m = (re.search(r"SigCgt:\s*([0-9a-f]+)", st),)
-                if proc_name(pid) == "moerl" and any(x and int(x.group(1), 16) & (1 << (signal.SIGTERM - 1)) for x in m):
-                    return True
-            return False
 
         for ranks, sig in ((1, signal.SIGTERM), (2, signal.SIGUSR1)):
             if ranks > 1 and not shutil.which(self.m.mpiexec):
@@ -1380,6 +1371,318 @@ class Suite:
             subprocess.run(["umount", ro], capture_output=True)
             subprocess.run(["chattr", "-i", os.path.join(ro, "array")], capture_output=True)
 
+    def round5(self):
+        """Round 5 (issue 63): bench's empty lists, non-finite --gemm-seconds, damaged --peer-json
+        and stop signals (exit 75 within a second or two, the GEMM ceiling included); a result
+        that cannot be written to stdout (/dev/full) fails; --dry-run refuses what every run would
+        fail on (rank counts, huge probe sets, an SFT longer than max_seq_len); empty option
+        values; Ctrl-C during `moerl report`; the paper scripts forward stop signals to their
+        sweep; analysis.league and probe_rule refuse rather than guess (special files, the same run
+        twice, bad kept cells, non-finite values shown, the score recorded, ties, options that
+        would decide the result) and write their files whole or not at all (the kept --runs file
+        byte-identical after a refused join or a full disk)."""
+        g = "round5"
+        w = os.path.join(self.work, g)
+        os.makedirs(w)
+        root = os.path.dirname(os.path.dirname(HERE))
+        # -- moerl: refusals of single commands (one clear line naming the option or key)
+        peer = os.path.join(w, "peer.json")
+        open(peer, "w").write('{"peer": "torch", "rollout_s": 1.5, "train')
+        base = self.base_file()
+        cut = ["--set", "task.name=bubble", "--set", "rl.max_response_len=2"]
+        cases = [
+            ("bench --profiles '' --recipe 0", ["bench", "--profiles", "", "--recipe", "0"], ["--profiles"]),
+            ("bench --profiles , --recipe 0", ["bench", "--profiles", ",", "--recipe", "0"], ["--profiles", "no name"]),
+            ("bench --gemm-seconds nan", ["bench", "--gemm-seconds", "nan"], ["--gemm-seconds", "nan", "finite"]),
+            ("bench --gemm-seconds inf", ["bench", "--gemm-seconds", "inf"], ["--gemm-seconds", "inf", "finite"]),
+            ("bench --peer-json with truncated JSON", ["bench", "--peer-json", peer], ["--peer-json", "not valid JSON"]),
+            ("audit --backend-b ''", ["audit", "--checkpoint", base, "--backend-b", ""], ["--backend-b", "empty"]),
+            ("audit --profile-a ''", ["audit", "--checkpoint", base, "--profile-a", ""], ["--profile-a", "empty"]),
+            ("sweep --dry-run --ranks-per-run 2, rl.drift_probes = 1",
+             ["sweep", GRID, "--out", os.path.join(w, "dry"), "--dry-run", "--ranks-per-run", "2", "--set",
+              "rl.drift_probes=1"], ["rl.drift_probes = 1", "2 ranks"]),
+            ("sweep --dry-run --ranks-per-run 2, rl.eval_prompts = 1",
+             ["sweep", GRID, "--out", os.path.join(w, "dry"), "--dry-run", "--ranks-per-run", "2", "--set",
+              "rl.eval_prompts=1"], ["rl.eval_prompts = 1", "2 ranks"]),
+            ("sweep --dry-run, rl.drift_probes = 2000000000",
+             ["sweep", GRID, "--out", os.path.join(w, "dry"), "--dry-run", "--set", "rl.drift_probes=2000000000"],
+             ["rl.drift_probes = 2000000000", "must be in"]),
+            ("run, rl.drift_probes = 2000000000", self.run_args(os.path.join(w, "probes", "r.h5"), "--set",
+                                                                "rl.drift_probes=2000000000"), ["rl.drift_probes"]),
+            ("sweep --dry-run, rl.prompts_per_step = 100000000",
+             ["sweep", GRID, "--out", os.path.join(w, "dry"), "--dry-run", "--set", "rl.prompts_per_step=100000000"],
+             ["rl.prompts_per_step", "at most"]),
+            ("run, sft.batch = 1000000000", self.run_args(os.path.join(w, "sft-batch", "r.h5"), "--set",
+                                                          "sft.batch=1000000000"), ["sft.batch = 1000000000"]),
+            ("sweep --dry-run, bubble with rl.max_response_len below its answers",
+             ["sweep", GRID, "--out", os.path.join(w, "dry"), "--dry-run", *cut], ["rl.max_response_len = 2", "sft",
+                                                                                    "model.max_seq_len >= 20"]),
+            ("run, bubble with rl.max_response_len below its answers",
+             self.run_args(os.path.join(w, "bubble", "r.h5"), *cut), ["sft", "model.max_seq_len >= 20"]),
+        ]
+        for name, args, expect in cases:
+            o, rc, out = self.m.run(args, timeout=60)
+            line = error_line(out)
+            if o == "clear" and not all(e in line for e in expect):
+                o, line = "crash", f"unclear (lacks {expect}): " + line
+            self.t.add(g, name, "silent" if o == "ok" else o, line[:200])
+        # -- bench stops within a step, the GEMM ceiling's measurement included
+        for name, extra, sig in (("bench, SIGTERM while it measures the GEMM ceiling (--gemm-seconds 20)",
+                                  ["--gemm-seconds", "20"], signal.SIGTERM),
+                                 ("bench, SIGINT while it times its steps", ["--gemm-seconds", "0.01", "--rounds", "100000"],
+                                  signal.SIGINT)):
+            started = []
+            self.stop(g, name, ["bench", "--scenario", SCENARIO, "--gemm-n", "64", *extra], 1, sig,
+                      lambda p: in_main(p) and (started.append(time.time()) or time.sleep(1.0) or True),
+                      ["preempted by " + signal.Signals(sig).name, "nothing written"],
+                      lambda: None if time.time() - started[0] < 1.0 + 4.0 else "took more than 4 s after the signal",
+                      timeout=20)
+        # -- a result that cannot be written: exit 1, saying so
+        sw = os.path.join(w, "sweep")
+        o, rc, out = self.m.run(["sweep", GRID, "--out", sw, "--cache", self.cache, "--quiet"])
+        if o != "ok":
+            return self.t.add(g, "the sweep the cases start from", "crash", error_line(out))
+        for name, args in (("inspect SWEEP > /dev/full", ["inspect", sw]),
+                           ("sweep --index-only > /dev/full", ["sweep", GRID, "--out", sw, "--index-only"]),
+                           ("inspect RUN > /dev/full", ["inspect", os.path.join(sw, "grpo-seed0.h5")])):
+            p = subprocess.run(["bash", "-c", 'exec "$@" > /dev/full', "x"] + self.m.cmd(args), capture_output=True,
+                               text=True, env=dict(os.environ, **MPI_ENV), timeout=60, errors="replace")
+            o = classify(p.returncode, p.stderr, p.stderr)
+            line = error_line(p.stderr)
+            self.t.add(g, name, "silent" if o == "ok" else o if o != "clear" or "could not be written" in line
+                       else "crash", line[:200])
+        # -- Ctrl-C during a report: exit 75 and one line, never a traceback or "no Python"
+        def child_runs(p, text):
+            """A child of moerl runs a command line holding `text` (the Python moerl report starts)."""
+            for c in children(p.pid):
+                try:
+                    if text in open(f"/proc/{c}/cmdline").read().replace("\0", " "):
+                        return True
+                except OSError:
+                    pass
+            return False
+        for name, text in (("report, Ctrl-C as it looks for a Python", "import numpy"),
+                           ("report, Ctrl-C while the analysis runs", "-m analysis")):
+            self.stop(g, name, ["report", sw, "--quiet", "--out", os.path.join(w, "rep-" + text.split()[-1])], 1,
+                      signal.SIGINT, lambda p, t=text: child_runs(p, t), ["stopped by SIGINT", "run it again"],
+                      lambda: None, timeout=30, to_group=True)
+        # -- the paper scripts: a stop signal to the script reaches its sweep; "stopped; resume with"
+        fake = os.path.join(w, "bin")
+        os.makedirs(fake)
+        with open(os.path.join(fake, "mpirun"), "w") as f:  # a sweep that stops at SIGUSR1 as moerl's does
+            f.write('#!/usr/bin/env bash\necho $$ > "$FAKE_PID"\ntrap \'echo fake-sweep: got USR1; exit 75\' USR1\n'
+                    'for i in $(seq 600); do sleep 0.1; done\necho fake-sweep: ran to the end\nexit 0\n')
+        os.chmod(os.path.join(fake, "mpirun"), 0o755)
+        for script, sig in (("learn-league.sh", signal.SIGTERM), ("learn-league.sh", signal.SIGINT),
+                            ("learn-more.sh", signal.SIGUSR1), ("learn-more.sh", signal.SIGHUP)):
+            pid_file = os.path.join(w, f"{script}.{sig.name}.pid")
+            env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"], FAKE_PID=pid_file, MOERL=self.m.binary)
+            p = subprocess.Popen(["bash", os.path.join(root, "scenarios", "paper", script), os.path.join(w, "paper")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                 start_new_session=True)
+            t0 = time.time()
+            while not (os.path.exists(pid_file) and open(pid_file).read().strip()) and time.time() - t0 < 20:
+                time.sleep(0.02)
+            time.sleep(0.2)
+            os.kill(p.pid, sig)
+            name = f"{script}, {sig.name} to the script during a sweep"
+            try:
+                out = p.communicate(timeout=20)[0]
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+                self.t.add(g, name, "hang", "did not end after the signal")
+                continue
+            sweep_pid = int(open(pid_file).read().strip() or 0)
+            alive = sweep_pid and os.path.exists(f"/proc/{sweep_pid}")
+            if alive:
+                os.kill(sweep_pid, signal.SIGKILL)
+            bad = (f"exit {p.returncode}" if p.returncode != 75 else
+                   "its sweep did not get the stop" if "got USR1" not in out else
+                   "its sweep is left running" if alive else
+                   "no 'stopped; resume with'" if "resume with" not in out or "stopped" not in out else None)
+            self.t.add(g, name, "crash" if bad and p.returncode != 0 else "silent" if bad else "ok",
+                       bad and f"{bad}: " + " / ".join(out.strip().splitlines()[-2:]) or "")
+        self.league_cases(w, sw)
+
+    def league_cases(self, w, sw):
+        """analysis.league and analysis.probe_rule (round 5): refusals are one line naming what is
+        wrong, every output whole or not at all, the kept --runs file never modified."""
+        g = "round5"
+        root = os.path.dirname(os.path.dirname(HERE))
+
+        def py(module, args, ulimit_kb=None, timeout=60, full=False):
+            limits = f"ulimit -v {MEMORY_KB}; trap '' XFSZ; " + (f"ulimit -f {ulimit_kb}; " if ulimit_kb else "")
+            cmd = ["bash", "-c", limits + 'exec "$@"' + (" > /dev/full" if full else ""), "py", sys.executable, "-m",
+                   module] + args
+            try:
+                p = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=timeout, errors="replace")
+            except subprocess.TimeoutExpired:
+                return "hang", None, "did not end", ""
+            lines = [l for l in p.stderr.splitlines() if re.match(r"python3 -m analysis\.\w+: error: ", l)]
+            if p.returncode < 0 or "Traceback" in p.stderr or "internal error" in p.stderr:
+                o = "crash"
+            elif p.returncode == 0:
+                o = "ok"
+            elif p.returncode in (1, 2) and len(lines) == 1 and not INVISIBLE.search(lines[0]):
+                o = "clear"
+            else:
+                o = "crash"
+            return o, p.returncode, (lines[0].split(": error: ", 1)[1] if lines else p.stderr.strip()[-300:]), p.stdout
+
+        def case(name, module, args, want, expect=(), check=None, keep=(), ulimit_kb=None, full=False):
+            """want "refused": a clear error holding every string of `expect`; "ok": exit 0 and check()
+            (None, or what is wrong). keep: files that must stay byte-identical either way. full:
+            stdout is /dev/full."""
+            before = {f: open(f, "rb").read() for f in keep}
+            o, rc, line, out = py(module, args, ulimit_kb, full=full)
+            changed = [f for f in keep if open(f, "rb").read() != before[f]]
+            if changed:
+                return self.t.add(g, name, "silent", f"{changed[0]} changed ({o}: {line[:150]})")
+            if want == "refused":
+                if o == "ok":
+                    return self.t.add(g, name, "silent", "accepted: " + " / ".join(out.strip().splitlines()[-2:])[:200])
+                if o == "clear" and not all(e in line for e in expect):
+                    return self.t.add(g, name, "crash", f"unclear (lacks {list(expect)}): {line[:200]}")
+                return self.t.add(g, name, o, line[:200])
+            if o != "ok":
+                return self.t.add(g, name, "crash" if o != "hang" else o, f"exit {rc}: {line[:200]}")
+            bad = check(out) if check else None
+            self.t.add(g, name, "silent" if bad else "ok", bad or "")
+
+        def league_dir(name, scores, kl=None, lr=None, algo=None):
+            """A sweep directory of the league's shape from the tiny sweep's run files: scores maps
+            (variant, seed) to the last eval_final (its base 0.5); kl: (variant, seed) → a value put
+            in the KL series; lr: the optim.lr its scenario says (another experiment)."""
+            d = os.path.join(w, name)
+            os.makedirs(d)
+            rows = []
+            for i, ((v, seed), score) in enumerate(scores.items()):
+                f = os.path.join(d, f"{v}-seed{seed}.h5")
+                shutil.copy(os.path.join(sw, f"{(algo or {}).get(v, 'grpo')}-seed{seed}.h5"), f)
+                rewrite(f)
+                with h5py.File(f, "r+") as h:
+                    ev = np.array(h["metrics/eval_final"][()], dtype=float)
+                    at = np.flatnonzero(np.isfinite(ev))
+                    ev[at] = 0.5
+                    ev[at[-1]] = score
+                    h["metrics/eval_final"][...] = ev
+                    if kl and (v, seed) in kl:
+                        k = np.array(h["metrics/kl_rollout_train"][()], dtype=float)
+                        k[:2] = [1e308, kl[(v, seed)]]
+                        h["metrics/kl_rollout_train"][...] = k
+                    if lr:
+                        h.attrs["scenario"] = re.sub(r"optim\.lr = \S+", f"optim.lr = {lr}", str(h.attrs["scenario"]))
+                rows.append({"index": i, "id": f"{v}-seed{seed}", "file": f"{v}-seed{seed}.h5", "status": "complete",
+                             "keys": {"variant": v, "run.seed": str(seed)}})
+            json.dump({"grid": "g.ini", "swept_keys": ["variant", "run.seed"], "runs": rows},
+                      open(os.path.join(d, "index.json"), "w"))
+            return d
+
+        L = "analysis.league"
+        even = {(v, s): x for v, xs in (("control", (0.5, 0.5)), ("a", (0.6, 0.7)), ("b", (0.6, 0.7)))
+                for s, x in zip((0, 1), xs)}
+        ties = league_dir("ties", even)
+        out = os.path.join(w, "ties.out")
+        case("league of two variants tied on every seed", L, [ties, "--out", out], "ok",
+             check=lambda o: None if len(re.findall(r"\| 1–2 \| (a|b) \|.*\| 1–2 \|", open(os.path.join(out, "league.md")).read())) == 2
+             else "the tied variants are not both ranked 1–2")
+        kept = os.path.join(out, "league-runs.csv")
+        kept_bytes = open(kept, "rb").read()
+        # the documented join onto its own --runs file: refused, or a full disk: the kept file is untouched
+        other = league_dir("rerun", {("control", 0): 0.5, ("a", 0): 0.65, ("b", 0): 0.6})
+        case("league --runs KEPT --out ITS_DIR with a re-run that disagrees", L, [other, "--runs", kept, "--out", out],
+             "refused", ["a/0", "differs from its run file", "score"], keep=[kept])
+        case("league --runs KEPT --out ITS_DIR on a full disk (ulimit -f 2)", L, [ties, "--runs", kept, "--out", out],
+             "refused", ["cannot be written", "nothing written"], keep=[kept], ulimit_kb=2)
+        left = glob.glob(os.path.join(out, ".*tmp-*"))
+        self.t.add(g, "no temporary left after the full disk", "silent" if left else "ok", f"left: {left}" if left else "")
+        case("league --runs KEPT --out ITS_DIR (the documented join)", L, [ties, "--runs", kept, "--out", out], "ok",
+             check=lambda o: None if open(kept, "rb").read().replace(b"\r\n", b"\n").count(b"\n") == 7 else
+             "the kept file lost rows")
+        # the same run twice, with other numbers: refused naming both files, whatever the order
+        exp2 = league_dir("experiment2", {k: v - 0.2 for k, v in even.items()}, lr="0.005")
+        for a, b in ((ties, exp2), (exp2, ties)):
+            case(f"league of two experiments' directories ({os.path.basename(a)} first)", L, [a, b, "--out",
+                                                                                           os.path.join(w, "two.out")],
+                 "refused", ["two runs of", os.path.basename(a) + "/", os.path.basename(b) + "/", "optim.lr"])
+        # special files: refused unread, at once
+        fifo = os.path.join(w, "runs.fifo")
+        os.mkfifo(fifo)
+        case("league --runs FIFO", L, ["--runs", fifo, "--out", os.path.join(w, "x")], "refused", ["FIFO"])
+        zero = league_dir("zero", {("control", 0): 0.5})
+        os.remove(os.path.join(zero, "index.json"))
+        os.symlink("/dev/zero", os.path.join(zero, "index.json"))
+        case("league of a directory whose index.json links to /dev/zero", L, [zero, "--out", os.path.join(w, "x")],
+             "refused", ["index.json", "character device"])
+        # kept cells and files that are not what they say
+        text = kept_bytes.decode()
+        head, rows = text.split("\r\n", 1)
+        cols = head.split(",")
+
+        def edited(name, new):
+            p = os.path.join(w, name)
+            open(p, "w", newline="").write(new)
+            return p
+
+        def cell(col, value, row=0):
+            lines = text.split("\r\n")
+            cells = lines[1 + row].split(",")
+            cells[cols.index(col)] = value
+            lines[1 + row] = ",".join(cells)
+            return "\r\n".join(lines)
+        x = os.path.join(w, "x")
+        for name, content, expect in (
+                ("a cell 'abc'", cell("kl", "abc"), ["row 2", "column kl", "'abc'", "not a number"]),
+                ("an empty number cell", cell("score", ""), ["row 2", "column score", "not a number"]),
+                ("a file cut inside a number", text[:text.rindex(",") + 3], ["ends inside its last row"]),
+                ("a duplicated row", text + rows.split("\r\n")[0] + "\r\n", ["duplicated row"]),
+                ("a missing column", "\r\n".join(",".join(c for i, c in enumerate(l.split(",")) if i != cols.index("kl"))
+                                                 for l in text.split("\r\n")), ["no column kl"]),
+                ("an extra column", "\r\n".join(l + ("," + ("extra" if i == 0 else "1") if l else "")
+                                                for i, l in enumerate(text.split("\r\n"))), ["'extra'", "not one of"]),
+                ("'#' lines (a league.csv)", "# model.n_experts = 8\r\n" + text, ["'#' line"]),
+                ("made with --score eval_partial, read with eval_final", text.replace(",eval_final,", ",eval_partial,"),
+                 ["made with --score eval_partial", "not eval_final"])):
+            case(f"league --runs with {name}", L, ["--runs", edited("k.csv", content), "--out", x], "refused", expect)
+        png = edited("image.csv", "")
+        open(png, "wb").write(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+        case("league --runs a PNG", L, ["--runs", png, "--out", x], "refused", ["not a league-runs.csv", "binary"])
+        case("league --runs KEPT alone", L, ["--runs", kept, "--out", os.path.join(w, "plain.out")], "ok")
+        case("league --runs with a byte-order mark (read as without)", L,
+             ["--runs", edited("bom.csv", "\ufeff" + text), "--out", os.path.join(w, "bom.out")], "ok",
+             check=lambda o: None if open(os.path.join(w, "bom.out", "league.md")).read() ==
+             open(os.path.join(w, "plain.out", "league.md")).read() else "another league than without the mark")
+        case("league --runs with a nan and an inf cell", L,
+             ["--runs", edited("nan.csv", cell("kl", "inf", 2).replace("\r\n", "\r\n", 1)), "--out", os.path.join(w, "nan.out")],
+             "ok", check=lambda o: None if "Non-finite values" in o and "KL: inf in 1 of 2 runs" in o else
+             "the infinite KL is not counted and shown")
+        inf = league_dir("inf", even, kl={("a", 1): float("inf")})
+        case("league of runs with an infinite KL", L, [inf, "--out", os.path.join(w, "inf.out")], "ok",
+             check=lambda o: None if "e+307" not in o and "KL: inf in 1 of 2 runs (seed 1)" in o else
+             "the infinite KL is averaged away (e+307) or not listed")
+        # options that would quietly become the result
+        for name, args, expect in (
+                ("league --score with a typo", [ties, "--score", "eval_fianl", "--out", x], ["--score eval_fianl", "eval_final"]),
+                ("league --by variant", [ties, "--by", "variant", "--out", x], ["--by variant"]),
+                ("league --by a key the variants set (rl.algorithm: grpo, r3)",
+                 [league_dir("algo2", {(v, s): 0.5 for v in ("control", "r3") for s in (0, 1)}, algo={"r3": "r3"}),
+                  "--by", "rl.algorithm", "--out", x], ["--by rl.algorithm", "a key the variants set"]),
+                ("league --by rl.algorithm (the same in every run)", [league_dir("algo", {("control", 0): 0.5, ("a", 0): 0.6}),
+                                                                     "--by", "rl.algorithm", "--out", x], ["--by"])):
+            case(name, L, args, "refused" if "same in every" not in name else "ok", expect)
+        P = "analysis.probe_rule"
+        for name, args, expect in (("probe_rule --min-collapsed -5", ["--min-collapsed", "-5"], ["--min-collapsed -5", ">= 1"]),
+                                   ("probe_rule --min-gain nan", ["--min-gain", "nan"], ["--min-gain nan", "finite"]),
+                                   ("probe_rule --score with a typo", ["--score", "eval_fianl"], ["--score eval_fianl"])):
+            case(name, P, ["p1", ties, "--reference", "control", "--variant", "a", *args], "refused", expect)
+        case("league > /dev/full", L, [ties, "--out", os.path.join(w, "full.out")], "refused",
+             ["could not be written to standard output"], full=True)
+        case("probe_rule > /dev/full", P, ["p1", ties, "--reference", "control", "--variant", "a"], "refused",
+             ["could not be written to standard output"], full=True)
+        case("probe_rule of two experiments' directories", P, ["p1", ties, exp2, "--reference", "control",
+                                                              "--variant", "a"], "refused", ["two runs of"])
+
     def base_file(self):
         return glob.glob(os.path.join(self.cache, "base-*.h5"))[0]
 
@@ -1401,6 +1704,21 @@ def rewrite(path, drop=(), version=None, drop_state=()):
                 if k in dst["state"].attrs:
                     del dst["state"].attrs[k]
     os.replace(tmp, path)
+
+
+def in_main(p):
+    """moerl has started main: its handler for the stop signals is installed (SigCgt in
+    /proc/PID/status; SigBlk alone is not main's: libraries block every signal for a moment
+    while they start threads, before main)."""
+    for pid in [p.pid] + children(p.pid):
+        try:
+            st = open(f"/proc/{pid}/status").read()
+        except OSError:
+            continue
+        m = (re.search(r"SigCgt:\s*([0-9a-f]+)", st),)
+        if proc_name(pid) == "moerl" and any(x and int(x.group(1), 16) & (1 << (signal.SIGTERM - 1)) for x in m):
+            return True
+    return False
 
 
 def children(pid):
@@ -1430,7 +1748,7 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="seed of the random fault points (default: time)")
     ap.add_argument("--keep", help="work in this directory and keep it")
     ap.add_argument("--only", help="comma-separated groups: kill,sweep,disk,corrupt,scenario,base,rerun,identity,writers,input,"
-                                           "signal,experiment,report,round4,round4b")
+                                           "signal,experiment,report,round4,round4b,round5")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else int(time.time()) % 100000
     rng = random.Random(seed)
@@ -1478,6 +1796,8 @@ def main():
             s.round4()
         if want("round4b"):
             s.round4b()
+        if want("round5"):
+            s.round5()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -131,8 +131,11 @@ TEST(InputChecks, EmptySweepListsAreRefused) {
   const std::string grid = dir.file("grid.ini");
   std::ofstream(grid) << test::kTinyScenario << "[sweep]\nseeds = 0, 1\n";
   const Comms c = comms_local();
-  expect_throw_with<std::invalid_argument>([&] { cmd_sweep(c, {grid, "--seeds", "", "--dry-run"}); }, {"--seeds", "no seeds"});
-  expect_throw_with<std::invalid_argument>([&] { cmd_sweep(c, {grid, "--variants", "", "--dry-run"}); }, {"--variants", "no names"});
+  // an empty value is refused as every option's is (cli_parse), a list of no names by the sweep
+  expect_throw_with<ExitError>([&] { cmd_sweep(c, {grid, "--seeds", "", "--dry-run"}); }, {"--seeds ''", "an empty value"});
+  expect_throw_with<ExitError>([&] { cmd_sweep(c, {grid, "--variants", "", "--dry-run"}); }, {"--variants ''", "an empty value"});
+  expect_throw_with<std::invalid_argument>([&] { cmd_sweep(c, {grid, "--seeds", ",", "--dry-run"}); }, {"--seeds", "is not a seed"});
+  expect_throw_with<std::invalid_argument>([&] { cmd_sweep(c, {grid, "--variants", ",", "--dry-run"}); }, {"--variants", "an item is empty"});
   expect_throw_with<std::invalid_argument>([&] { cmd_sweep(c, {dir.path(), "--dry-run"}); }, {dir.path(), "is a directory"});
 }
 

@@ -197,7 +197,7 @@ TEST(Scenario, BadInputsAreRejectedWithKeyValueAndAllowed) {
       {"[task]\nbase = 70\n", {}, {"task.sort", "needs model.vocab_size >= 71", "(is 64)"}},
       {"[task]\nlength = 40\n", {}, {"task.length = 40", "needs model.max_seq_len >= 81"}},
       {"[optim]\nlr = 2\n", {}, {"optim.lr = 2", "must be in (0, 1)"}},
-      {"[sft]\nbatch = 0\n", {}, {"sft.batch = 0", "must be >= 1"}},
+      {"[sft]\nbatch = 0\n", {}, {"sft.batch = 0", "must be in [1, 65536]"}},
       {"[run]\nbackend = gpu\n", {}, {"run.backend = gpu", "must be cpu or cuda"}},
       {"[profile.x]\natomics = true\n", {}, {"profile.x.atomics = true", "needs gemm_order = split_k:N",
                                               "gemm_order is fixed"}},

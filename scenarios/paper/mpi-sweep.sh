@@ -1,0 +1,42 @@
+# mpi-sweep.sh — sourced by learn-league.sh and learn-more.sh: one sweep under mpirun that a stop
+# signal to the script ends cleanly.
+#   mpi_sweep SCRIPT RESUME WHAT GRID OUT [sweep options...]
+# runs `mpirun -np 2 $moerl sweep GRID --out OUT [options]` in its own session (a Ctrl-C at the
+# terminal reaches the script only, not mpirun, whose own SIGINT and SIGTERM kill the ranks). The
+# script's SIGTERM, SIGINT, SIGUSR1 and SIGHUP are passed to mpirun as SIGUSR1, which Open MPI
+# forwards to the ranks: the runs in flight write their checkpoints and the sweep exits 75. The
+# script waits for it, then says "stopped; resume with RESUME" and exits 75 — also when the signal
+# came as the sweep finished. Any other failure: "WHAT: exit N" and that status. Needs $moerl.
+mpi_sweep_pid=""
+mpi_sweep_signal=""
+mpi_sweep_on_signal() {
+  mpi_sweep_signal=${mpi_sweep_signal:-$1}
+  [ -n "$mpi_sweep_pid" ] && kill -USR1 "$mpi_sweep_pid" 2>/dev/null
+}
+for mpi_sweep_sig in TERM INT USR1 HUP; do
+  trap "mpi_sweep_on_signal SIG$mpi_sweep_sig" "$mpi_sweep_sig"
+done
+mpi_sweep() {
+  local script=$1 resume=$2 what=$3 grid=$4 dir=$5 rc
+  shift 5
+  if [ -n "$mpi_sweep_signal" ]; then
+    echo "$script: stopped by $mpi_sweep_signal before $what; resume with: $resume"
+    exit 75
+  fi
+  setsid mpirun --oversubscribe -np 2 "$moerl" sweep "$grid" --out "$dir" "$@" &
+  mpi_sweep_pid=$!
+  [ -n "$mpi_sweep_signal" ] && kill -USR1 "$mpi_sweep_pid" 2>/dev/null  # a signal while it started
+  # `wait` returns at every trapped signal: wait again until mpirun has ended, then take its status
+  while kill -0 "$mpi_sweep_pid" 2>/dev/null; do wait "$mpi_sweep_pid"; done
+  wait "$mpi_sweep_pid"
+  rc=$?
+  mpi_sweep_pid=""
+  if [ -n "$mpi_sweep_signal" ] || [ $rc -eq 75 ]; then
+    echo "$script: stopped${mpi_sweep_signal:+ by $mpi_sweep_signal} during $what (exit 75: the runs in flight wrote their checkpoints); resume with: $resume"
+    exit 75
+  fi
+  if [ $rc -ne 0 ]; then
+    echo "$script: $what: exit $rc (see $dir/index.csv); run again to resume: $resume"
+    exit $rc
+  fi
+}
