@@ -55,7 +55,13 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
     if (row_defaults) {
       EXPECT_EQ(f.attr_double("/", "clip_low"), a->clip_low);
       EXPECT_EQ(f.attr_double("/", "clip_high"), a->clip_high);
-      EXPECT_EQ(f.attr_string("/", "correction"), correction_name(a->correction.value_or(Correction::none)));
+      // the row's forced correction, else its default's (a scenario key: minirl's tis)
+      EXPECT_EQ(f.attr_string("/", "correction"), correction_name(a->correction.value_or(s.rl.loss.correction)));
+      EXPECT_EQ(s.rl.loss.correction, a->correction.value_or(s.rl.loss.correction));
+      // the algorithm's own keys are attributes of its runs only
+      for (const AlgorithmInfo& other : algorithm_registry())
+        for (const AlgorithmParam& p : other.params)
+          EXPECT_EQ(f.has_attr("/", p.key), algorithm_reads_param(a->name, p.key)) << a->name << " " << p.key;
     }
   }
 }
