@@ -32,7 +32,14 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
       {"rl.algorithm=grpo", "rl.correction=mis"}, {"rl.algorithm=grpo", "rl.routing_replay=old"},
       {"rl.algorithm=grpo", "rl.old_logprobs=rollout"}, {"rl.algorithm=grpo", "rl.kl_coef=0.1", "rl.freeze_router=true"},
       {"rl.algorithm=grpo", "model.n_experts=0"},
-      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"}});
+      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"},
+      // the MiniRL paper's arms (arXiv 2512.01374) are keys: without the IS weight, without the
+      // mask off-policy, with R2 / R3, with length normalisation; SAPO under a correction
+      {"rl.algorithm=minirl", "rl.correction=none"},
+      {"rl.algorithm=minirl", "rl.minirl_mask=false", "rl.minibatches=2"},
+      {"rl.algorithm=minirl", "rl.routing_replay=old", "rl.minibatches=2"},
+      {"rl.algorithm=minirl", "rl.aggregation=seq-mean-token-mean", "rl.routing_replay=rollout"},
+      {"rl.algorithm=sapo", "rl.correction=tis", "rl.sapo_tau_neg=2"}});
   for (const auto& sets : variants) {
     const Scenario s = test::tiny_scenario(sets);
     const std::string out = dir + "/run.h5";
