@@ -5,8 +5,10 @@
 //   dℓ/dlogp_new = −clip(r, 1 − ε_low, 1 + ε_high)·A,
 // aggregated by token-mean (the paper's 1/Σ_i|y_i| over the batch), group-normalised advantages
 // (with the std). Defaults: ε_low = 1, so 1 − ε_low = 0 and the weight has no lower bound
-// (MiniMax-M1 sets ε_low large and tunes only ε_high; verl's examples/cispo_trainer uses
-// clip_ratio_low = 10); ε_high = 0.2 (verl's example; the paper does not state its tuned value).
+// (MiniMax-M1 sets ε_low large and tunes only ε_high; slime's canonical --eps-clip 1.0, verl's
+// examples/cispo_trainer clip_ratio_low = 10); ε_high = 0.2 (verl's example; the paper does not
+// state its tuned value; slime suggests a wide one, e.g. 4: rl.clip_high = 4). With one
+// mini-batch and π_old recomputed r = 1 in value, so ε_high matters only off-policy.
 // The loss's value is a surrogate whose gradient is the policy gradient (it depends on logp_new's
 // level); a token whose weight was clipped counts in clip_frac. rl.correction weights each term.
 #include <algorithm>
