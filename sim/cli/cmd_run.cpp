@@ -19,13 +19,20 @@ namespace {
 // Shown under the usage line of --help: the choices that interact (docs/algorithms.md). The names
 // come from the algorithm and correction tables (sim/rl/registry.h, sim/rl/corrections.h).
 std::string run_notes() {
+  std::string algorithms = "\n\nalgorithms (--set rl.algorithm=NAME; each is sim/rl/NAME.cpp, docs/algorithms.md):";
+  for (const AlgorithmInfo& a : algorithm_registry()) {
+    algorithms += std::string("\n  ") + a.name + ": " + a.doc;
+    std::string keys;
+    for (const AlgorithmParam& p : algorithm_loss_row(a).params) keys += std::string(keys.empty() ? "" : ", ") + "rl." + p.key;
+    if (!keys.empty()) algorithms += " (keys: " + keys + ")";
+  }
   std::string corrections, composing, forcing;
   for (const rl::CorrectionInfo& k : rl::correction_registry())
     if (!rl::correction_forced_by(k.kind))
       corrections += (corrections.empty() ? "" : " | ") + std::string(correction_name(k.kind));
   for (const AlgorithmInfo& a : algorithm_registry())
     (a.correction ? forcing : composing) += std::string(", ") + a.name;
-  return "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n  " +
+  return algorithms + "\n\nrollout corrections (--set rl.correction=NAME; docs/algorithms.md, \"Rollout corrections\"):\n  " +
          corrections +
          ", with\n"
          "  rl.correction_cap, rl.correction_cap_low, rl.seq_mask_low, rl.seq_mask_high, rl.seq_k3_max.\n"

@@ -29,7 +29,7 @@ void aggregation_scales(double* scale, Aggregation agg, const LossBatch& b) {
 }
 
 void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggregation agg,
-                 Correction corr, const RatioFn& ratio_of) {
+                 Correction corr, const RatioFn& ratio_of, const SurrogateFn& surrogate_of) {
   const size_t n = static_cast<size_t>(b.S) * b.R;
   out->dlogp.assign(n, 0.0f);
   out->ratio.assign(n, 1.0f);
@@ -53,7 +53,7 @@ void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggre
       const double rho = std::exp(clamp20(static_cast<double>(b.logp_old[j]) - b.logp_rollout[j]));
       const double w = correction_weight(c, corr, rho) * w_seq;  // × 1.0 is exact: token corrections unchanged
       const RatioValue x = ratio_of(i, t);
-      const Surrogate s = surrogate(A, x.value, x.grad, c);
+      const Surrogate s = surrogate_of ? surrogate_of(A, x, b.logp_new[j]) : surrogate(A, x.value, x.grad, c);
       double term = w * s.value, grad = w * s.grad;
       if (c.kl_coef > 0.0f) {
         double kv, kg;

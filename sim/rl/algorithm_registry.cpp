@@ -1,7 +1,9 @@
-// algorithm_registry.cpp — the algorithm table (registry.h). One row per rl.algorithm name; its
-// factory is defined in sim/rl/<name>.cpp and declared beside the row; a row without a class of
-// its own names the row whose loss it runs (loss_of).
+// algorithm_registry.cpp — the algorithm rows (registry.h). Each row is registered by its own file,
+// sim/rl/<name>.cpp; this file keeps them in name order and derives every list and message from
+// them. It names no algorithm.
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
@@ -10,46 +12,55 @@
 
 namespace moerl {
 
-namespace rl {
-std::unique_ptr<Algorithm> make_grpo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_gspo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_rspo(const LossConfig& cfg);
-std::unique_ptr<Algorithm> make_icepop(const LossConfig& cfg);
-}  // namespace rl
+namespace {
+// The rows as registered (static initialisation, any order); sorted and frozen on first use.
+std::vector<AlgorithmInfo>& rows() {
+  static std::vector<AlgorithmInfo> r;
+  return r;
+}
+bool& frozen() {
+  static bool f = false;
+  return f;
+}
+}  // namespace
+
+AlgorithmRegistrar::AlgorithmRegistrar(const char* name, AlgorithmInfo info) {
+  // a registration after the first look-up would move rows that pointers already point at
+  if (frozen()) {
+    std::fprintf(stderr, "moerl: rl.algorithm %s registered after the registry was read\n", name);
+    std::abort();
+  }
+  for (const AlgorithmInfo& a : rows())
+    if (std::string(a.name) == name) {
+      std::fprintf(stderr, "moerl: rl.algorithm %s is registered twice (two files under sim/rl/)\n", name);
+      std::abort();
+    }
+  info.name = name;
+  rows().push_back(std::move(info));
+}
 
 const std::vector<AlgorithmInfo>& algorithm_registry() {
-  // in alphabetical order: the order of every list derived from the table
-  static const std::vector<AlgorithmInfo> table = {
-      {.name = "grpo",
-       .doc = "token-level PPO clipped surrogate, group-normalised advantages (arXiv 2402.03300)",
-       .create = rl::make_grpo},
-      {.name = "gspo",
-       .doc = "sequence-level ratio exp(mean log r), its own clip range (arXiv 2507.18071)",
-       .create = rl::make_gspo,
-       .clip_low = 3e-4f,  // GSPO paper §5.1: 3e-4 / 4e-4
-       .clip_high = 4e-4f},
-      {.name = "icepop",
-       .doc = "grpo with tokens whose pi_old/pi_rollout leaves [alpha, beta] masked (arXiv 2510.18855)",
-       .create = rl::make_icepop,
-       .correction = Correction::icepop,
-       .metrics = {{"icepop_masked_frac", 0.0, "share of tokens the IcePop band masked"}}},
-      {.name = "r3",
-       .doc = "grpo + rollout routing replay (arXiv 2510.11370)",
-       .loss_of = "grpo",
-       .routing_replay = RoutingReplay::rollout},
-      {.name = "rspo",
-       .doc = "token ratio rescaled by the router-shift weight gamma (arXiv 2510.23027)",
-       .create = rl::make_rspo,
-       .metrics = {{"rspo_gamma_mean", 1.0, "mean router-shift weight gamma over the step's tokens"},
-                   {"rspo_gamma_min", 1.0, "smallest gamma of the step"}}},
-  };
-  return table;
+  if (!frozen()) {
+    std::sort(rows().begin(), rows().end(),
+              [](const AlgorithmInfo& a, const AlgorithmInfo& b) { return std::string(a.name) < b.name; });
+    frozen() = true;
+  }
+  return rows();
 }
 
 const AlgorithmInfo* algorithm_find(const std::string& name) {
   for (const AlgorithmInfo& a : algorithm_registry())
     if (name == a.name) return &a;
   return nullptr;
+}
+
+const AlgorithmInfo& algorithm_loss_row(const AlgorithmInfo& a) {
+  if (!a.loss_of) return a;
+  const AlgorithmInfo* base = algorithm_find(a.loss_of);
+  if (!base || base->loss_of)
+    throw std::logic_error(std::string("rl.algorithm ") + a.name + ": loss_of = " + a.loss_of +
+                           " must name a row with a factory of its own");
+  return *base;
 }
 
 std::vector<std::string> algorithm_names() {
@@ -83,12 +94,41 @@ std::string algorithm_must_be() {
   return "must be one of " + list;
 }
 
+const AlgorithmParam* algorithm_param_find(const std::string& key) {
+  for (const AlgorithmInfo& a : algorithm_registry())
+    for (const AlgorithmParam& p : a.params)
+      if (key == p.key) return &p;
+  return nullptr;
+}
+
+bool algorithm_reads_param(const std::string& name, const std::string& key) {
+  const AlgorithmInfo* a = algorithm_find(name);
+  if (!a) return false;
+  const AlgorithmInfo& base = algorithm_loss_row(*a);
+  return std::any_of(base.params.begin(), base.params.end(), [&](const AlgorithmParam& p) { return key == p.key; });
+}
+
+std::string algorithm_param_readers(const std::string& key) {
+  std::string list;
+  for (const AlgorithmInfo& a : algorithm_registry())
+    if (algorithm_reads_param(a.name, key)) list += (list.empty() ? "" : ", ") + std::string(a.name);
+  return list;
+}
+
+float LossConfig::param(const std::string& key) const {
+  const auto it = params.find(key);
+  if (it != params.end()) return it->second;
+  const AlgorithmParam* p = algorithm_param_find(key);
+  if (!p) throw std::logic_error("rl." + key + ": no algorithm registers this key");
+  return p->value;
+}
+
 std::unique_ptr<Algorithm> algorithm_create(const LossConfig& cfg) {
   const AlgorithmInfo* a = algorithm_find(cfg.algorithm);
   if (!a) throw std::invalid_argument("rl.algorithm = " + cfg.algorithm + ": " + algorithm_must_be());
   LossConfig c = cfg;
   if (a->correction) c.correction = *a->correction;  // the row's forced correction, resolved or not
-  return algorithm_find(a->loss_of ? a->loss_of : a->name)->create(c);
+  return algorithm_loss_row(*a).create(c);
 }
 
 void algorithm_record_attrs(RunResults* res, const RlConfig& rl) {
@@ -98,6 +138,9 @@ void algorithm_record_attrs(RunResults* res, const RlConfig& rl) {
   res->attrs["correction"] = correction_name(rl.loss.correction);
   res->float_attrs["clip_low"] = rl.loss.clip_low;
   res->float_attrs["clip_high"] = rl.loss.clip_high;
+  // the algorithm's own keys, resolved (only runs of an algorithm with keys of its own have them)
+  if (const AlgorithmInfo* a = algorithm_find(rl.loss.algorithm))
+    for (const AlgorithmParam& p : algorithm_loss_row(*a).params) res->float_attrs[p.key] = rl.loss.param(p.key);
 }
 
 void algorithm_record_others_off(RunResults* res, const std::string& algorithm) {

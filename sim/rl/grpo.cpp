@@ -3,6 +3,8 @@
 // dual clip, any aggregation, optional rollout correction (rl.correction, docs/algorithms.md).
 #include "sim/rl/grpo.h"
 
+#include "sim/rl/registry.h"
+
 namespace moerl::rl {
 
 void Grpo::loss(LossOutput* out, const LossBatch& b) const {
@@ -20,6 +22,11 @@ double Grpo::gamma(const LossBatch& b, int i, int t) const {
   return 1.0;
 }
 
+namespace {
 std::unique_ptr<Algorithm> make_grpo(const LossConfig& cfg) { return std::make_unique<Grpo>(cfg); }
+}  // namespace
+
+MOERL_REGISTER_ALGORITHM(grpo, {.doc = "token-level PPO clipped surrogate, group-normalised advantages (arXiv 2402.03300)",
+                                .create = make_grpo});
 
 }  // namespace moerl::rl

@@ -1,7 +1,7 @@
 // grpo.h — GRPO's token-level clipped surrogate (arXiv 2402.03300) as a class the variants built
 // on it extend: icepop adds its masked-share metric (the band mask is its row's forced
 // correction), rspo rescales the ratio by its router-shift weight γ (gamma()). `r3` is this loss
-// with a routing choice: a row alone (sim/rl/algorithm_registry.cpp).
+// with a routing choice: a row alone (sim/rl/r3.cpp).
 #pragma once
 
 #include "sim/rl/policy_loss.h"

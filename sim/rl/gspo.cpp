@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/rl/policy_loss.h"
+#include "sim/rl/registry.h"
 
 namespace moerl::rl {
 
@@ -39,8 +40,13 @@ class Gspo final : public Algorithm {
  private:
   LossConfig c_;
 };
-}  // namespace
 
 std::unique_ptr<Algorithm> make_gspo(const LossConfig& cfg) { return std::make_unique<Gspo>(cfg); }
+}  // namespace
+
+MOERL_REGISTER_ALGORITHM(gspo, {.doc = "sequence-level ratio exp(mean log r), its own clip range (arXiv 2507.18071)",
+                                .create = make_gspo,
+                                .clip_low = 3e-4f,  // GSPO paper §5.1: 3e-4 / 4e-4
+                                .clip_high = 4e-4f});
 
 }  // namespace moerl::rl

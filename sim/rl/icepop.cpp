@@ -5,6 +5,7 @@
 // (Correction::icepop), so the loss is GRPO's (grpo.h); this class adds the masked share.
 #include "sim/io/results.h"
 #include "sim/rl/grpo.h"
+#include "sim/rl/registry.h"
 
 namespace moerl::rl {
 
@@ -24,8 +25,13 @@ class Icepop final : public Grpo {
  private:
   double masked_ = 0.0, tokens_ = 0.0;  // over the step's mini-batches
 };
-}  // namespace
 
 std::unique_ptr<Algorithm> make_icepop(const LossConfig& cfg) { return std::make_unique<Icepop>(cfg); }
+}  // namespace
+
+MOERL_REGISTER_ALGORITHM(icepop, {.doc = "grpo with tokens whose pi_old/pi_rollout leaves [alpha, beta] masked (arXiv 2510.18855)",
+                                  .create = make_icepop,
+                                  .correction = Correction::icepop,
+                                  .metrics = {{"icepop_masked_frac", 0.0, "share of tokens the IcePop band masked"}}});
 
 }  // namespace moerl::rl

@@ -6,11 +6,13 @@
 // evaluated on one mini-batch of S sequences × R response tokens. Stop-gradient quantities (π_old,
 // π_rollout, advantages, importance weights, RSPO's γ) enter as constants.
 //
-// Variants register by name in one table (sim/rl/registry.h: name, factory, defaults, doc, extra
-// metrics); `r3` is grpo with rollout routing replay (a routing choice, not a loss).
+// Variants register by name, each in its own file (sim/rl/registry.h: name, factory, defaults,
+// forced choices, keys, doc, extra metrics); `r3` is grpo with rollout routing replay (a routing
+// choice, not a loss).
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +71,12 @@ struct LossConfig {
   float icepop_high = 5.0f;        // β
   float rspo_floor = 0.1f;         // γ_min
   float kl_coef = 0.0f;            // β of the k3 KL to the reference policy (0 = off)
+  // Keys of the algorithm's own (AlgorithmInfo::params, "sapo_tau_pos" for rl.sapo_tau_pos): set
+  // by the scenario, the rest filled with their defaults by RlConfig::resolve.
+  std::map<std::string, float> params = {};
+  // params[key], or the key's registered default when unset; throws std::logic_error for a key no
+  // algorithm registers (sim/rl/algorithm_registry.cpp).
+  float param(const std::string& key) const;
 };
 
 // One mini-batch. Arrays are [S, R] unless said otherwise.

@@ -1,5 +1,5 @@
-// policy_loss.h — the per-token driver shared by the algorithms (their factories are declared
-// beside their rows in sim/rl/algorithm_registry.cpp).
+// policy_loss.h — the per-token driver shared by the algorithms (each registered by its own file,
+// sim/rl/<name>.cpp; sim/rl/registry.h).
 #pragma once
 
 #include <functional>
@@ -26,8 +26,14 @@ inline RatioValue token_ratio(const LossBatch& b, int i, int t, double gamma = 1
   return RatioValue{r, raw == d ? r : 0.0, gamma};
 }
 
+// The per-token term of a loss that is not PPO's clipped surrogate (sapo.cpp, cispo.cpp,
+// minirl.cpp): ℓ and dℓ/dlogp_new for advantage A, the ratio x of ratio_of and the token's
+// current log-prob; `clipped` counts the token in clipped_tokens (clip_frac).
+using SurrogateFn = std::function<Surrogate(double A, const RatioValue& x, double logp_new)>;
+
 // Σ scale_i·m·w·surrogate(ratio) (+ k3 KL), with exact gradients; fills every LossOutput field.
+// The surrogate is PPO's clipped one (ppo_terms.h) unless `surrogate_of` is given.
 void policy_loss(LossOutput* out, const LossBatch& b, const LossConfig& c, Aggregation agg,
-                 Correction corr, const RatioFn& ratio_of);
+                 Correction corr, const RatioFn& ratio_of, const SurrogateFn& surrogate_of = nullptr);
 
 }  // namespace moerl::rl

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 
 #include "sim/rl/registry.h"
@@ -17,6 +18,7 @@ void RlConfig::resolve() {
   if (loss.clip_high < 0.0f) loss.clip_high = a->clip_high;
   if (a->routing_replay) routing_replay = *a->routing_replay;
   if (a->correction) loss.correction = *a->correction;
+  for (const AlgorithmParam& p : algorithm_loss_row(*a).params) loss.params.emplace(p.key, p.value);  // unset ones
 }
 
 void RlConfig::validate() const {
@@ -54,7 +56,8 @@ void RlConfig::validate() const {
     bad("adv_eps", std::to_string(adv_eps), "must be > 0 (it keeps the advantages of a group whose rewards are all equal finite)");
   if (!(sampling.temperature >= 0.0f)) bad("temperature", std::to_string(sampling.temperature), "must be >= 0");
   if (!(sampling.top_p > 0.0f && sampling.top_p <= 1.0f)) bad("top_p", std::to_string(sampling.top_p), "must be in (0, 1]");
-  if (!(loss.clip_low >= 0.0f && loss.clip_low < 1.0f)) bad("clip_low", std::to_string(loss.clip_low), "must be in [0, 1)");
+  if (!(loss.clip_low >= 0.0f && loss.clip_low <= 1.0f))
+    bad("clip_low", std::to_string(loss.clip_low), "must be in [0, 1] (1: no lower bound, 1 - clip_low = 0)");
   if (!(loss.clip_high >= 0.0f)) bad("clip_high", std::to_string(loss.clip_high), "must be >= 0");
   if (loss.dual_clip != 0.0f && !(loss.dual_clip > 1.0f)) bad("dual_clip", std::to_string(loss.dual_clip), "must be 0 (off) or > 1");
   if (!(loss.correction_cap > 0.0f)) bad("correction_cap", std::to_string(loss.correction_cap), "must be > 0");
@@ -94,6 +97,26 @@ void RlConfig::validate() const {
   if (collapse_window < 1) bad("collapse_window", std::to_string(collapse_window), "must be >= 1");
   if (collapse_patience < 1) bad("collapse_patience", std::to_string(collapse_patience), "must be >= 1");
   precursors.validate();
+  // the algorithm's own keys: only its own, each in its range
+  for (const auto& [key, v] : loss.params) {
+    const AlgorithmParam* p = algorithm_param_find(key);
+    const std::string value = p && p->boolean ? (v != 0.0f ? "true" : "false") : std::to_string(v);
+    if (!p) bad(key, value, "no rl.algorithm reads this key");
+    if (!algorithm_reads_param(loss.algorithm, key))
+      bad(key, value, "read only by rl.algorithm = " + algorithm_param_readers(key) + " (rl.algorithm is " + loss.algorithm + ")");
+    const bool above = p->lo_open ? v > p->lo : v >= p->lo;
+    if (!(above && v <= p->hi && std::isfinite(v))) {
+      const auto num = [](float x) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", static_cast<double>(x));
+        return std::string(buf);
+      };
+      std::string allowed = "must be ";
+      if (std::isinf(p->hi)) allowed += std::string(p->lo_open ? "> " : ">= ") + num(p->lo);
+      else allowed += std::string("in ") + (p->lo_open ? "(" : "[") + num(p->lo) + ", " + num(p->hi) + "]";
+      bad(key, value, allowed);
+    }
+  }
   if (algo->routing_replay && routing_replay != *algo->routing_replay)
     bad("routing_replay", routing_replay_name(routing_replay),
         std::string(algo->name) + " means routing_replay = " + routing_replay_name(*algo->routing_replay));

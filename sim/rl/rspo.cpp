@@ -12,6 +12,7 @@
 
 #include "sim/io/results.h"
 #include "sim/rl/grpo.h"
+#include "sim/rl/registry.h"
 
 namespace moerl::rl {
 
@@ -65,8 +66,13 @@ class Rspo final : public Grpo {
   std::vector<float> gamma_;  // [S, R] of the current mini-batch
   double gamma_sum_ = 0.0, gamma_min_ = 1.0, gamma_n_ = 0.0;  // over the step
 };
-}  // namespace
 
 std::unique_ptr<Algorithm> make_rspo(const LossConfig& cfg) { return std::make_unique<Rspo>(cfg); }
+}  // namespace
+
+MOERL_REGISTER_ALGORITHM(rspo, {.doc = "token ratio rescaled by the router-shift weight gamma (arXiv 2510.23027)",
+                                .create = make_rspo,
+                                .metrics = {{"rspo_gamma_mean", 1.0, "mean router-shift weight gamma over the step's tokens"},
+                                            {"rspo_gamma_min", 1.0, "smallest gamma of the step"}}});
 
 }  // namespace moerl::rl

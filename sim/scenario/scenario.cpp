@@ -36,6 +36,9 @@ struct Field {
   std::string doc;
   std::function<void(const std::string&)> set;
   std::function<std::string()> get;
+  // Whether the effective scenario writes the key (null: always). An algorithm's own key is
+  // written only in runs of that algorithm (sim/rl/registry.h, AlgorithmParam).
+  std::function<bool()> shown = nullptr;
 };
 
 std::string format_float(float v) {
@@ -65,6 +68,26 @@ struct NumberText<float> {
   static constexpr const char* not_one = "must be a number";
 };
 
+// The value of a number key: the whole text must read as a T (std::from_chars), in T's range.
+template <class T>
+T number_parse(const std::string& v) {
+  T x{};
+  auto r = std::from_chars(v.data(), v.data() + v.size(), x);
+  // from_chars says out of range both for overflow (1e39) and, for floats, underflow (1e-50)
+  if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
+    throw BadValue{NumberText<T>::out_of_range};
+  if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) throw BadValue{NumberText<T>::not_one};
+  if constexpr (std::is_floating_point_v<T>)
+    if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
+  return x;
+}
+
+bool boolean_parse(const std::string& v) {
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  throw BadValue{"must be true or false"};
+}
+
 // The key table of one scenario (or of one profile section).
 class Fields {
  public:
@@ -77,30 +100,14 @@ class Fields {
   // An integer or float key: the whole value must read as a T (std::from_chars), in T's range.
   template <class T>
   void number(const std::string& key, T* p, const std::string& doc) {
-    custom(key, doc,
-           [p](const std::string& v) {
-             T x{};
-             auto r = std::from_chars(v.data(), v.data() + v.size(), x);
-             // from_chars says out of range both for overflow (1e39) and, for floats, underflow (1e-50)
-             if (!v.empty() && r.ec == std::errc::result_out_of_range && r.ptr == v.data() + v.size())
-               throw BadValue{NumberText<T>::out_of_range};
-             if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) throw BadValue{NumberText<T>::not_one};
-             if constexpr (std::is_floating_point_v<T>)
-               if (!std::isfinite(x)) throw BadValue{"must be a finite number"};
-             *p = x;
-           },
+    custom(key, doc, [p](const std::string& v) { *p = number_parse<T>(v); },
            [p] {
              if constexpr (std::is_floating_point_v<T>) return format_float(*p);
              else return std::to_string(*p);
            });
   }
   void boolean(const std::string& key, bool* p, const std::string& doc) {
-    custom(key, doc,
-           [p](const std::string& v) {
-             if (v == "true" || v == "1" || v == "yes" || v == "on") *p = true;
-             else if (v == "false" || v == "0" || v == "no" || v == "off") *p = false;
-             else throw BadValue{"must be true or false"};
-           },
+    custom(key, doc, [p](const std::string& v) { *p = boolean_parse(v); },
            [p] { return std::string(*p ? "true" : "false"); });
   }
   void str(const std::string& key, std::string* p, const std::string& doc) {
@@ -209,6 +216,28 @@ void bind_sft(Fields& f, SftConfig* s) {
   bind_optim(f, "sft", &s->optim);
 }
 
+// [rl]: the keys algorithms register for themselves (AlgorithmParam), in the registry's order;
+// the effective scenario writes a key only in runs of an algorithm that reads it.
+void bind_rl_algorithm_params(Fields& f, RlConfig* r) {
+  std::vector<std::string> bound;
+  for (const AlgorithmInfo& a : algorithm_registry())
+    for (const AlgorithmParam& p : a.params) {
+      const std::string key = p.key;
+      if (std::find(bound.begin(), bound.end(), key) != bound.end()) continue;
+      bound.push_back(key);
+      const bool boolean = p.boolean;
+      f.custom("rl." + key, std::string(p.doc) + " (rl.algorithm = " + algorithm_param_readers(key) + ")",
+               [r, key, boolean](const std::string& v) {
+                 r->loss.params[key] = boolean ? (boolean_parse(v) ? 1.0f : 0.0f) : number_parse<float>(v);
+               },
+               [r, key, boolean] {
+                 const float v = r->loss.param(key);
+                 return boolean ? std::string(v != 0.0f ? "true" : "false") : format_float(v);
+               });
+      f.list.back().shown = [r, key] { return algorithm_reads_param(r->loss.algorithm, key); };
+    }
+}
+
 // [rl]: the algorithm and its loss.
 void bind_rl_loss(Fields& f, RlConfig* r) {
   f.str("rl.algorithm", &r->loss.algorithm, algorithm_key_doc());
@@ -239,6 +268,7 @@ void bind_rl_loss(Fields& f, RlConfig* r) {
            "pi_old: recompute (train engine) | rollout (bypass mode)");
   f.choice("rl.routing_replay", &r->routing_replay, kRoutingReplayNames,
            "train-engine routing: none | old (R2) | rollout (R3)");
+  bind_rl_algorithm_params(f, r);
 }
 
 // [rl]: the batch of a step, sampling, responses' lengths and advantages.
@@ -545,6 +575,46 @@ ProfileKeys scenario_apply_fixed(const RawKeys& raw, const Fields& fixed) {
   return profile_raw;
 }
 
+// Phase 2b: the run's algorithm's scenario keys (AlgorithmInfo::defaults and ::forced,
+// sim/rl/registry.h), its loss_of row's first: a default where the scenario gives no value; a
+// forced value always, and a scenario that gives another one is refused.
+void scenario_apply_algorithm(const RawKeys& raw, const Fields& fixed, const std::string& algorithm) {
+  const AlgorithmInfo* a = algorithm_find(algorithm);
+  if (!a) return;  // validation names the bad value
+  std::vector<const AlgorithmInfo*> rows;
+  if (a->loss_of) rows.push_back(&algorithm_loss_row(*a));
+  rows.push_back(a);
+  const std::string origin = "rl.algorithm = " + algorithm;
+  auto field_of = [&](const std::string& entry, std::string* key, std::string* value) -> const Field& {
+    const size_t eq = entry.find('=');
+    *key = trim(entry.substr(0, eq));
+    *value = eq == std::string::npos ? "" : trim(entry.substr(eq + 1));
+    for (const Field& f : fixed.list)
+      if (f.key == *key) return f;
+    throw std::logic_error(origin + ": its row's key '" + entry + "' is no scenario key");
+  };
+  for (const AlgorithmInfo* row : rows) {
+    std::string key, value;
+    for (const char* entry : row->defaults) {
+      const Field& f = field_of(entry, &key, &value);
+      if (!raw.count(key)) field_set(f, key, RawValue{value, origin});
+    }
+    for (const char* entry : row->forced) {
+      const Field& f = field_of(entry, &key, &value);
+      field_set(f, key, RawValue{value, origin});
+      const std::string want = f.get();
+      const auto given = raw.find(key);
+      if (given == raw.end()) continue;
+      field_set(f, key, given->second);
+      const std::string got = f.get();
+      field_set(f, key, RawValue{value, origin});
+      if (got != want)
+        throw std::invalid_argument(given->second.origin + ": " + key + " = " + text_shown(given->second.value) + ": " +
+                                    origin + " means " + key + " = " + want);
+    }
+  }
+}
+
 // Phase 3: one user profile: its base built-in, then its section's fields, validated.
 NumericsProfile scenario_profile(const std::string& name, const std::map<std::string, RawValue>& fields_raw,
                                  const std::string& source) {
@@ -630,7 +700,8 @@ void scenario_check_profiles(const Scenario& s) {
 std::string scenario_effective_text(const Fields& fixed, const std::vector<NumericsProfile>& profiles,
                                     const std::string& source) {
   std::string eff = "# effective scenario (source: " + source + ")\n";
-  for (const Field& f : fixed.list) eff += f.key + " = " + f.get() + "\n";
+  for (const Field& f : fixed.list)
+    if (!f.shown || f.shown()) eff += f.key + " = " + f.get() + "\n";
   for (const NumericsProfile& p : profiles) {
     NumericsProfile copy = p;
     Fields pf;
@@ -685,7 +756,9 @@ Scenario Scenario::parse(const std::string& text, const std::string& source,
   s.source_ = source;
   Fields fixed;
   bind_fixed(fixed, &s);
-  for (const auto& [name, fields_raw] : scenario_apply_fixed(raw, fixed))
+  const ProfileKeys profile_raw = scenario_apply_fixed(raw, fixed);
+  scenario_apply_algorithm(raw, fixed, s.rl.loss.algorithm);
+  for (const auto& [name, fields_raw] : profile_raw)
     s.profiles.push_back(scenario_profile(name, fields_raw, source));
   scenario_validate(&s, raw, source);
   s.effective_ = scenario_effective_text(fixed, s.profiles, source);

@@ -32,7 +32,14 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
       {"rl.algorithm=grpo", "rl.correction=mis"}, {"rl.algorithm=grpo", "rl.routing_replay=old"},
       {"rl.algorithm=grpo", "rl.old_logprobs=rollout"}, {"rl.algorithm=grpo", "rl.kl_coef=0.1", "rl.freeze_router=true"},
       {"rl.algorithm=grpo", "model.n_experts=0"},
-      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"}});
+      {"rl.algorithm=grpo", "model.expert_bias=true", "model.load_balance=aux_loss"},
+      // the MiniRL paper's arms (arXiv 2512.01374) are keys: without the IS weight, without the
+      // mask off-policy, with R2 / R3, with length normalisation; SAPO under a correction
+      {"rl.algorithm=minirl", "rl.correction=none"},
+      {"rl.algorithm=minirl", "rl.minirl_mask=false", "rl.minibatches=2"},
+      {"rl.algorithm=minirl", "rl.routing_replay=old", "rl.minibatches=2"},
+      {"rl.algorithm=minirl", "rl.aggregation=seq-mean-token-mean", "rl.routing_replay=rollout"},
+      {"rl.algorithm=sapo", "rl.correction=tis", "rl.sapo_tau_neg=2"}});
   for (const auto& sets : variants) {
     const Scenario s = test::tiny_scenario(sets);
     const std::string out = dir + "/run.h5";
@@ -55,7 +62,13 @@ TEST(RlLoop, EveryAlgorithmRunsAndWritesFiniteMetrics) {
     if (row_defaults) {
       EXPECT_EQ(f.attr_double("/", "clip_low"), a->clip_low);
       EXPECT_EQ(f.attr_double("/", "clip_high"), a->clip_high);
-      EXPECT_EQ(f.attr_string("/", "correction"), correction_name(a->correction.value_or(Correction::none)));
+      // the row's forced correction, else its default's (a scenario key: minirl's tis)
+      EXPECT_EQ(f.attr_string("/", "correction"), correction_name(a->correction.value_or(s.rl.loss.correction)));
+      EXPECT_EQ(s.rl.loss.correction, a->correction.value_or(s.rl.loss.correction));
+      // the algorithm's own keys are attributes of its runs only
+      for (const AlgorithmInfo& other : algorithm_registry())
+        for (const AlgorithmParam& p : other.params)
+          EXPECT_EQ(f.has_attr("/", p.key), algorithm_reads_param(a->name, p.key)) << a->name << " " << p.key;
     }
   }
 }

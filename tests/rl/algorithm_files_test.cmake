@@ -1,0 +1,35 @@
+# algorithm_files_test.cmake — a new algorithm is a new file (ctest: algorithm_files): in a scratch
+# tree, cmake/algorithm_files.cmake takes a dropped-in sim/rl/ file that registers a row, with its
+# row's name, and leaves the others: a file without a registration, one that names the macro only
+# in a comment, and a registration outside sim/rl/. (That the build links every such file and the
+# registry holds exactly its rows: tests/rl/test_registry.cpp.)
+#   cmake -DROOT=<source dir> -DWORK=<scratch dir> -P tests/rl/algorithm_files_test.cmake
+include(${ROOT}/cmake/algorithm_files.cmake)
+file(REMOVE_RECURSE ${WORK})
+file(WRITE ${WORK}/sim/rl/newalg.cpp "// newalg.cpp\n#include \"sim/rl/registry.h\"\nnamespace moerl::rl {\nMOERL_REGISTER_ALGORITHM(newalg, {.doc = \"x\", .create = make_newalg});\n}\n")
+file(WRITE ${WORK}/sim/rl/twins.cpp "MOERL_REGISTER_ALGORITHM(twin_b, {.loss_of = \"grpo\"});\nMOERL_REGISTER_ALGORITHM(twin_a, {.loss_of = \"grpo\"});\n")
+file(WRITE ${WORK}/sim/rl/helper.cpp "// helper.cpp: no row\nint helper() { return 1; }\n")
+file(WRITE ${WORK}/sim/rl/comment.cpp "// registers nothing: see MOERL_REGISTER_ALGORITHM(name, {...})\n  // MOERL_REGISTER_ALGORITHM(indented, {})\n")
+file(WRITE ${WORK}/sim/jobs/elsewhere.cpp "MOERL_REGISTER_ALGORITHM(elsewhere, {});\n")
+file(GLOB _all ${WORK}/sim/rl/*.cpp ${WORK}/sim/jobs/*.cpp)
+moerl_algorithm_files(_sources _rows ${_all})
+set(_want_sources ${WORK}/sim/rl/newalg.cpp ${WORK}/sim/rl/twins.cpp)
+list(SORT _sources)
+if(NOT _sources STREQUAL _want_sources)
+  message(FATAL_ERROR "algorithm files: ${_sources}; expected ${_want_sources}")
+endif()
+if(NOT _rows STREQUAL "newalg;twin_a;twin_b")
+  message(FATAL_ERROR "rows: ${_rows}; expected newalg;twin_a;twin_b (sorted)")
+endif()
+# the repository's own files: one row per file, named as the file
+file(GLOB _repo ${ROOT}/sim/rl/*.cpp)
+moerl_algorithm_files(_repo_sources _repo_rows ${_repo})
+foreach(src ${_repo_sources})
+  get_filename_component(_stem ${src} NAME_WE)
+  list(FIND _repo_rows ${_stem} _at)
+  if(_at EQUAL -1)
+    message(FATAL_ERROR "${src} registers a row not named ${_stem}")
+  endif()
+endforeach()
+list(LENGTH _repo_sources _n)
+message(STATUS "algorithm_files: ${_n} algorithm files in sim/rl/: ${_repo_rows}")
