@@ -2,10 +2,12 @@
 # field-more.sh — issue 65's grids at the field's MoE, one sweep after another, each resumed where
 # it stopped (their plans are in each grid's header, written before their runs): the search for
 # whether RL learns there (field-search/learns.ini, seeds 610-613), the balancing grids
-# (field-balance-aux.ini, field-balance-bias.ini, seeds 750-759), then the league at this shape
-# (field-league.ini, seeds 760-779). Two runs at a time (mpirun -np 2, a rank per run), base
-# policies shared through OUT_ROOT/cache. Stop it cleanly with SIGUSR1 to its mpirun (each sweep
-# then exits 75); run it again to resume. The flips' audits are scenarios/paper/field-flips.sh.
+# (field-balance-aux.ini, field-balance-bias.ini, seeds 750-759), issue 62's on-policy MiniRL arms
+# (field-minirl.ini, seeds 780-789), the league at this shape (field-league.ini, seeds 760-779),
+# then the off-policy MiniRL arms (field-minirl-off.ini, 780-789). Two runs at a time (mpirun -np
+# 2, a rank per run), base policies shared through OUT_ROOT/cache. A stop signal (TERM, INT, USR1,
+# HUP) to the script stops the sweep cleanly (scenarios/paper/mpi-sweep.sh): run it again to
+# resume. The flips' audits are scenarios/paper/field-flips.sh.
 #   scenarios/paper/field-more.sh [OUT_ROOT]          (default results/paper)
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/field-balance-aux --by rl.aux_loss
 #   /usr/bin/python3 -m analysis.league OUT_ROOT/field-league --out docs/field/league
@@ -19,15 +21,16 @@ moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out/field-search"
 export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+. "$here/mpi-sweep.sh"
 run() {  # grid, output directory
-  mpirun --oversubscribe -np 2 "$moerl" sweep "$1" --out "$2" --cache "$out/cache" --ranks-per-run 1 --resume --quiet
-  rc=$?
-  [ $rc -eq 75 ] && { echo "field-more.sh: stopped during $2; run again to resume"; exit 75; }
-  [ $rc -ne 0 ] && { echo "field-more.sh: $2: exit $rc (see its index.csv); run again to resume"; exit $rc; }
+  mpi_sweep field-more.sh "scenarios/paper/field-more.sh $out" "$2" "$1" "$2" --cache "$out/cache" --ranks-per-run 1 \
+    --resume --quiet
 }
 run "$here/field-search/learns.ini" "$out/field-search/learns"
 run "$here/field-balance-aux.ini" "$out/field-balance-aux"
 run "$here/field-balance-bias.ini" "$out/field-balance-bias"
+run "$here/field-minirl.ini" "$out/field-minirl"
 run "$here/field-league.ini" "$out/field-league"
+run "$here/field-minirl-off.ini" "$out/field-minirl-off"
 exit 0
 }
