@@ -108,6 +108,31 @@ def table(rows):
     return "\n".join(out) + "\n"
 
 
+# The hypotheses of field-flips.sh's plan as paired differences (A − B, same seed: the same
+# initialisation and warm-up data, another shape).
+PAIRS = [("k8", "k2", "top-8 against top-2 at one activated width"),
+         ("k4", "k2", "top-4 against top-2"),
+         ("e128", "e16", "128 against 16 experts at top-8"),
+         ("k8", "none", "the aux loss against no balancing at 64 experts top-8"),
+         ("deepseek", "none", "DeepSeek-V3's form against no balancing"),
+         ("k8", "learn", "field.ini against learn.ini")]
+
+
+def paired(rows):
+    """Markdown lines: each PAIRS row's difference in routes flipped (percentage points), paired by seed."""
+    by = {(r["shape"], r["seed"]): r for r in rows}
+    out = ["| A − B | seeds | routes flipped, points | A higher on |", "| --- | --- | --- | --- |"]
+    for a, b, what in PAIRS:
+        seeds = sorted(s for (sh, s) in by if sh == a and (b, s) in by)
+        if not seeds:
+            continue
+        d = [100.0 * (by[(a, s)]["flip_rate"] - by[(b, s)]["flip_rate"]) for s in seeds]
+        m, ci = mean_ci(d)
+        out.append(f"| {a} − {b}: {what} | {', '.join(map(str, seeds))} | {fmt(m, ci, digits=2)} | "
+                   f"{sum(x > 0 for x in d)} of {len(d)} |")
+    return "\n".join(out) + "\n"
+
+
 def figure(rows, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -145,7 +170,7 @@ def main(argv=None):
     p.add_argument("--out", help="write flips.csv, flips.md and flips.png here")
     a = p.parse_args(argv)
     rows = collect(a.dir)
-    md = table(rows)
+    md = table(rows) + "\nPaired by seed (A − B):\n\n" + paired(rows)
     sys.stdout.write(md)
     if a.out:
         os.makedirs(a.out, exist_ok=True)

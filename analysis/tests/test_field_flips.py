@@ -32,6 +32,8 @@ def test_the_table_averages_over_seeds_and_writes_every_audit(tmp_path):
     learn = next(l for l in md.splitlines() if l.startswith("| 8 experts top-2"))
     assert "| 1 | 3.000 |" in learn
     assert md.splitlines()[2].startswith("| R3 paper")
+    # paired by seed: only the seeds both shapes have (740); k8 15 % − learn 3 % = 12 points
+    assert "| k8 − learn: field.ini against learn.ini | 740 | 12.00 | 1 of 1 |" in md
     rows = (out / "flips.csv").read_text().splitlines()
     assert rows[0].startswith("shape,seed,flip_rate")
     assert [r.split(",")[:2] for r in rows[1:]] == [["learn", "740"], ["k8", "740"], ["k8", "741"]]

@@ -10,8 +10,10 @@
 // A token at position t is audited with its own routing (row t, the token as input) and its
 // log-prob (the logits of row t−1 predicting it), from both profiles' training-mode forward.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include <unistd.h>
 
@@ -219,6 +221,31 @@ AuditTokens audit_tokens(const RankGrid& grid, const AuditArgs& a, AuditSides* x
 }
 
 // Phase 4: both sides' forward on every batch (split over the ranks, gathered), compared.
+// The K-th and (K+1)-th largest selection score of every (layer, row) [L, N, 2], from the router
+// logits [L, N, E]: what the router's top-k ranks — the logit itself under softmax scoring (the
+// softmax is monotone), σ(z) under sigmoid scoring, plus the selection bias b_e when the model has
+// one (DeepSeek-V3: the bias moves the selection, not the gates).
+std::vector<float> selection_top(const std::vector<float>& logits, const ModelConfig& cfg,
+                                 const std::vector<float>& bias, int L, int N) {
+  const int E = cfg.n_experts, K = cfg.top_k;
+  const bool sigmoid = cfg.scoring == Scoring::sigmoid, biased = cfg.expert_bias && !bias.empty();
+  std::vector<float> top(static_cast<size_t>(L) * N * 2), sel(E);
+  for (int l = 0; l < L; ++l)
+    for (int n = 0; n < N; ++n) {
+      const float* z = &logits[(static_cast<size_t>(l) * N + n) * E];
+      for (int e = 0; e < E; ++e) {
+        sel[e] = sigmoid ? 1.0f / (1.0f + std::exp(-z[e])) : z[e];
+        if (biased) sel[e] += bias[static_cast<size_t>(l) * E + e];
+      }
+      std::nth_element(sel.begin(), sel.begin() + K, sel.end(), std::greater<float>());  // [K] = (K+1)-th
+      const float next = sel[K];
+      const float kth = *std::min_element(sel.begin(), sel.begin() + K);
+      top[(static_cast<size_t>(l) * N + n) * 2] = kth;
+      top[(static_cast<size_t>(l) * N + n) * 2 + 1] = next;
+    }
+  return top;
+}
+
 AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const AuditTokens& t) {
   const ModelConfig& cfg = x->model->config();
   const int L = cfg.n_layers, K = cfg.top_k, V = cfg.vocab_size, T = t.T;
@@ -240,11 +267,11 @@ AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const
     x->model->set_backend(*x->be_a);
     x->model->forward(&ra, req);
     req.profile = &x->prof_b;
-    req.want_router_top = margins;
+    req.want_router_logits = margins;
     x->model->set_backend(*x->be_b);
     x->model->forward(&rb, req);
     gather_forward(&ra, grid.dp(), L, cfg.is_moe(), false);
-    gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false, false, margins);
+    gather_forward(&rb, grid.dp(), L, cfg.is_moe(), false, margins);
     const int32_t* tok = t.tokens.data() + n0 * T;  // the whole batch from here on
     // Row r = b*T + t. Routing mask: rows of audited tokens; log-prob mask: the rows before them.
     const size_t rows = static_cast<size_t>(B) * T;
@@ -262,9 +289,11 @@ AuditMetrics audit_measure(const RankGrid& grid, int batch, AuditSides* x, const
                         static_cast<int>(rows), K);
       audit_add_load(&acc, rb.topk_ids.data(), route_mask.data(), L, static_cast<int>(rows), K, cfg.n_experts);
     }
-    if (margins)
-      audit_add_margins(&acc, ra.topk_ids.data(), rb.topk_ids.data(), rb.router_top.data(), route_mask.data(), L,
+    if (margins) {
+      const std::vector<float> top = selection_top(rb.router_logits, cfg, x->model->expert_bias(), L, static_cast<int>(rows));
+      audit_add_margins(&acc, ra.topk_ids.data(), rb.topk_ids.data(), top.data(), route_mask.data(), L,
                         static_cast<int>(rows), K);
+    }
     audit_add_logprobs(&acc, ra.logits.data(), rb.logits.data(), targets.data(), logit_mask.data(),
                        static_cast<int>(rows), V);
   }

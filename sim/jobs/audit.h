@@ -12,7 +12,8 @@
 //    with max(r, 1/r) > 2, max_abs_dlogp = max |log r|;
 //  * alarm: some layer's flip rate > 2% (the practitioners' threshold);
 //  * the router's margin under B (the train side) at each audited (token, layer) pair: its K-th
-//    minus its (K+1)-th largest logit; router_margin_mean / _p10 / _p50 over the pairs, and the
+//    minus its (K+1)-th largest selection score (the logit under softmax scoring, σ(z) + b under
+//    sigmoid scoring with the selection bias); router_margin_mean / _p10 / _p50 over the pairs, and the
 //    flip rate of the pairs in each fifth of the margins (flip_rate_by_margin [5], smallest
 //    margins first; the fifths are ranks of the sorted margins, ties split by position);
 //  * B's expert load over the audited positions, per (layer, expert): load_cv (the layers' mean
@@ -58,8 +59,8 @@ void audit_init(AuditAccum* acc, int n_layers);
 void audit_add_routing(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids_b,
                        const uint8_t* mask, int L, int N, int K);
 
-// top_b: [L, N, 2] B's K-th and (K+1)-th largest router logits (ForwardResult::router_top) of the
-// same positions: each audited pair's margin and whether it flipped.
+// top_b: [L, N, 2] B's K-th and (K+1)-th largest selection scores of the same positions: each
+// audited pair's margin and whether it flipped.
 void audit_add_margins(AuditAccum* acc, const int32_t* ids_a, const int32_t* ids_b, const float* top_b,
                        const uint8_t* mask, int L, int N, int K);
 // B's load: every audited position's K ids [L, N, K] counted per (layer, expert) of E.
