@@ -11,15 +11,17 @@ OUTDIR/flips.md (the table) and OUTDIR/flips.png (flip rate by margin fifth, one
 A shape with fewer seeds than the others is shown with its n; an audit that is not valid JSON, or
 lacks a field, is refused with its path.
 """
-import argparse
-import csv
 import json
 import math
 import os
 import re
 import sys
 
-from analysis.stats import fmt, mean_ci
+from .cli import AnalysisError, Entry
+
+entry = Entry(__name__, "analysis.field_flips")
+with entry.imports():
+    from .stats import fmt, mean_ci
 
 # The order of the table and what each shape is (scenarios/paper/field-flips.sh).
 SHAPES = [
@@ -45,13 +47,13 @@ def read_audit(path):
         with open(path, encoding="utf-8") as f:
             a = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SystemExit(f"field_flips: {path}: not a readable audit JSON ({e})")
+        raise AnalysisError(f"{path}: not a readable audit JSON ({e})")
     if not isinstance(a, dict) or a.get("format") != "moerl-audit":
-        raise SystemExit(f"field_flips: {path}: not a moerl audit (format is not 'moerl-audit')")
+        raise AnalysisError(f"{path}: not a moerl audit (format is not 'moerl-audit')")
     need = ["flip_rate", "any_flip_share", "kl", "layer_flips"]
     missing = [k for k in need if k not in a]
     if missing:
-        raise SystemExit(f"field_flips: {path}: missing {', '.join(missing)}")
+        raise AnalysisError(f"{path}: missing {', '.join(missing)}")
     m = NAME.match(os.path.basename(path))
     flips = a["flip_rate"]
     fifths = a.get("flip_rate_by_margin", [math.nan] * 5)
@@ -69,15 +71,15 @@ def read_audit(path):
 
 def collect(directory):
     if not os.path.isdir(directory):
-        raise SystemExit(f"field_flips: {directory}: not a directory")
+        raise AnalysisError(f"{directory}: not a directory")
     rows = [read_audit(os.path.join(directory, n)) for n in sorted(os.listdir(directory)) if NAME.match(n)]
     known = {s for s, _ in SHAPES}
     unknown = sorted({r["shape"] for r in rows} - known)
     if unknown:
-        raise SystemExit(f"field_flips: {directory}: audits of unknown shapes {', '.join(unknown)} "
+        raise AnalysisError(f"{directory}: audits of unknown shapes {', '.join(unknown)} "
                          f"(known: {', '.join(s for s, _ in SHAPES)})")
     if not rows:
-        raise SystemExit(f"field_flips: {directory}: no audit (NAME-SEED.json) found")
+        raise AnalysisError(f"{directory}: no audit (NAME-SEED.json) found")
     return rows
 
 
@@ -165,7 +167,7 @@ def write_whole(path, text):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python3 -m analysis.field_flips", description=__doc__.split("\n\n")[0])
+    p = entry.parser(description=__doc__.split("\n\n")[0])
     p.add_argument("dir", help="the audits' directory (scenarios/paper/field-flips.sh's OUT)")
     p.add_argument("--out", help="write flips.csv, flips.md and flips.png here")
     a = p.parse_args(argv)
@@ -184,4 +186,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry.run(main)

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from analysis import field_flips
+from analysis.cli import AnalysisError
 
 
 def audit(path, flips, any_share, kl, fifths, cv=0.1, dead=0):
@@ -42,16 +43,16 @@ def test_the_table_averages_over_seeds_and_writes_every_audit(tmp_path):
 
 def test_refuses_what_is_not_an_audit(tmp_path):
     (tmp_path / "k8-740.json").write_text("{ cut")
-    with pytest.raises(SystemExit, match="k8-740.json: not a readable audit JSON"):
+    with pytest.raises(AnalysisError, match="k8-740.json: not a readable audit JSON"):
         field_flips.main([str(tmp_path)])
     (tmp_path / "k8-740.json").write_text(json.dumps({"format": "other"}))
-    with pytest.raises(SystemExit, match="not a moerl audit"):
+    with pytest.raises(AnalysisError, match="not a moerl audit"):
         field_flips.main([str(tmp_path)])
     (tmp_path / "k8-740.json").unlink()
     audit(tmp_path / "k9-740.json", [0.1], 0.5, 1e-3, [0.0] * 5)
-    with pytest.raises(SystemExit, match="unknown shapes k9"):
+    with pytest.raises(AnalysisError, match="unknown shapes k9"):
         field_flips.main([str(tmp_path)])
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SystemExit, match="no audit"):
+    with pytest.raises(AnalysisError, match="no audit"):
         field_flips.main([str(empty)])
