@@ -32,7 +32,9 @@ from collections import OrderedDict
 
 from .cli import AnalysisError, Entry
 
-entry = Entry(__name__, "analysis.league_add", prog="league.sh")
+# scripts/league.sh sets MOERL_PROG and MOERL_ERROR_PREFIX so that a refusal reads "league.sh: error: ...".
+entry = Entry(__name__, "analysis.league_add", prog=os.environ.get("MOERL_PROG") or None,
+              prefix=os.environ.get("MOERL_ERROR_PREFIX") or None)
 with entry.imports():
     from . import league
 

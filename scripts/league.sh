@@ -86,6 +86,7 @@ out=${out:-$work}
 planargs=(--grid "$grid" --kept "$kept" --variant "$variant" --out "$work" --parallel "$np" "${sets[@]}")
 [ -n "$seeds" ] && planargs+=(--seeds "$seeds")
 [ $rerun = 1 ] && planargs+=(--rerun)
+export MOERL_PROG=league.sh MOERL_ERROR_PREFIX="league.sh: error: "  # analysis.league_add's refusals
 "$py" -m analysis.league_add plan "${planargs[@]}" || exit $?
 # shellcheck source=/dev/null
 . "$work/plan.sh"   # grid, seeds, guard_seed, reference, n_todo, n_seeds, score
