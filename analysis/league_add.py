@@ -241,8 +241,9 @@ def guard(args):
     if args.runs_to_start and seconds:
         p = max(1, args.parallel)
         print(f"league.sh: estimate: {_runs(args.runs_to_start)}, {p} at a time on {os.cpu_count()} cores: "
-              f"{_estimate(args.runs_to_start, p, seconds)} (the guard run's time), plus a base policy (SFT) "
-              f"for each seed whose base is not in the cache")
+              f"{_estimate(args.runs_to_start, p, seconds)} (from the guard run's time, which had every core"
+              f"{'; side by side each run has 1/' + str(p) + ' of them' if p > 1 else ''}), plus a base policy "
+              f"(SFT) for each seed whose base is not in the cache")
 
 
 def _runs(n):
@@ -250,9 +251,14 @@ def _runs(n):
 
 
 def _estimate(n, p, seconds):
-    """n runs, p at a time, each as long as one run of `seconds`: "10 rounds × 7 min ≈ 70 min"."""
+    """n runs, p at a time, from one run of `seconds` that had every core (the guard): each of p
+    runs side by side has 1/p of the cores, so it takes between `seconds` (a run that gains nothing
+    from more threads) and p × `seconds` (one that gains fully): "10 rounds × 2.5–4.9 min ≈ 24–49 min"."""
     rounds = -(-n // p)
-    return f"{rounds} round{'s' if rounds != 1 else ''} × {_dur(seconds)} ≈ {_dur(rounds * seconds)}"
+    if p == 1:
+        return f"{rounds} × {_dur(seconds)} ≈ {_dur(rounds * seconds)}"
+    return (f"{rounds} round{'s' if rounds != 1 else ''} × {_dur(seconds)}–{_dur(p * seconds)} ≈ "
+            f"{_dur(rounds * seconds)}–{_dur(rounds * p * seconds)}")
 
 
 def _text(v):
@@ -261,7 +267,8 @@ def _text(v):
 
 def _dur(s):
     s = int(round(s))
-    return f"{s} s" if s < 120 else f"{s // 60} min" if s < 7200 else f"{s / 3600:.1f} h"
+    return (f"{s} s" if s < 120 else f"{s / 60:.1f} min" if s < 600 else f"{s // 60} min" if s < 7200
+            else f"{s / 3600:.1f} h")
 
 
 def _run_seconds(d):
