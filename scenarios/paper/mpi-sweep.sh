@@ -7,6 +7,9 @@
 # forwards to the ranks: the runs in flight write their checkpoints and the sweep exits 75. The
 # script waits for it, then says "stopped; resume with RESUME" and exits 75 — also when the signal
 # came as the sweep finished. Any other failure: "WHAT: exit N" and that status. Needs $moerl.
+# mpi_sweep_np=1 (scripts/league.sh's guard run, or a machine without mpirun) runs the sweep as one
+# process without mpirun; moerl itself takes SIGUSR1 as a stop (docs/reliability.md). With
+# mpi_sweep_log=FILE the sweep's own output is appended to FILE; mpi_sweep's lines stay on stdout.
 mpi_sweep_pid=""
 mpi_sweep_signal=""
 mpi_sweep_on_signal() {
@@ -23,7 +26,13 @@ mpi_sweep() {
     echo "$script: stopped by $mpi_sweep_signal before $what; resume with: $resume"
     exit 75
   fi
-  setsid mpirun --oversubscribe -np 2 "$moerl" sweep "$grid" --out "$dir" "$@" &
+  local launch=(setsid mpirun --oversubscribe -np "${mpi_sweep_np:-2}" "$moerl" sweep "$grid" --out "$dir" "$@")
+  [ "${mpi_sweep_np:-2}" = 1 ] && launch=(setsid "$moerl" sweep "$grid" --out "$dir" "$@")
+  if [ -n "${mpi_sweep_log:-}" ]; then
+    "${launch[@]}" >> "$mpi_sweep_log" 2>&1 &
+  else
+    "${launch[@]}" &
+  fi
   mpi_sweep_pid=$!
   [ -n "$mpi_sweep_signal" ] && kill -USR1 "$mpi_sweep_pid" 2>/dev/null  # a signal while it started
   # `wait` returns at every trapped signal: wait again until mpirun has ended, then take its status
