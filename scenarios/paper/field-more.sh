@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # field-more.sh — issue 65's grids at the field's MoE, one sweep after another, each resumed where
-# it stopped (their plans are in each grid's header, written before their runs): the search for
-# whether RL learns there (field-search/learns.ini, seeds 610-613), the balancing grids
+# it stopped (their plans are in each grid's header, written before their runs): the balancing grids
 # (field-balance-aux.ini, field-balance-bias.ini, seeds 750-759), issue 62's on-policy MiniRL arms
 # (field-minirl.ini, seeds 780-789), the league at this shape (field-league.ini, seeds 760-779),
 # then the off-policy MiniRL arms (field-minirl-off.ini, 780-789). Two runs at a time (mpirun -np
@@ -26,7 +25,6 @@ run() {  # grid, output directory
   mpi_sweep field-more.sh "scenarios/paper/field-more.sh $out" "$2" "$1" "$2" --cache "$out/cache" --ranks-per-run 1 \
     --resume --quiet
 }
-run "$here/field-search/learns.ini" "$out/field-search/learns"
 run "$here/field-balance-aux.ini" "$out/field-balance-aux"
 run "$here/field-balance-bias.ini" "$out/field-balance-bias"
 run "$here/field-minirl.ini" "$out/field-minirl"
