@@ -65,7 +65,7 @@ def read_audit(path):
         "flip_low_fifth": fifths[0], "flip_high_fifth": fifths[-1],
         "load_cv": a.get("load_cv", math.nan), "load_max_over_mean": a.get("load_max_over_mean", math.nan),
         "dead_experts": a.get("dead_experts", math.nan),
-        "_fifths": fifths,
+        "_fifths": fifths, "_pair": f"{a.get('profile_a', '?')} against {a.get('profile_b', '?')}",
     }
 
 
@@ -149,9 +149,10 @@ def figure(rows, path):
         ax.plot(range(1, 6), m, marker="o", label=f"{shape}: {what.split(',')[0]}, {what.split(',')[1].strip()}")
     ax.set_xticks(range(1, 6))
     ax.set_xticklabels(["smallest", "2nd", "3rd", "4th", "largest"])
-    ax.set_xlabel("fifth of the train engine's router margins (K-th − (K+1)-th logit)")
+    ax.set_xlabel("fifth of the train engine's router margins (K-th − (K+1)-th selection score)")
     ax.set_ylabel("routes flipped, %")
-    ax.set_title("Where the flips are: fp8-rollout against bf16-train, the bases of seeds 740–742")
+    seeds = sorted({r["seed"] for r in rows})
+    ax.set_title(f"Where the flips are: {rows[0]['_pair']}, seeds {', '.join(map(str, seeds))}", fontsize=10)
     ax.legend(fontsize=7)
     fig.tight_layout()
     tmp = path + ".tmp.png"
