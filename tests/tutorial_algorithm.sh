@@ -95,7 +95,7 @@ while IFS= read -r cmd; do
 done <<< "$cmds"
 [[ -n $variant ]] || fail "no --variant in the page's league command"
 # The row's param is validated with the range (the page says so).
-if "$tmp/moerl" run scenarios/paper/learn.ini --set "rl.algorithm=$name" --set "rl.${name}_cap=0" $short \
+if "$tmp/moerl" run "$root/scenarios/paper/learn.ini" --set "rl.algorithm=$name" --set "rl.${name}_cap=0" $short \
      --out "$tmp/bad.h5" > "$tmp/bad.log" 2>&1; then fail "rl.${name}_cap=0 was not refused"; fi
 grep -q "rl.${name}_cap" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "the refusal of rl.${name}_cap=0 does not name the key"; }
 
