@@ -75,10 +75,8 @@ entry = Entry(__name__, "analysis.league")
 with entry.imports():
     import numpy as np
 
-    from .collapse import seed_of, variant_of, wilson
-    from .runs import load_sweep
-    from .stats import fmt, mean_ci
-    from . import summary
+    from .runs import final_reward, load_sweep, seed_of, variant_of
+    from .stats import fmt, mean_ci, wilson
 
 FINISHED = ("complete", "collapsed")
 BURST_FACTOR = 10.0  # a burst: grad_norm_max above this many times the run's median grad_norm
@@ -178,7 +176,7 @@ def run_row(r, score):
         ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
         ("exact", _last(r, "eval_accuracy")), ("exact_base", _last(r, "eval_accuracy_base")),
         ("stop_late", _last(r, "eval_stop_late")), ("stop_late_base", _last(r, "eval_stop_late_base")),
-        ("final_reward", summary.final_reward(r.series("reward_mean"))),
+        ("final_reward", final_reward(r)),
         ("collapse", collapse_kind(r)), ("bursts", bursts(r)),
         ("kl", _mean(r.series("kl_rollout_train"))), ("flip_pct", 100 * _mean(r.series("flip_rate_mean"))),
         ("load_cv_first10", _mean(load[:10])), ("load_cv_last10", _mean(load[-10:])),

@@ -12,7 +12,7 @@ import re
 from . import collapse
 from . import dashboard
 from . import precursors
-from .runs import AnalysisError, default_group_keys, group_runs, load_sources, resolve_keys, warn
+from .runs import AnalysisError, default_group_keys, group_by_variant, group_runs, load_sources, resolve_keys, warn
 from .summary import NOTE, cells, group_rows, markdown, nonfinite, to_csv
 
 
@@ -95,7 +95,7 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, 
 
     with_metrics = [r for r in runs if r.metrics]
     if collapse.has_variants(with_metrics):
-        crs = collapse.rows(collapse.group(with_metrics))
+        crs = collapse.rows(group_by_variant(with_metrics))
         with open(os.path.join(out, "collapse.md"), "w") as f:
             f.write(collapse.table_md(crs))
         with open(os.path.join(out, "collapse.csv"), "w") as f:

@@ -70,7 +70,7 @@ def main(argv=None):
             "base_eval": mean_ci([e[0] if len(e) else np.nan for e in evals]),
             "final_eval": mean_ci([e[-1] if len(e) else np.nan for e in evals]),
             "peak_eval": mean_ci([e.max() if len(e) else np.nan for e in evals]),
-            "final_reward": mean_ci(per_run(lambda m, a: np.nanmean(m["reward_mean"][-20:]))),
+            "reward_last20": mean_ci(per_run(lambda m, a: np.nanmean(m["reward_mean"][-20:]))),
             "kl": mean_ci(per_run(lambda m, a: np.nanmean(m["kl_rollout_train"]))),
             "flip": mean_ci(per_run(lambda m, a: 100 * np.nanmean(m["flip_rate_mean"]))),
             "extreme": mean_ci(per_run(lambda m, a: np.nanmean(m["extreme_token_frac"]))),
@@ -86,7 +86,7 @@ def main(argv=None):
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['variant']} | {r['seeds']} | {r['steps']} | {fmt(*r['base_eval'])} | {fmt(*r['final_eval'])} | "
-                     f"{fmt(*r['peak_eval'])} | {fmt(*r['final_reward'])} | {fmt(*r['kl'], sci=True)} | {fmt(*r['flip'], 2)} | "
+                     f"{fmt(*r['peak_eval'])} | {fmt(*r['reward_last20'])} | {fmt(*r['kl'], sci=True)} | {fmt(*r['flip'], 2)} | "
                      f"{fmt(*r['extreme'], sci=True)} | {fmt(*r['clip'], sci=True)} | {r['collapsed']}/{r['seeds']} |")
     lines += ["", "Mean ± 95% Student-t half-width over seeds. first eval = the first greedy evaluation "
               "(after `rl.eval_every` steps); KL, flip, extreme and clip are means over all steps."]
