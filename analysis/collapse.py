@@ -40,7 +40,7 @@ with entry.imports():
     import numpy as np
 
     from .runs import (base_eval, final_eval, final_reward, finite_values, group_by_variant, load_pooled_runs,
-                       seed_of, variant_of)
+                       seed_of)
     from .stats import fmt, mean_ci, wilson
 
 
