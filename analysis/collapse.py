@@ -146,9 +146,7 @@ def table_csv(rs):
 
 def phase_plot(rs, path, dial, reference="control"):
     """Collapse probability and final accuracy against the reference, over the measured flip rate."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     by_v = OrderedDict()
     for x in rs:
@@ -183,9 +181,7 @@ def phase_plot(rs, path, dial, reference="control"):
     for ax in (a, b):
         ax.grid(alpha=0.3)
     a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _trailing10(x):
@@ -199,9 +195,7 @@ def _trailing10(x):
 def curves_plot(runs, variants, path):
     """One column per variant: every run's reward (top) and, when recorded, truncated share
     (bottom), as trailing 10-step means against the step; a dot at each run's collapse step."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     by_v = group_by_variant(runs)
     cols = [v for v in variants if (v, "") in by_v]
     if not cols:
@@ -231,9 +225,7 @@ def curves_plot(runs, variants, path):
     for ax in axes.flat:
         ax.grid(alpha=0.3)
     fig.suptitle("each line a seed (red: collapsed by the rule, dot at its collapse step)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):

@@ -633,9 +633,7 @@ def runs_csv(per_run):
 
 
 def league_plot(rows, runs, seeds, path, reference, score):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     ax = axes[0]
     names = [r["variant"] for r in rows if r["variant"] != reference]
@@ -672,9 +670,7 @@ def league_plot(rows, runs, seeds, path, reference, score):
         ax.set_xlabel("step")
         ax.set_title(label)
     axes[1].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _num(v):
@@ -686,9 +682,7 @@ def _num(v):
 
 def by_plot(tables, path, reference, score, key):
     """Per variant, score − reference and the last-10-step flip % against the key's value."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     values = list(tables)
     xs = np.arange(len(values))
@@ -719,9 +713,7 @@ def by_plot(tables, path, reference, score, key):
     axes[1].set_ylabel("routes flipped between the engines, % (last 10 steps)")
     axes[0].legend(fontsize=8)
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):
