@@ -112,8 +112,11 @@ def plot(audits, path, title=""):
         ax.set_yticklabels([f"{a['name']}\n{a['profile_a']} → {a['profile_b']}" for a in audits], fontsize=8)
         ax.grid(alpha=0.3, axis="x")
     axes[1].set_yticklabels([])
-    from .plots import save_figure
-    save_figure(fig, path, title, dpi=100)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def main(argv=None):

@@ -7,11 +7,8 @@ Writes <dir>/report/summary.md (a Markdown table: mean ± 95% t-interval over se
 Usage: /usr/bin/python3 analysis/reproductions.py RESULTS_DIR [--title TITLE]
 Needs Debian's python3-h5py, python3-numpy, python3-matplotlib.
 """
-import glob
 import os
-import re
 import sys
-from collections import defaultdict
 
 # Run as a script (python3 analysis/reproductions.py): make the package importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,7 +19,7 @@ with entry.imports():
     import matplotlib  # before any output is written (pyplot is imported where the curves are drawn)
     import numpy as np
 
-    from analysis.runs import Run
+    from analysis.runs import Run, load_seed_files
     from analysis.stats import fmt, mean_ci, smooth, t95  # noqa: F401  (mean_ci, fmt: other scripts)
 
 # The metrics the table and the curves read of every run.
@@ -44,17 +41,7 @@ def main(argv=None):
     ap.add_argument("dir", metavar="RESULTS_DIR")
     ap.add_argument("--title", default="")
     args = ap.parse_args(argv)
-    if not os.path.isdir(args.dir):
-        raise AnalysisError(f"{args.dir}: no such directory" if not os.path.exists(args.dir)
-                            else f"{args.dir}: not a directory")
-    runs = defaultdict(list)
-    for path in sorted(glob.glob(os.path.join(args.dir, "*-seed*.h5"))):
-        if path.endswith(".ckpt.h5"):
-            continue
-        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
-        runs[name].append(load(path))
-    if not runs:
-        raise AnalysisError(f"{args.dir}: no <variant>-seed<k>.h5 run files")
+    runs = load_seed_files(args.dir, load)
     out = os.path.join(args.dir, "report")
     os.makedirs(out, exist_ok=True)
 

@@ -7,6 +7,7 @@ Files and attributes are those of docs/hdf5-schema.md ("Run results", "Sweep dir
 """
 import glob
 import os
+import re
 import sys
 import zlib
 from collections import OrderedDict
@@ -555,6 +556,23 @@ def base_eval(run):
     """The run's eval_accuracy_base at step 0, before any update (NaN: none)."""
     x = finite_values(run.series("eval_accuracy_base"))
     return float(x[0]) if len(x) else float("nan")
+
+
+def load_seed_files(d, load):
+    """{variant: [load(path), ...]} of a directory of <variant>-seed<k>.h5 run files (no sweep index;
+    checkpoints left out), in file-name order. Raises AnalysisError for a missing directory, a file
+    in its place, or a directory without such files."""
+    if not os.path.isdir(d):
+        raise AnalysisError(f"{d}: no such directory" if not os.path.exists(d) else f"{d}: not a directory")
+    runs = OrderedDict()
+    for path in sorted(glob.glob(os.path.join(d, "*-seed*.h5"))):
+        if path.endswith(".ckpt.h5"):
+            continue
+        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
+        runs.setdefault(name, []).append(load(path))
+    if not runs:
+        raise AnalysisError(f"{d}: no <variant>-seed<k>.h5 run files")
+    return runs
 
 
 def load_pooled_runs(dirs):

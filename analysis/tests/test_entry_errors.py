@@ -48,7 +48,7 @@ NEEDS = {
     "analysis/mismatch_table.py": ["numpy", "h5py", "scipy"],
     "analysis.reproductions": ["numpy", "h5py", "scipy", "matplotlib"],
     "analysis/reproductions.py": ["numpy", "h5py", "scipy", "matplotlib"],
-    "analysis.search_rows": ["numpy", "h5py", "scipy"],
+    "analysis.search_rows": ["numpy", "h5py"],  # runs.py only: no statistics
     "analysis.probe_rule": ["numpy", "h5py", "scipy"],
     "analysis/bench/runs_per_hour.py": ["h5py"],
     "analysis/bench/torch_peer.py": ["torch"],
