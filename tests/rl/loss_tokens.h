@@ -8,12 +8,22 @@
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/rng.h"
 #include "sim/rl/loss.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl::test {
+
+// The loss config of a scenario with rl.algorithm = `algorithm` and the settings `sets`
+// ("rl.clip_low=0.2"): the algorithm's row's defaults resolved as a run resolves them.
+inline LossConfig loss_config(const std::string& algorithm, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> all = {"rl.algorithm=" + algorithm};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return Scenario::defaults(all).rl.loss;
+}
 
 struct Tokens {
   int S = 0, R = 0;
