@@ -1,7 +1,8 @@
 // loss_tokens.h — host arrays as a LossBatch (also test_loss_device.cpp's), a few hand-written
 // tokens, random ones for finite differences, and the central-difference check the loss tests of
-// the newer algorithms share (test_sapo.cpp, test_minirl.cpp, test_cispo.cpp). Log-probs are floats as in a run; differences of the hand
-// tokens are exact in float (0.25, 0.125, ...), so r = exp(difference) exactly as computed by hand.
+// the newer algorithms share (test_sapo.cpp, test_minirl.cpp, test_cispo.cpp). Log-probs are
+// floats as in a run; differences of the hand tokens are exact in float (0.25, 0.125, ...), so
+// r = exp(difference) exactly as computed by hand.
 #pragma once
 
 #include <gtest/gtest.h>
