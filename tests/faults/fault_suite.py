@@ -77,6 +77,8 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "sweep"))
+from same_runs import contents  # noqa: E402  (a run file's datasets and root attributes, times aside)
 SCENARIO = os.path.join(HERE, "tiny.ini")
 GRID = os.path.join(HERE, "tiny-grid.ini")
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -157,28 +159,11 @@ def error_line(out):
 
 # ---- comparing files ---------------------------------------------------------------------------
 
-def datasets(path):
-    """{name: bytes} of every dataset except wall-clock times, plus the root attributes."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.split("/")[-1].startswith("time_"):
-                a = obj[()]
-                out[name] = (str(a.dtype), a.shape, np.asarray(a).tobytes())
-        f.visititems(visit)
-        for k, v in f.attrs.items():
-            out["@" + k] = str(v)
-    return out
-
-
 def same_files(a, b, ignore=()):
     """None when every dataset (and root attribute but those named in `ignore`) is bit-identical,
     else what differs."""
     try:
-        da, db = datasets(a), datasets(b)
-        for k in ignore:
-            da.pop("@" + k, None)
-            db.pop("@" + k, None)
+        da, db = contents(a, ignore), contents(b, ignore)
     except Exception as e:  # noqa: BLE001 — any unreadable file is a difference
         return f"unreadable: {e}"
     if set(da) != set(db):
