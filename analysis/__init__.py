@@ -10,8 +10,9 @@ In a notebook (pip install -e . from the checkout, docs/sweeps.md "Notebooks"):
     from analysis import load_runs, run_summary
     df = load_runs("results/my-sweep")                    # pandas, one row per (run, step)
 
-Modules: runs (loading, scenario keys, grouping), stats (intervals, smoothing), summary (the
-table), frame (DataFrames), dashboard (the interactive page), plots (the static pictures), report
+Modules: runs (loading, scenario keys, grouping; a run's identity, variant_of and seed_of, and its
+outcomes, final_reward, final_eval, base_eval), stats (t and Wilson intervals, smoothing), summary
+(the table), frame (DataFrames), dashboard (the interactive page), plots (the static pictures), report
 (all of it together). Needs numpy, scipy, h5py, matplotlib; pandas for frame.
 """
 

@@ -39,39 +39,9 @@ entry = Entry(__name__, "analysis.collapse")
 with entry.imports():
     import numpy as np
 
-    from .runs import load_sweep
-    from .stats import fmt, mean_ci
-    from . import summary
-
-
-def wilson(k, n, z=None):
-    """(rate, low, high): the 95% Wilson score interval of k successes in n trials (z: the normal
-    quantile, default SciPy's Φ⁻¹(0.975))."""
-    if z is None:
-        from scipy.stats import norm
-        z = float(norm.ppf(0.975))
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    # at k = 0 and k = n the bound is exactly 0 (1); rounding must not move it inside
-    return p, 0.0 if k == 0 else max(0.0, c - h), 1.0 if k == n else min(1.0, c + h)
-
-
-def _finite(x):
-    x = np.asarray(x, dtype=float)
-    return x[np.isfinite(x)]
-
-
-def final_eval(r):
-    x = _finite(r.series("eval_accuracy"))
-    return float(x[-1]) if len(x) else float("nan")
-
-
-def final_reward(r):
-    return summary.final_reward(r.series("reward_mean"))  # moerl's one final reward
+    from .runs import (base_eval, final_eval, final_reward, finite_values, group_by_variant, load_pooled_runs,
+                       seed_of)
+    from .stats import fmt, mean_ci, wilson
 
 
 OUTCOMES = {"eval": final_eval, "reward": final_reward}  # what vs reference pairs
@@ -80,47 +50,18 @@ OUTCOME_NAMES = {"eval": ("final", "final held-out accuracy"),
                  "reward": ("final reward", "final reward (last 10 steps)")}
 
 
-def base_eval(r):
-    x = _finite(r.series("eval_accuracy_base"))
-    return float(x[0]) if len(x) else float("nan")
-
-
 def k3_growth(r):
     k = r.series("kl_rollout_train")
     n = max(1, len(k) // 10)
-    a, b = _finite(k[:n]), _finite(k[-n:])
+    a, b = finite_values(k[:n]), finite_values(k[-n:])
     if not len(a) or not len(b) or a.mean() <= 0:
         return float("nan")
     return float(b.mean() / a.mean())
 
 
 def flip_pct(r):
-    x = _finite(r.series("flip_rate_mean"))
+    x = finite_values(r.series("flip_rate_mean"))
     return 100 * float(x.mean()) if len(x) else float("nan")
-
-
-def variant_of(r):
-    return r.keys.get("variant") or r.value("rl.algorithm") or "?"
-
-
-def seed_of(r):
-    return r.value("run.seed")
-
-
-def load_runs(dirs):
-    runs = []
-    for d in dirs:
-        rs, _ = load_sweep(d)
-        runs += [r for r in rs if r.metrics]
-    return runs
-
-
-def group(runs, dial=None):
-    """OrderedDict (variant, dial value or "") → runs, in first-appearance order."""
-    out = OrderedDict()
-    for r in runs:
-        out.setdefault((variant_of(r), r.value(dial) if dial else ""), []).append(r)
-    return out
 
 
 def rows(groups, reference="control", outcome="eval"):
@@ -205,9 +146,7 @@ def table_csv(rs):
 
 def phase_plot(rs, path, dial, reference="control"):
     """Collapse probability and final accuracy against the reference, over the measured flip rate."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
     by_v = OrderedDict()
     for x in rs:
@@ -242,9 +181,7 @@ def phase_plot(rs, path, dial, reference="control"):
     for ax in (a, b):
         ax.grid(alpha=0.3)
     a.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _trailing10(x):
@@ -258,10 +195,8 @@ def _trailing10(x):
 def curves_plot(runs, variants, path):
     """One column per variant: every run's reward (top) and, when recorded, truncated share
     (bottom), as trailing 10-step means against the step; a dot at each run's collapse step."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    by_v = group(runs)
+    from .plots import plt, save_figure  # the Agg backend
+    by_v = group_by_variant(runs)
     cols = [v for v in variants if (v, "") in by_v]
     if not cols:
         raise SystemExit(f"--curves {','.join(variants)}: none of these variants is in the runs "
@@ -290,9 +225,7 @@ def curves_plot(runs, variants, path):
     for ax in axes.flat:
         ax.grid(alpha=0.3)
     fig.suptitle("each line a seed (red: collapsed by the rule, dot at its collapse step)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):
@@ -309,12 +242,12 @@ def main(argv=None):
     if args.dial or args.curves:
         import matplotlib  # noqa: F401  (a missing one: the one-line error before anything is written)
     try:
-        runs = load_runs(args.dirs)
+        runs = load_pooled_runs(args.dirs)
     except AnalysisError as e:
         raise SystemExit(str(e))
     if not runs:
         raise SystemExit(f"{', '.join(args.dirs)}: no runs with metrics")
-    rs = rows(group(runs, args.dial), args.reference, args.outcome)
+    rs = rows(group_by_variant(runs, args.dial), args.reference, args.outcome)
     out = args.out or os.path.join(args.dirs[0], "report")
     os.makedirs(out, exist_ok=True)
     md = table_md(rs, args.dial, args.reference)

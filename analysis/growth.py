@@ -21,7 +21,7 @@ entry = Entry(__name__, "analysis.growth")
 with entry.imports():
     import numpy as np
 
-    from .collapse import group, load_runs
+    from .runs import group_by_variant, load_pooled_runs
     from .stats import fmt, mean_ci
 
 QUANTITIES = OrderedDict([
@@ -67,7 +67,7 @@ def correlation(r, a, b):
 
 def rows(runs):
     out = []
-    for (variant, _), rs in group(runs).items():
+    for (variant, _), rs in group_by_variant(runs).items():
         row = OrderedDict(variant=variant, runs=len(rs))
         for label, name in QUANTITIES.items():
             row[label] = mean_ci([growth(r, name) for r in rs])
@@ -97,7 +97,7 @@ def main(argv=None):
     ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     ap.add_argument("--out", help="write the Markdown table here too")
     args = ap.parse_args(argv)
-    runs = load_runs(args.dirs)
+    runs = load_pooled_runs(args.dirs)
     if not runs:
         raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics (none finished or started yet?)")
     md = table_md(rows(runs))

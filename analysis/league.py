@@ -75,10 +75,8 @@ entry = Entry(__name__, "analysis.league")
 with entry.imports():
     import numpy as np
 
-    from .collapse import seed_of, variant_of, wilson
-    from .runs import load_sweep
-    from .stats import fmt, mean_ci
-    from . import summary
+    from .runs import final_reward, load_sweep, seed_of, variant_of
+    from .stats import fmt, mean_ci, wilson
 
 FINISHED = ("complete", "collapsed")
 BURST_FACTOR = 10.0  # a burst: grad_norm_max above this many times the run's median grad_norm
@@ -178,7 +176,7 @@ def run_row(r, score):
         ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
         ("exact", _last(r, "eval_accuracy")), ("exact_base", _last(r, "eval_accuracy_base")),
         ("stop_late", _last(r, "eval_stop_late")), ("stop_late_base", _last(r, "eval_stop_late_base")),
-        ("final_reward", summary.final_reward(r.series("reward_mean"))),
+        ("final_reward", final_reward(r)),
         ("collapse", collapse_kind(r)), ("bursts", bursts(r)),
         ("kl", _mean(r.series("kl_rollout_train"))), ("flip_pct", 100 * _mean(r.series("flip_rate_mean"))),
         ("load_cv_first10", _mean(load[:10])), ("load_cv_last10", _mean(load[-10:])),
@@ -635,9 +633,7 @@ def runs_csv(per_run):
 
 
 def league_plot(rows, runs, seeds, path, reference, score):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.6))
     ax = axes[0]
     names = [r["variant"] for r in rows if r["variant"] != reference]
@@ -674,9 +670,7 @@ def league_plot(rows, runs, seeds, path, reference, score):
         ax.set_xlabel("step")
         ax.set_title(label)
     axes[1].legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _num(v):
@@ -688,9 +682,7 @@ def _num(v):
 
 def by_plot(tables, path, reference, score, key):
     """Per variant, score − reference and the last-10-step flip % against the key's value."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from .plots import plt, save_figure  # the Agg backend
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     values = list(tables)
     xs = np.arange(len(values))
@@ -721,9 +713,7 @@ def by_plot(tables, path, reference, score, key):
     axes[1].set_ylabel("routes flipped between the engines, % (last 10 steps)")
     axes[0].legend(fontsize=8)
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def main(argv=None):

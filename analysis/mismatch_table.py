@@ -6,11 +6,8 @@ Usage: /usr/bin/python3 analysis/mismatch_table.py RESULTS_DIR   → RESULTS_DIR
 
     python3 -m analysis.mismatch_table RESULTS_DIR                   (the same)
 """
-import glob
 import os
-import re
 import sys
-from collections import defaultdict
 
 if not __package__:  # run as a script (python3 analysis/mismatch_table.py): make the package importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,7 +15,7 @@ from analysis.cli import AnalysisError, Entry  # noqa: E402
 
 entry = Entry(__name__, "analysis.mismatch_table")
 with entry.imports():
-    from analysis.runs import Run
+    from analysis.runs import Run, load_seed_files
     from analysis.stats import fmt, mean_ci
 
 # What a row reads of each run: the first RL step's values of these metrics, and two attributes.
@@ -51,16 +48,7 @@ def main(argv=None):
     ap = entry.parser(description="The mismatch table of scenarios/paper/mismatch.ini (→ RESULTS_DIR/report/mismatch.md).")
     ap.add_argument("dir", metavar="RESULTS_DIR", help="the directory of <variant>-seed<k>.h5 run files")
     d = ap.parse_args(argv).dir
-    if not os.path.isdir(d):
-        raise AnalysisError(f"{d}: no such directory" if not os.path.exists(d) else f"{d}: not a directory")
-    runs = defaultdict(list)
-    for path in sorted(glob.glob(os.path.join(d, "*-seed*.h5"))):
-        if path.endswith(".ckpt.h5"):
-            continue
-        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
-        runs[name].append(load(path))
-    if not runs:
-        raise AnalysisError(f"{d}: no <variant>-seed<k>.h5 run files")
+    runs = load_seed_files(d, load)
     L = max((len(r["flip"]) for rs in runs.values() for r in rs if r["flip"] is not None), default=0)
     head = "| variant | engines (rollout → train) | seeds | KL k3 | KL full vocab | extreme (ratio > 2) | " + \
         " | ".join(f"flip L{l} %" for l in range(L)) + " | tokens with ≥ 1 flip % |"

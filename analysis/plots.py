@@ -27,6 +27,18 @@ def _stack(runs, name, w=1):
     return out
 
 
+def _mean_band(ys, log):
+    """(mean, low, high) per column of a [runs, points] array: the mean ± its 95% half-width (band),
+    or with log the same over log10 of the positive values (a geometric mean with a multiplicative
+    band; values ≤ 0 left out)."""
+    if log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lm, lci = band(np.where(ys > 0, np.log10(np.where(ys > 0, ys, 1.0)), np.nan))
+        return 10 ** lm, 10 ** (lm - lci), 10 ** (lm + lci)
+    mu, ci = band(ys)
+    return mu, mu - ci, mu + ci
+
+
 def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, upper=None, **kw):
     """Mean over runs with its 95% band. log: for positive, skewed quantities (KL, ratios) the mean
     and band are taken over log10 values (a geometric mean with a multiplicative band); otherwise
@@ -34,13 +46,8 @@ def _curve(ax, runs, name, label, w=1, scale=1.0, log=False, show_band=True, upp
     ys = _stack(runs, name, w) * scale
     if ys.size == 0 or not np.isfinite(ys).any():
         return None
-    if log:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lm, lci = band(np.where(ys > 0, np.log10(np.where(ys > 0, ys, 1.0)), np.nan))
-        mu, lo, hi = 10 ** lm, 10 ** (lm - lci), 10 ** (lm + lci)
-    else:
-        mu, ci = band(ys)
-        lo, hi = mu - ci, mu + ci
+    mu, lo, hi = _mean_band(ys, log)
+    if not log:
         if np.nanmin(ys) >= 0:
             lo = np.maximum(lo, 0.0)
         if upper is not None:
@@ -61,10 +68,16 @@ def _finish(fig, axes, path, title, step_axes=None):
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         axes[0].legend(fontsize=8)
+    save_figure(fig, path, title)
+
+
+def save_figure(fig, path, title="", dpi=DPI):
+    """Titles the figure (when a title is given), lays it out, saves it (PNG at dpi) and closes it:
+    the last lines of every figure of analysis/."""
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
 
 
@@ -273,11 +286,7 @@ def plot_ratios(run, path, title=""):
     axes[2].set_title("per step")
     axes[2].legend(fontsize=8)
     axes[2].grid(alpha=0.3)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    save_figure(fig, path, title)
     return True
 
 
@@ -479,13 +488,7 @@ def _profile_curve(ax, runs, name, label, which, log=False, **kw):
     ys = np.full((len(profs), nb), np.nan)
     for i, (_, y) in enumerate(profs):
         ys[i, : len(y)] = y
-    if log:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lm, lci = band(np.where(ys > 0, np.log10(np.where(ys > 0, ys, 1.0)), np.nan))
-        mu, lo, hi = 10 ** lm, 10 ** (lm - lci), 10 ** (lm + lci)
-    else:
-        mu, ci = band(ys)
-        lo, hi = mu - ci, mu + ci
+    mu, lo, hi = _mean_band(ys, log)
     keep = np.isfinite(mu)
     if not keep.any():
         return None

@@ -119,7 +119,7 @@ def plot(rows, path):
     """Left: each collapsed run's lead time per flag (dots) and the median (bar), drawn only when
     some run collapsed (else there is no lead time to show); right: each flag's false-alarm rate
     over the non-collapsed runs. Returns the number of panels drawn."""
-    from .plots import plt, DPI
+    from .plots import plt, save_figure
     any_collapse = any(r["collapsed_runs"] for r in rows)
     if any_collapse:
         fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -149,7 +149,5 @@ def plot(rows, path):
     for ax in [x for x in (a, b) if x is not None]:
         ax.invert_yaxis()
         ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    save_figure(fig, path)
     return 2 if any_collapse else 1

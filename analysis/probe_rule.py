@@ -21,9 +21,8 @@ entry = Entry(__name__, "analysis.probe_rule")
 with entry.imports():
     import numpy as np
 
-    from .collapse import variant_of
     from .league import check_score, complete_seeds, read_dirs, rows_of_runs, run_row  # noqa: F401 (run_row: the tests)
-    from .runs import load_sweep
+    from .runs import load_sweep, variant_of
 
 
 def verdict(per_run, reference="control", variant="grpo-real", min_gain=0.05, min_collapsed=2, planned=()):

@@ -12,7 +12,7 @@ import re
 from . import collapse
 from . import dashboard
 from . import precursors
-from .runs import AnalysisError, default_group_keys, group_runs, load_sources, resolve_keys, warn
+from .runs import AnalysisError, default_group_keys, group_by_variant, group_runs, load_sources, resolve_keys, warn
 from .summary import NOTE, cells, group_rows, markdown, nonfinite, to_csv
 
 
@@ -34,6 +34,14 @@ def _safe(label):
 def _smooth_window(groups):
     n = max((r.steps for runs in groups.values() for r in runs), default=0)
     return 10 if n >= 50 else (5 if n >= 20 else 1)
+
+
+def _write_table(out, name, md, csv):
+    """Writes one table as out/NAME.md and out/NAME.csv; returns their names (for the report's list)."""
+    for ext, text in (("md", md), ("csv", csv)):
+        with open(os.path.join(out, f"{name}.{ext}"), "w") as f:
+            f.write(text)
+    return [f"{name}.md", f"{name}.csv"]
 
 
 def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, static=False, points=None):
@@ -76,31 +84,19 @@ def build(path, group_by=None, out=None, title=None, smooth=None, verbose=True, 
     if duplicates:  # counted once: the same file twice, or one run's copies in two directories
         md += "\n## Duplicate runs (counted once)\n\n" + "".join(f"- `{b}`: the same run as `{a}`\n"
                                                                  for a, b in duplicates)
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write(md)
-    with open(os.path.join(out, "summary.csv"), "w") as f:
-        f.write(to_csv(rows))
-    files += ["summary.md", "summary.csv"]
+    files += _write_table(out, "summary", md, to_csv(rows))
 
     tables = []  # (id, section, head, body, note): the dashboard's tables and the static page's
     lead_rows = precursors.lead_time_table(runs)
     if lead_rows:
-        with open(os.path.join(out, "precursors.md"), "w") as f:
-            f.write(precursors.markdown(lead_rows))
-        with open(os.path.join(out, "precursors.csv"), "w") as f:
-            f.write(precursors.to_csv(lead_rows))
-        files += ["precursors.md", "precursors.csv"]
+        files += _write_table(out, "precursors", precursors.markdown(lead_rows), precursors.to_csv(lead_rows))
         head, body = precursors.cells(lead_rows)
         tables.append(("precursors", "Collapse precursors", head, body, PRECURSOR_NOTE))
 
     with_metrics = [r for r in runs if r.metrics]
     if collapse.has_variants(with_metrics):
-        crs = collapse.rows(collapse.group(with_metrics))
-        with open(os.path.join(out, "collapse.md"), "w") as f:
-            f.write(collapse.table_md(crs))
-        with open(os.path.join(out, "collapse.csv"), "w") as f:
-            f.write(collapse.table_csv(crs))
-        files += ["collapse.md", "collapse.csv"]
+        crs = collapse.rows(group_by_variant(with_metrics))
+        files += _write_table(out, "collapse", collapse.table_md(crs), collapse.table_csv(crs))
         head, body = collapse._cells(crs)
         tables.insert(0, ("collapse", "Collapse and accuracy against the control", head, body, COLLAPSE_NOTE))
 

@@ -7,11 +7,8 @@ Writes <dir>/report/summary.md (a Markdown table: mean ± 95% t-interval over se
 Usage: /usr/bin/python3 analysis/reproductions.py RESULTS_DIR [--title TITLE]
 Needs Debian's python3-h5py, python3-numpy, python3-matplotlib.
 """
-import glob
 import os
-import re
 import sys
-from collections import defaultdict
 
 # Run as a script (python3 analysis/reproductions.py): make the package importable.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,7 +19,7 @@ with entry.imports():
     import matplotlib  # before any output is written (pyplot is imported where the curves are drawn)
     import numpy as np
 
-    from analysis.runs import Run
+    from analysis.runs import Run, load_seed_files
     from analysis.stats import fmt, mean_ci, smooth, t95  # noqa: F401  (mean_ci, fmt: other scripts)
 
 # The metrics the table and the curves read of every run.
@@ -44,17 +41,7 @@ def main(argv=None):
     ap.add_argument("dir", metavar="RESULTS_DIR")
     ap.add_argument("--title", default="")
     args = ap.parse_args(argv)
-    if not os.path.isdir(args.dir):
-        raise AnalysisError(f"{args.dir}: no such directory" if not os.path.exists(args.dir)
-                            else f"{args.dir}: not a directory")
-    runs = defaultdict(list)
-    for path in sorted(glob.glob(os.path.join(args.dir, "*-seed*.h5"))):
-        if path.endswith(".ckpt.h5"):
-            continue
-        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
-        runs[name].append(load(path))
-    if not runs:
-        raise AnalysisError(f"{args.dir}: no <variant>-seed<k>.h5 run files")
+    runs = load_seed_files(args.dir, load)
     out = os.path.join(args.dir, "report")
     os.makedirs(out, exist_ok=True)
 
@@ -70,7 +57,7 @@ def main(argv=None):
             "base_eval": mean_ci([e[0] if len(e) else np.nan for e in evals]),
             "final_eval": mean_ci([e[-1] if len(e) else np.nan for e in evals]),
             "peak_eval": mean_ci([e.max() if len(e) else np.nan for e in evals]),
-            "final_reward": mean_ci(per_run(lambda m, a: np.nanmean(m["reward_mean"][-20:]))),
+            "reward_last20": mean_ci(per_run(lambda m, a: np.nanmean(m["reward_mean"][-20:]))),
             "kl": mean_ci(per_run(lambda m, a: np.nanmean(m["kl_rollout_train"]))),
             "flip": mean_ci(per_run(lambda m, a: 100 * np.nanmean(m["flip_rate_mean"]))),
             "extreme": mean_ci(per_run(lambda m, a: np.nanmean(m["extreme_token_frac"]))),
@@ -86,7 +73,7 @@ def main(argv=None):
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['variant']} | {r['seeds']} | {r['steps']} | {fmt(*r['base_eval'])} | {fmt(*r['final_eval'])} | "
-                     f"{fmt(*r['peak_eval'])} | {fmt(*r['final_reward'])} | {fmt(*r['kl'], sci=True)} | {fmt(*r['flip'], 2)} | "
+                     f"{fmt(*r['peak_eval'])} | {fmt(*r['reward_last20'])} | {fmt(*r['kl'], sci=True)} | {fmt(*r['flip'], 2)} | "
                      f"{fmt(*r['extreme'], sci=True)} | {fmt(*r['clip'], sci=True)} | {r['collapsed']}/{r['seeds']} |")
     lines += ["", "Mean ± 95% Student-t half-width over seeds. first eval = the first greedy evaluation "
               "(after `rl.eval_every` steps); KL, flip, extreme and clip are means over all steps."]

@@ -1,10 +1,13 @@
 """Loading moerl results: one run file, a sweep directory (index.json), or any directory of run
-files; the effective scenario of each run as a dict; grouping runs by scenario keys.
+files; the effective scenario of each run as a dict; grouping runs by scenario keys; a run's
+identity (variant_of, seed_of) and the outcomes every table compares runs on (final_reward,
+final_eval, base_eval).
 
 Files and attributes are those of docs/hdf5-schema.md ("Run results", "Sweep directory").
 """
 import glob
 import os
+import re
 import sys
 import zlib
 from collections import OrderedDict
@@ -505,3 +508,86 @@ def _is_number_or_bool(v):
 def default_group_keys(info):
     """The swept (or differing) keys except the seed: runs that differ only in seed form a group."""
     return [k for k in info.get("swept_keys", []) if k != "run.seed"]
+
+
+# A run's identity and its outcomes: what the collapse table, the league, the probes and the search
+# rows pair and compare runs on, defined once with the run.
+
+FINAL_REWARD_STEPS = 10  # sim/io/results.h kFinalRewardSteps
+
+
+def variant_of(run):
+    """The run's variant: its [variant.NAME] in the sweep's grid, else its rl.algorithm ("?": neither)."""
+    return run.keys.get("variant") or run.value("rl.algorithm") or "?"
+
+
+def seed_of(run):
+    """The run's seed (run.seed), as its scenario spells it."""
+    return run.value("run.seed")
+
+
+def final_reward_of(reward_mean):
+    """moerl's final reward of a reward_mean series, as sim/io/results.h final_reward_of: the mean of
+    its last FINAL_REWARD_STEPS finite values (NaN: none)."""
+    x = np.asarray(reward_mean, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.mean(x[-FINAL_REWARD_STEPS:])) if len(x) else float("nan")
+
+
+def final_reward(run):
+    """The run's final reward: final_reward_of its reward_mean — the one meaning of "final reward" in
+    moerl (index.csv, `moerl inspect`, summary.csv, the league, the collapse table)."""
+    return final_reward_of(run.series("reward_mean"))
+
+
+def finite_values(x):
+    """The finite values of a series (NaN and ±inf left out), as a float array."""
+    x = np.asarray(x, dtype=float)
+    return x[np.isfinite(x)]
+
+
+def final_eval(run):
+    """The run's last finite eval_accuracy (NaN: none)."""
+    x = finite_values(run.series("eval_accuracy"))
+    return float(x[-1]) if len(x) else float("nan")
+
+
+def base_eval(run):
+    """The run's eval_accuracy_base at step 0, before any update (NaN: none)."""
+    x = finite_values(run.series("eval_accuracy_base"))
+    return float(x[0]) if len(x) else float("nan")
+
+
+def load_seed_files(d, load):
+    """{variant: [load(path), ...]} of a directory of <variant>-seed<k>.h5 run files (no sweep index;
+    checkpoints left out), in file-name order. Raises AnalysisError for a missing directory, a file
+    in its place, or a directory without such files."""
+    if not os.path.isdir(d):
+        raise AnalysisError(f"{d}: no such directory" if not os.path.exists(d) else f"{d}: not a directory")
+    runs = OrderedDict()
+    for path in sorted(glob.glob(os.path.join(d, "*-seed*.h5"))):
+        if path.endswith(".ckpt.h5"):
+            continue
+        name = re.sub(r"-seed\d+\.h5$", "", os.path.basename(path))
+        runs.setdefault(name, []).append(load(path))
+    if not runs:
+        raise AnalysisError(f"{d}: no <variant>-seed<k>.h5 run files")
+    return runs
+
+
+def load_pooled_runs(dirs):
+    """The runs with metrics of one or more sweep directories (or run files), pooled in order, as Run
+    objects (analysis.load_runs, in frame.py, is the notebook's DataFrame of every step)."""
+    runs = []
+    for d in dirs:
+        rs, _ = load_sweep(d)
+        runs += [r for r in rs if r.metrics]
+    return runs
+
+
+def group_by_variant(runs, dial=None):
+    """OrderedDict (variant, dial value or "") → runs, in first-appearance order."""
+    out = OrderedDict()
+    for r in runs:
+        out.setdefault((variant_of(r), r.value(dial) if dial else ""), []).append(r)
+    return out

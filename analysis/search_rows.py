@@ -13,7 +13,7 @@ entry = Entry(__name__, "analysis.search_rows")
 with entry.imports():
     import numpy as np
 
-    from .collapse import base_eval, final_eval, load_runs
+    from .runs import base_eval, final_eval, load_pooled_runs, seed_of
 
 COLUMNS = ["probe", "run", "seed", "steps", "lr", "grad_clip", "old_logprobs", "rollout", "router_noise",
            "n_experts", "top_k", "status", "base_eval", "final_eval", "peak_reward10", "final_reward10",
@@ -48,7 +48,7 @@ def row(probe, r):
     n = max(1, len(k3) // 10)
     gn = r.series("grad_norm")
     profile = r.value("engines.rollout")
-    return [probe, r.name, r.value("run.seed"), r.steps, _sci(_number(r, 'optim.lr')),
+    return [probe, r.name, seed_of(r), r.steps, _sci(_number(r, 'optim.lr')),
             f"{_number(r, 'optim.grad_clip'):g}", r.value("rl.old_logprobs") or "recompute", profile,
             r.value(f"profile.{profile}.router_noise") or "0", r.value("model.n_experts"), r.value("model.top_k"),
             r.status, f"{base_eval(r):.3f}", f"{final_eval(r):.3f}", f"{np.max(reward10):.3f}",
@@ -63,7 +63,7 @@ def main(argv=None):
     ap.add_argument("probe", metavar="PROBE", help="the probe's name, the first column of every row")
     ap.add_argument("dirs", nargs="+", metavar="SWEEP_DIR")
     args = ap.parse_args(argv)
-    runs = load_runs(args.dirs)
+    runs = load_pooled_runs(args.dirs)
     if not runs:
         raise AnalysisError(f"{', '.join(args.dirs)}: no runs with metrics (none finished or started yet?)")
     rows = [row(args.probe, r) for r in runs]  # every row first: a refusal prints none

@@ -1,8 +1,10 @@
-"""Statistics over seeds: means with 95% Student-t intervals, moving averages, number formatting.
+"""Statistics over seeds: means with 95% Student-t intervals, rates with 95% Wilson intervals,
+moving averages, number formatting.
 
 Every band and ± in moerl's reports is a two-sided 95% Student-t interval of the mean over the
 runs (seeds) of a group: half-width t_{0.975, n-1} · s / sqrt(n), s the unbiased std. One run has
-no interval (NaN); non-finite values are left out.
+no interval (NaN); non-finite values are left out. A rate (runs collapsed out of a group's runs)
+has the 95% Wilson score interval (wilson).
 """
 import numpy as np
 from scipy import stats as _scipy_stats
@@ -28,6 +30,21 @@ def mean_ci(values):
     if len(v) == 1:
         return float(v[0]), float("nan")
     return float(v.mean()), t95(len(v) - 1) * float(v.std(ddof=1)) / np.sqrt(len(v))
+
+
+def wilson(k, n, z=None):
+    """(rate, low, high): the 95% Wilson score interval of k successes in n trials (z: the normal
+    quantile, default SciPy's Φ⁻¹(0.975))."""
+    if z is None:
+        z = float(_scipy_stats.norm.ppf(0.975))
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    # at k = 0 and k = n the bound is exactly 0 (1); rounding must not move it inside
+    return p, 0.0 if k == 0 else max(0.0, c - h), 1.0 if k == n else min(1.0, c + h)
 
 
 def band(ys):

@@ -4,9 +4,9 @@ the group's runs (seeds). Written as Markdown and CSV; the same rows feed the HT
 Per run (formulas of the metrics: docs/metrics.md); per_run_values() gives these numbers of one run,
 analysis.frame.run_summary() a table of them:
   final reward   mean of reward_mean over the last min(10, steps) steps that set it — the one
-                 meaning of "final reward" in moerl (sim/io/results.h final_reward_of: index.csv,
-                 `moerl sweep`'s table, `moerl inspect`, the end-of-run line of `moerl run`; here,
-                 summary.csv and the dashboard)
+                 meaning of "final reward" in moerl (runs.final_reward; sim/io/results.h
+                 final_reward_of: index.csv, `moerl sweep`'s table, `moerl inspect`, the end-of-run
+                 line of `moerl run`; here, summary.csv and the dashboard)
   peak reward    max over steps of reward_mean's trailing 10-step mean (of the raw series if shorter)
   final / peak eval   last / largest finite eval_accuracy
   collapse       status "collapsed" (rate over the group's runs; step = root attribute collapse_step + 1,
@@ -26,17 +26,8 @@ import io
 
 import numpy as np
 
-from .runs import STATES
+from .runs import STATES, final_eval, final_reward
 from .stats import fmt, mean_ci, smooth
-
-FINAL_REWARD_STEPS = 10  # sim/io/results.h kFinalRewardSteps
-
-
-def final_reward(reward_mean):
-    """moerl's final reward: the mean of the last FINAL_REWARD_STEPS finite values (NaN: none)."""
-    x = np.asarray(reward_mean, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.mean(x[-FINAL_REWARD_STEPS:])) if len(x) else float("nan")
 
 
 def _nanmean(x):
@@ -89,9 +80,9 @@ def _peak_reward(r):
 
 # (column, title, per-run function, digits or "sci")
 COLUMNS = [
-    ("final_reward", "final reward", lambda r: final_reward(r.series("reward_mean")), 3),
+    ("final_reward", "final reward", final_reward, 3),
     ("peak_reward", "peak reward", _peak_reward, 3),
-    ("final_eval", "final eval", lambda r: _last_finite(r.series("eval_accuracy")), 3),
+    ("final_eval", "final eval", final_eval, 3),
     ("peak_eval", "peak eval", lambda r: _max_finite(r.series("eval_accuracy")), 3),
     ("kl", "KL(μ‖π_old) k3", lambda r: _nanmean(r.series("kl_rollout_train")), "sci"),
     ("flip_pct", "flip %", lambda r: 100 * _nanmean(r.series("flip_rate_mean")), 2),

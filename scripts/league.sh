@@ -95,7 +95,6 @@ if ! msg=$("$moerl" sweep "$grid" --seeds "$seeds" --dry-run --out "$work/runs" 
   die "the variant $variant does not validate (moerl's message above; its keys: ${shown_sets# })"
 fi
 
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 . "$root/scenarios/paper/mpi-sweep.sh"
 
 # 2. The guard: the reference on the first league seed, by today's binary, against its kept row.

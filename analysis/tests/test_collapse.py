@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from analysis import collapse
+from analysis.runs import final_reward, group_by_variant, load_pooled_runs, variant_of
+from analysis.stats import wilson
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -47,12 +49,12 @@ def run(variant, seed, dial, status="complete", base=0.5, final=0.6, flip=5.0, k
 
 
 def test_wilson_interval_matches_the_formula_and_its_edges():
-    p, lo, hi = collapse.wilson(3, 10)
+    p, lo, hi = wilson(3, 10)
     assert p == 0.3
     assert lo == pytest.approx(0.1078, abs=1e-3) and hi == pytest.approx(0.6032, abs=1e-3)
-    assert collapse.wilson(0, 10)[1] == 0.0 and collapse.wilson(0, 10)[2] == pytest.approx(0.2775, abs=1e-3)
-    assert collapse.wilson(10, 10)[2] == 1.0
-    assert np.isnan(collapse.wilson(0, 0)[0])
+    assert wilson(0, 10)[1] == 0.0 and wilson(0, 10)[2] == pytest.approx(0.2775, abs=1e-3)
+    assert wilson(10, 10)[2] == 1.0
+    assert np.isnan(wilson(0, 0)[0])
 
 
 def test_rates_pairing_and_pooling(tmp_path):
@@ -65,11 +67,11 @@ def test_rates_pairing_and_pooling(tmp_path):
     write_sweep(b, [run("control", s, 0.1, final=0.6 + 0.01 * s) for s in (100, 101)] +
                    [run("grpo", s, 0.1, status="collapsed", final=0.4 + 0.01 * s, flip=20, k3=(1e-3, 4e-3))
                     for s in (100, 101)])
-    runs = collapse.load_runs([str(a), str(b)])
-    rows = {(x["variant"], x["dial"]): x for x in collapse.rows(collapse.group(runs, "profile.x.router_noise"))}
+    runs = load_pooled_runs([str(a), str(b)])
+    rows = {(x["variant"], x["dial"]): x for x in collapse.rows(group_by_variant(runs, "profile.x.router_noise"))}
     g = rows[("grpo", "0.1")]
     assert (g["runs"], g["collapsed"]) == (4, 3)
-    assert (g["rate_lo"], g["rate_hi"]) == pytest.approx(collapse.wilson(3, 4)[1:])
+    assert (g["rate_lo"], g["rate_hi"]) == pytest.approx(wilson(3, 4)[1:])
     assert g["pairs"] == 4 and g["vs_ref"][0] == pytest.approx(-0.2)
     assert g["gain"][0] == pytest.approx(np.mean([0.4 + 0.01 * s - 0.5 for s in (0, 1, 100, 101)]))
     assert g["flip"][0] == pytest.approx(20) and g["k3_growth"][0] == pytest.approx(4.0, rel=0.2)
@@ -126,12 +128,12 @@ def test_outcome_reward_pairs_the_final_10_step_reward(tmp_path):
     # every run's held-out accuracy ends at 0, so only the reward tells grpo from the control
     write_sweep(d, [run(v, s, 0.0, final=0.0, reward=0.6 if v == "control" else 0.2)
                     for v in ("control", "grpo") for s in (0, 1)])
-    runs = collapse.load_runs([str(d)])
-    eval_rows = {x["variant"]: x for x in collapse.rows(collapse.group(runs))}
-    rew_rows = {x["variant"]: x for x in collapse.rows(collapse.group(runs), outcome="reward")}
+    runs = load_pooled_runs([str(d)])
+    eval_rows = {x["variant"]: x for x in collapse.rows(group_by_variant(runs))}
+    rew_rows = {x["variant"]: x for x in collapse.rows(group_by_variant(runs), outcome="reward")}
     assert eval_rows["grpo"]["vs_ref"][0] == pytest.approx(0.0)
-    want = np.mean([collapse.final_reward(r) for r in runs if collapse.variant_of(r) == "grpo"]) - \
-        np.mean([collapse.final_reward(r) for r in runs if collapse.variant_of(r) == "control"])
+    want = np.mean([final_reward(r) for r in runs if variant_of(r) == "grpo"]) - \
+        np.mean([final_reward(r) for r in runs if variant_of(r) == "control"])
     assert want < -0.2 and rew_rows["grpo"]["vs_ref"][0] == pytest.approx(want)
     collapse.main([str(d), "--outcome", "reward"])
     md = (d / "report" / "collapse.md").read_text()

@@ -19,40 +19,28 @@ import pytest
 
 from .conftest import ROOT
 
-# Every entry point, as its users call it; {d}: a directory argument, {f}: a file argument.
-ENTRY_POINTS = {
-    "analysis": ["-m", "analysis", "{d}"],
-    "analysis.audits": ["-m", "analysis.audits", "{f}"],
-    "analysis.collapse": ["-m", "analysis.collapse", "{d}"],
-    "analysis.growth": ["-m", "analysis.growth", "{d}"],
-    "analysis.league": ["-m", "analysis.league", "{d}"],
-    "analysis.league_add": ["-m", "analysis.league_add", "guard", "--kept", "{f}", "--dir", "{d}", "--seed", "700"],
-    "analysis.mismatch_table": ["-m", "analysis.mismatch_table", "{d}"],
-    "analysis/mismatch_table.py": ["analysis/mismatch_table.py", "{d}"],
-    "analysis.reproductions": ["-m", "analysis.reproductions", "{d}"],
-    "analysis/reproductions.py": ["analysis/reproductions.py", "{d}"],
-    "analysis.search_rows": ["-m", "analysis.search_rows", "probe", "{d}"],
-    "analysis.probe_rule": ["-m", "analysis.probe_rule", "probe", "{d}"],
-    "analysis/bench/runs_per_hour.py": ["analysis/bench/runs_per_hour.py", "--baseline", "{f}", "--candidate", "{f}"],
-    "analysis/bench/torch_peer.py": ["analysis/bench/torch_peer.py", "--repeat", "1"],
-}
-# The third-party modules each one imports before it reads its input.
-NEEDS = {
-    "analysis": ["numpy", "h5py", "scipy"],
-    "analysis.audits": ["numpy", "h5py", "matplotlib"],
-    "analysis.collapse": ["numpy", "h5py", "scipy"],
-    "analysis.growth": ["numpy", "h5py", "scipy"],
-    "analysis.league": ["numpy", "h5py", "scipy"],
-    "analysis.league_add": ["numpy", "h5py", "scipy"],
-    "analysis.mismatch_table": ["numpy", "h5py", "scipy"],
-    "analysis/mismatch_table.py": ["numpy", "h5py", "scipy"],
-    "analysis.reproductions": ["numpy", "h5py", "scipy", "matplotlib"],
-    "analysis/reproductions.py": ["numpy", "h5py", "scipy", "matplotlib"],
-    "analysis.search_rows": ["numpy", "h5py", "scipy"],
-    "analysis.probe_rule": ["numpy", "h5py", "scipy"],
-    "analysis/bench/runs_per_hour.py": ["h5py"],
-    "analysis/bench/torch_peer.py": ["torch"],
-}
+# Every entry point: as its users call it ({d}: a directory argument, {f}: a file argument), and the
+# third-party modules it imports before it reads its input.
+SCI = ["numpy", "h5py", "scipy"]
+ENTRIES = [
+    ("analysis", ["-m", "analysis", "{d}"], SCI),
+    ("analysis.audits", ["-m", "analysis.audits", "{f}"], ["numpy", "h5py", "matplotlib"]),
+    ("analysis.collapse", ["-m", "analysis.collapse", "{d}"], SCI),
+    ("analysis.growth", ["-m", "analysis.growth", "{d}"], SCI),
+    ("analysis.league", ["-m", "analysis.league", "{d}"], SCI),
+    ("analysis.league_add", ["-m", "analysis.league_add", "guard", "--kept", "{f}", "--dir", "{d}", "--seed", "700"], SCI),
+    ("analysis.mismatch_table", ["-m", "analysis.mismatch_table", "{d}"], SCI),
+    ("analysis/mismatch_table.py", ["analysis/mismatch_table.py", "{d}"], SCI),
+    ("analysis.reproductions", ["-m", "analysis.reproductions", "{d}"], SCI + ["matplotlib"]),
+    ("analysis/reproductions.py", ["analysis/reproductions.py", "{d}"], SCI + ["matplotlib"]),
+    ("analysis.search_rows", ["-m", "analysis.search_rows", "probe", "{d}"], ["numpy", "h5py"]),  # runs.py only
+    ("analysis.probe_rule", ["-m", "analysis.probe_rule", "probe", "{d}"], SCI),
+    ("analysis/bench/runs_per_hour.py", ["analysis/bench/runs_per_hour.py", "--baseline", "{f}", "--candidate", "{f}"],
+     ["h5py"]),
+    ("analysis/bench/torch_peer.py", ["analysis/bench/torch_peer.py", "--repeat", "1"], ["torch"]),
+]
+ENTRY_POINTS = {name: args for name, args, _ in ENTRIES}
+NEEDS = {name: needs for name, _, needs in ENTRIES}
 DEBIAN = {"numpy": "python3-numpy", "h5py": "python3-h5py", "matplotlib": "python3-matplotlib",
           "scipy": "python3-scipy", "torch": "python3-torch"}
 # Entry points not (yet) on analysis/cli.py.

@@ -1,5 +1,5 @@
 """One meaning of "final reward" — the mean of reward_mean over the last 10 steps that set it
-(sim/io/results.h final_reward_of, analysis/summary.py final_reward) — in index.csv, the sweep's
+(sim/io/results.h final_reward_of, analysis/runs.py final_reward_of) — in index.csv, the sweep's
 table and `moerl inspect DIR`, `moerl inspect RUN.h5`, the end-of-run line of `moerl run`
 (also when --resume finds the run finished), summary.csv and the dashboard; and the index shows
 a running sweep's progress."""
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from analysis import report, run_summary
-from analysis.summary import final_reward
+from analysis.runs import final_reward_of
 
 from .conftest import ROOT, TINY_GRID, moerl_binary
 
@@ -30,10 +30,10 @@ def _binary():
 
 def test_final_reward_is_the_mean_of_the_last_ten_steps():
     x = np.arange(1.0, 16.0)
-    assert final_reward(x) == np.mean(x[-10:])
+    assert final_reward_of(x) == np.mean(x[-10:])
     x[-1] = np.nan  # a step that did not set it is skipped, not counted
-    assert final_reward(x) == np.mean(np.arange(5.0, 15.0))
-    assert final_reward([0.5, 0.7]) == 0.6 and np.isnan(final_reward([np.nan]))
+    assert final_reward_of(x) == np.mean(np.arange(5.0, 15.0))
+    assert final_reward_of([0.5, 0.7]) == 0.6 and np.isnan(final_reward_of([np.nan]))
 
 
 @pytest.fixture(scope="module")

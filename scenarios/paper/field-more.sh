@@ -15,20 +15,11 @@
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out/field-search"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 . "$here/mpi-sweep.sh"
-run() {  # grid, output directory
-  mpi_sweep field-more.sh "scenarios/paper/field-more.sh $out" "$2" "$1" "$2" --cache "$out/cache" --ranks-per-run 1 \
-    --resume --quiet
-}
-run "$here/field-balance-aux.ini" "$out/field-balance-aux"
-run "$here/field-balance-bias.ini" "$out/field-balance-bias"
-run "$here/field-minirl.ini" "$out/field-minirl"
-run "$here/field-league.ini" "$out/field-league"
-run "$here/field-minirl-off.ini" "$out/field-minirl-off"
+for grid in field-balance-aux field-balance-bias field-minirl field-league field-minirl-off; do
+  paper_sweep field-more.sh "$out" "$here/$grid.ini" "$out/$grid"
+done
 exit 0
 }

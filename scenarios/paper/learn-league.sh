@@ -19,11 +19,8 @@
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 . "$here/mpi-sweep.sh"
 resume="scenarios/paper/learn-league.sh $out"
 for lo in 700 705 710 715; do

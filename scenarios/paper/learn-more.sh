@@ -16,19 +16,12 @@
 {
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-moerl=${MOERL:-$root/build/sim/moerl}
 out=${1:-results/paper}
 mkdir -p "$out/learn-search"
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1} OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
 . "$here/mpi-sweep.sh"
-run() {  # grid, output directory
-  mpi_sweep learn-more.sh "scenarios/paper/learn-more.sh $out" "$2" "$1" "$2" --cache "$out/cache" --ranks-per-run 1 \
-    --resume --quiet
-}
 for p in 28 31 29 30 27 32; do
-  run "$here/learn-search/probe$p.ini" "$out/learn-search/probe$p"
+  paper_sweep learn-more.sh "$out" "$here/learn-search/probe$p.ini" "$out/learn-search/probe$p"
 done
-run "$here/learn-experts.ini" "$out/learn-experts"
+paper_sweep learn-more.sh "$out" "$here/learn-experts.ini" "$out/learn-experts"
 exit 0
 }

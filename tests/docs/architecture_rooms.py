@@ -8,6 +8,8 @@ them, and every folder of sim/ has its row in architecture.md's folder table.
 import sys
 from pathlib import Path
 
+from doc_check import verdict
+
 MAX_ENTRIES = 12
 
 
@@ -25,10 +27,7 @@ def main():
     for e in entries:
         if (sim / e).is_dir() and f"| `sim/{e}/` |" not in arch:
             problems.append(f"docs/architecture.md has no row for sim/{e}/ in its folder table")
-    for p in problems:
-        print(p)
-    print(f"architecture_rooms: sim/ has {len(entries)} entries, {len(problems)} problems")
-    return 1 if problems else 0
+    return verdict(problems, f"architecture_rooms: sim/ has {len(entries)} entries, {len(problems)} problems")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import re
 import sys
 from pathlib import Path
 
+from doc_check import verdict
+
 NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 PHRASE = re.compile(
     r"(?<![\w.])(?:"
@@ -105,11 +107,8 @@ def main():
     problems += check("docs/reproductions.md, The claims", table_rows(claims), results_source,
                       "the body of docs/reproductions.md or docs/gpu.md")
     problems += check("README.md, Speed", table_rows(speed), norm(perf), "docs/performance.md")
-    for p in problems:
-        print(p)
     n = sum(len(table_rows(x)) for x in (found_rows, claims, speed))
-    print(f"numbers_agree: {n} table rows checked, {len(problems)} numbers not found")
-    return 1 if problems else 0
+    return verdict(problems, f"numbers_agree: {n} table rows checked, {len(problems)} numbers not found")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ import re
 import sys
 from pathlib import Path
 
+from doc_check import verdict
+
 MAX_LINES, MAX_PARAGRAPH = 150, 8
 
 
@@ -33,10 +35,7 @@ def main():
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", "\n".join(lines)):
         if "://" not in target and not (root / target).exists():
             problems.append(f"README.md: the link to {target} points to no file")
-    for p in problems:
-        print(p)
-    print(f"readme_shape: {len(lines)} lines, {len(problems)} problems")
-    return 1 if problems else 0
+    return verdict(problems, f"readme_shape: {len(lines)} lines, {len(problems)} problems")
 
 
 if __name__ == "__main__":

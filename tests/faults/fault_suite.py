@@ -77,6 +77,8 @@ except ImportError:
     sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "sweep"))
+from same_runs import contents  # noqa: E402  (a run file's datasets and root attributes, times aside)
 SCENARIO = os.path.join(HERE, "tiny.ini")
 GRID = os.path.join(HERE, "tiny-grid.ini")
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -157,28 +159,11 @@ def error_line(out):
 
 # ---- comparing files ---------------------------------------------------------------------------
 
-def datasets(path):
-    """{name: bytes} of every dataset except wall-clock times, plus the root attributes."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        def visit(name, obj):
-            if isinstance(obj, h5py.Dataset) and not name.split("/")[-1].startswith("time_"):
-                a = obj[()]
-                out[name] = (str(a.dtype), a.shape, np.asarray(a).tobytes())
-        f.visititems(visit)
-        for k, v in f.attrs.items():
-            out["@" + k] = str(v)
-    return out
-
-
 def same_files(a, b, ignore=()):
     """None when every dataset (and root attribute but those named in `ignore`) is bit-identical,
     else what differs."""
     try:
-        da, db = datasets(a), datasets(b)
-        for k in ignore:
-            da.pop("@" + k, None)
-            db.pop("@" + k, None)
+        da, db = contents(a, ignore), contents(b, ignore)
     except Exception as e:  # noqa: BLE001 — any unreadable file is a difference
         return f"unreadable: {e}"
     if set(da) != set(db):
@@ -1758,46 +1743,35 @@ def main():
     t = Tally()
     s = Suite(m, work, rng, a.long, t)
     only = set(a.only.split(",")) if a.only else None
-    want = lambda g: only is None or g in only
+    # free space as a share of the larger file (a rewrite needs the old and the new copy)
+    disk_shares = [0.05, 0.3, 0.6, 0.9, 1.2, 1.6, 2.0, 2.5, 3.2] * 3 if a.long else [0.05, 0.6, 1.2, 2.0, 3.2]
+    # each group of --only, in the order they run, with the cases it calls (--long: many more of each kind)
+    groups = [
+        ("kill", [lambda: s.kill(40 if a.long else 5)]),
+        ("sweep", [lambda: s.sweep(12 if a.long else 2)]),
+        ("disk", [lambda: s.disk(disk_shares)]),
+        ("corrupt", [lambda: s.corrupt(120 if a.long else 12)]),
+        ("scenario", [s.scenario]),
+        ("base", [s.base]),
+        ("rerun", [s.rerun]),
+        ("identity", [s.identity]),
+        ("writers", [lambda: s.writers(30 if a.long else 5), s.sweep_race]),
+        ("input", [s.hostile, s.inputs3]),
+        ("signal", [s.signals]),
+        ("experiment", [s.experiment]),
+        ("report", [s.reports]),
+        ("round4", [s.round4]),
+        ("round4b", [s.round4b]),
+        ("round5", [s.round5]),
+    ]
     print(f"fault suite: seed {seed} ({'long' if a.long else 'default'}), work in {work}", flush=True)
     t0 = time.time()
     try:
         s.reference()
-        if want("kill"):
-            s.kill(40 if a.long else 5)
-        if want("sweep"):
-            s.sweep(12 if a.long else 2)
-        if want("disk"):
-            # free space as a share of the larger file (a rewrite needs the old and the new copy)
-            s.disk([0.05, 0.3, 0.6, 0.9, 1.2, 1.6, 2.0, 2.5, 3.2] * 3 if a.long else [0.05, 0.6, 1.2, 2.0, 3.2])
-        if want("corrupt"):
-            s.corrupt(120 if a.long else 12)
-        if want("scenario"):
-            s.scenario()
-        if want("base"):
-            s.base()
-        if want("rerun"):
-            s.rerun()
-        if want("identity"):
-            s.identity()
-        if want("writers"):
-            s.writers(30 if a.long else 5)
-            s.sweep_race()
-        if want("input"):
-            s.hostile()
-            s.inputs3()
-        if want("signal"):
-            s.signals()
-        if want("experiment"):
-            s.experiment()
-        if want("report"):
-            s.reports()
-        if want("round4"):
-            s.round4()
-        if want("round4b"):
-            s.round4b()
-        if want("round5"):
-            s.round5()
+        for group, cases in groups:
+            if only is None or group in only:
+                for case in cases:
+                    case()
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,34 +1,51 @@
-// loss_tokens.h — a few hand-written tokens as a LossBatch, random ones for finite differences, and
-// the central-difference check the loss tests of the newer algorithms share (test_sapo.cpp,
-// test_minirl.cpp, test_cispo.cpp). Log-probs are floats as in a run; differences of the hand
-// tokens are exact in float (0.25, 0.125, ...), so r = exp(difference) exactly as computed by hand.
+// loss_tokens.h — host arrays as a LossBatch (also test_loss_device.cpp's), a few hand-written
+// tokens, random ones for finite differences, and the central-difference check the loss tests of
+// the newer algorithms share (test_sapo.cpp, test_minirl.cpp, test_cispo.cpp). Log-probs are
+// floats as in a run; differences of the hand tokens are exact in float (0.25, 0.125, ...), so
+// r = exp(difference) exactly as computed by hand.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "kernels/rng.h"
 #include "sim/rl/loss.h"
+#include "sim/scenario/scenario.h"
 
 namespace moerl::test {
+
+// The loss config of a scenario with rl.algorithm = `algorithm` and the settings `sets`
+// ("rl.clip_low=0.2"): the algorithm's row's defaults resolved as a run resolves them.
+inline LossConfig loss_config(const std::string& algorithm, const std::vector<std::string>& sets = {}) {
+  std::vector<std::string> all = {"rl.algorithm=" + algorithm};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return Scenario::defaults(all).rl.loss;
+}
+
+// The LossBatch over host arrays: [S, R] log-probs (new, old, rollout) and mask, [S] advantages; no
+// reference log-probs and no γ (a test that needs them sets them).
+inline LossBatch host_batch(int S, int R, const std::vector<float>& lnew, const std::vector<float>& lold,
+                            const std::vector<float>& lroll, const std::vector<float>& mask,
+                            const std::vector<float>& adv) {
+  LossBatch b;
+  b.S = S;
+  b.R = R;
+  b.logp_new = lnew.data();
+  b.logp_old = lold.data();
+  b.logp_rollout = lroll.data();
+  b.mask = mask.data();
+  b.advantages = adv.data();
+  return b;
+}
 
 struct Tokens {
   int S = 0, R = 0;
   std::vector<float> lnew, lold, lroll, mask, adv;
-  LossBatch batch() const {
-    LossBatch b;
-    b.S = S;
-    b.R = R;
-    b.logp_new = lnew.data();
-    b.logp_old = lold.data();
-    b.logp_rollout = lroll.data();
-    b.mask = mask.data();
-    b.advantages = adv.data();
-    return b;
-  }
+  LossBatch batch() const { return host_batch(S, R, lnew, lold, lroll, mask, adv); }
 };
 
 // S sequences of R tokens with log-probs around −1.5, ratios r and ρ spread across the clip and

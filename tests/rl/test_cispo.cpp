@@ -13,11 +13,7 @@
 namespace moerl {
 namespace {
 
-LossConfig cispo_config(const std::vector<std::string>& sets = {}) {
-  std::vector<std::string> all = {"rl.algorithm=cispo"};
-  all.insert(all.end(), sets.begin(), sets.end());
-  return Scenario::defaults(all).rl.loss;
-}
+LossConfig cispo_config(const std::vector<std::string>& sets = {}) { return test::loss_config("cispo", sets); }
 
 // Three tokens of two sequences, token-mean over 3:
 //   (r = e^0.25 = 1.284 → 1.2, A = 1, logp −0.75), (r = e^−0.5 = 0.607, no lower bound, A = 1,

@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "kernels/rng.h"
 #include "kernels/test_device.h"
+#include "loss_tokens.h"
 #include "models/model.h"
 #include "rl_fixture.h"
 #include "sim/io/results.h"
@@ -84,6 +85,9 @@ struct Batch {
       }
     for (int i = 0; i < S; ++i) h_adv.push_back(adv[seq[i]]);
   }
+
+  // The host loss's batch over the [S, R] views (no reference log-probs, no γ: a test adds its own).
+  LossBatch host() const { return test::host_batch(S, R, h_new, h_old, h_roll, h_mask, h_adv); }
 };
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -115,14 +119,7 @@ TEST(LossDevice, TheOpIsTheHostLossBitForBit) {
             Aggregation used = Aggregation::token_mean;
             ASSERT_TRUE(a->device_form(&p, &used)) << algorithm;
             const Batch x(rng_derive(17, 3, {static_cast<uint64_t>(checked)}), 0.4f);
-            LossBatch b;
-            b.S = x.S;
-            b.R = x.R;
-            b.logp_new = x.h_new.data();
-            b.logp_old = x.h_old.data();
-            b.logp_rollout = x.h_roll.data();
-            b.mask = x.h_mask.data();
-            b.advantages = x.h_adv.data();
+            LossBatch b = x.host();
             b.logp_ref = x.h_ref.data();
             b.gamma = std::string(algorithm) == "rspo" ? x.gamma.data() : nullptr;
             b.norm_len = 12;
@@ -169,16 +166,8 @@ TEST(LossDevice, TheBatchesReachEveryBranch) {
   c.icepop_low = 0.8f;
   c.icepop_high = 1.25f;
   const std::unique_ptr<Algorithm> a = algorithm_create(c);
-  LossBatch b;
-  b.S = x.S;
-  b.R = x.R;
-  b.logp_new = x.h_new.data();
-  b.logp_old = x.h_old.data();
-  b.logp_rollout = x.h_roll.data();
-  b.mask = x.h_mask.data();
-  b.advantages = x.h_adv.data();
   LossOutput out;
-  a->loss(&out, b);
+  a->loss(&out, x.host());
   EXPECT_GT(out.clipped_tokens, 0.0);
   EXPECT_GT(out.masked_tokens, 0.0);
   EXPECT_LT(out.masked_tokens, out.tokens);

@@ -14,11 +14,7 @@ namespace moerl {
 namespace {
 
 // The loss config of a scenario with rl.algorithm = minirl: the row's defaults resolved.
-LossConfig minirl_config(const std::vector<std::string>& sets = {}) {
-  std::vector<std::string> all = {"rl.algorithm=minirl"};
-  all.insert(all.end(), sets.begin(), sets.end());
-  return Scenario::defaults(all).rl.loss;
-}
+LossConfig minirl_config(const std::vector<std::string>& sets = {}) { return test::loss_config("minirl", sets); }
 
 // Four tokens (the lowest of each pair masked by M):
 //   seq 0, A = +0.5: t0 r = e^0.25 = 1.284 > 1.27 → M = 0; t1 r = e^0.125, ρ = e^2 = 7.39 → 5 (truncated)

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/comm/comms.h"
+
 namespace moerl::test {
 
 // The [model] lines, after its vocab_size, of the tiny MoE the command and sweep tests run.
@@ -58,6 +60,22 @@ void expect_throw_with(Fn&& fn, const std::vector<std::string>& parts) {
     for (const std::string& p : parts)
       EXPECT_NE(what.find(p), std::string::npos) << "message: " << what << "\nlacks: " << p;
   }
+}
+
+// Asserts that fn is refused as a usage error: an ExitError with exit status 2 whose what()
+// contains every one of `parts`.
+template <class Fn>
+void expect_usage_error(Fn&& fn, const std::vector<std::string>& parts) {
+  expect_throw_with<ExitError>(
+      [&] {
+        try {
+          fn();
+        } catch (const ExitError& e) {
+          EXPECT_EQ(e.code(), 2) << e.what();
+          throw;
+        }
+      },
+      parts);
 }
 
 }  // namespace moerl::test

@@ -1,6 +1,7 @@
 """Whether two sweep directories (or two run files) hold bit-identical runs: every dataset but the
 wall-clock times (time_*), and every root attribute but the base checkpoint's path, of each run's
-results file and checkpoint. Used by tests/sweep_array.sh, tests/preempt.sh and tests/slurm/.
+results file and checkpoint. Used by tests/sweep_array.sh, tests/preempt.sh and tests/slurm/;
+tests/faults/fault_suite.py reads files with its contents().
 
 Usage: /usr/bin/python3 tests/sweep/same_runs.py REF GOT [--files]
   REF, GOT: sweep directories (every <id>.h5 of REF must be in GOT, with its .ckpt.h5), or with
@@ -17,7 +18,9 @@ import numpy as np
 IGNORED_ATTRS = {"base_checkpoint"}  # where the cache was, not what the run is
 
 
-def contents(path):
+def contents(path, ignored_attrs=IGNORED_ATTRS):
+    """{name: (dtype, shape, bytes)} of every dataset but the wall-clock times (time_*), and
+    {"@attr": text} of every root attribute but ignored_attrs."""
     out = {}
     with h5py.File(path, "r") as f:
         def visit(name, obj):
@@ -26,7 +29,7 @@ def contents(path):
                 out[name] = (str(a.dtype), np.shape(a), np.asarray(a).tobytes())
         f.visititems(visit)
         for k, v in f.attrs.items():
-            if k not in IGNORED_ATTRS:
+            if k not in ignored_attrs:
                 out["@" + k] = str(v)
     return out
 

@@ -213,13 +213,22 @@ ModelConfig tiny_long_model() {
   return cfg;
 }
 
+// What the long workload's tests start from: the tiny model on BenchBackend, its long rollout done.
+struct LongWorkload {
+  ModelConfig cfg = tiny_long_model();
+  BenchBackend watch{cpu_backend()};  // outlives the model (kernels/backend.h)
+  Model model{cfg};
+  LongRollout lr;
+  LongWorkload() {
+    params_init(&model.params(), cfg, 2);
+    model.set_backend(watch);
+    lr = long_rollout(model, watch, cfg);
+  }
+};
+
 TEST(Bench, LongRolloutEndsAtTheScheduledLengths) {
-  const ModelConfig cfg = tiny_long_model();
-  BenchBackend watch(cpu_backend());  // outlives the model (kernels/backend.h)
-  Model model(cfg);
-  params_init(&model.params(), cfg, 2);
-  model.set_backend(watch);
-  const LongRollout lr = long_rollout(model, watch, cfg);
+  LongWorkload x;
+  auto& [cfg, watch, model, lr] = x;
   EXPECT_EQ(lr.rb.len, lr.targets);
   EXPECT_EQ(lr.rb.truncated, std::vector<int32_t>(lr.B, 0));
   EXPECT_EQ(lr.rb.R, *std::max_element(lr.targets.begin(), lr.targets.end()));  // trimmed to the longest
@@ -242,12 +251,8 @@ TEST(Bench, LongRolloutEndsAtTheScheduledLengths) {
 }
 
 TEST(Bench, PaddingGetsNoGradientAndIsNotCounted) {
-  const ModelConfig cfg = tiny_long_model();
-  BenchBackend watch(cpu_backend());  // outlives the model (kernels/backend.h)
-  Model model(cfg);
-  params_init(&model.params(), cfg, 2);
-  model.set_backend(watch);
-  const LongRollout lr = long_rollout(model, watch, cfg);
+  LongWorkload x;
+  auto& [cfg, watch, model, lr] = x;
   const int B = lr.B, P = lr.P, T = lr.rb.T;
   int64_t N = 0;
   for (int32_t l : lr.targets) N += l;

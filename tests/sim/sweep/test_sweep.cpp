@@ -312,13 +312,7 @@ TEST_F(SweepRunner, RecordsAFailingRunAndFinishesTheOthers) {
   EXPECT_TRUE(std::filesystem::exists(d_.file("sweep/index.json")));
   EXPECT_TRUE(std::filesystem::exists(d_.file("sweep/grid.ini")));
   // the same directory again without --resume is refused (exit status 2), nothing is touched
-  try {
-    sweep_execute(comms_, grid(), options());
-    ADD_FAILURE() << "expected a usage error";
-  } catch (const ExitError& e) {
-    EXPECT_EQ(e.code(), 2);
-    EXPECT_NE(std::string(e.what()).find("--resume"), std::string::npos);
-  }
+  test::expect_usage_error([&] { sweep_execute(comms_, grid(), options()); }, {"--resume"});
 }
 
 TEST_F(SweepRunner, ResumeSkipsFinishedRunsAndContinuesPartialOnesToTheSameNumbers) {
