@@ -27,11 +27,7 @@ class Cispo final : public Algorithm {
     policy_loss(out, b, c_, c_.aggregation, c_.correction, [&](int i, int t) { return token_ratio(b, i, t); },
                 [&](double A, const RatioValue& x, double logp_new) {
                   const double w = std::clamp(x.value, 1.0 - c_.clip_low, 1.0 + c_.clip_high);
-                  Surrogate s;
-                  s.value = -w * A * logp_new;
-                  s.grad = -w * A;
-                  s.clipped = w != x.value;
-                  return s;
+                  return reinforce_term(w, A, logp_new, w != x.value);
                 });
   }
 

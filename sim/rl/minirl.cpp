@@ -30,13 +30,9 @@ class Minirl final : public Algorithm {
                 [&](double A, const RatioValue& x, double logp_new) {
                   const bool masked = mask_ && ((A > 0.0 && x.value > 1.0 + c_.clip_high) ||
                                                 (A < 0.0 && x.value < 1.0 - c_.clip_low));
-                  Surrogate s;
-                  s.clipped = masked;
-                  if (!masked) {
-                    s.value = -x.value * A * logp_new;
-                    s.grad = -x.value * A;
-                  }
-                  return s;
+                  Surrogate none;  // masked: no term, no gradient
+                  none.clipped = true;
+                  return masked ? none : reinforce_term(x.value, A, logp_new, false);
                 });
   }
 

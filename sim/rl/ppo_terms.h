@@ -37,6 +37,16 @@ inline Surrogate surrogate(double A, double x, double dx, const LossConfig& c) {
   return s;
 }
 
+// The REINFORCE term of one token under a stop-gradient weight (CISPO, MiniRL):
+// ℓ = −sg[weight]·A·logp_new, dℓ/dlogp_new = −weight·A; `clipped` as the algorithm counts it.
+inline Surrogate reinforce_term(double weight, double A, double logp_new, bool clipped) {
+  Surrogate s;
+  s.value = -weight * A * logp_new;
+  s.grad = -weight * A;
+  s.clipped = clipped;
+  return s;
+}
+
 // k3 = e^x − x − 1 with x = logp_ref − logp_new (clamped ±20, result clamped ±10, verl's
 // low_var_kl); returns the value and d k3 / d logp_new.
 inline void k3(double logp_ref, double logp_new, double* value, double* grad) {
