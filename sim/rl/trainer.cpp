@@ -475,6 +475,23 @@ void RlTrainer::measure_mismatch(StepState* st, RunResults* res) {
                                                 sampled.len.data(), S, shape.P, shape.T, L));
 }
 
+namespace {
+// Policy staleness at a mini-batch: the mean over its response tokens of k3 = x − 1 − log x,
+// x = π_old/π_θ at the sampled tokens (an estimate of KL(π_θ‖π_old)); NaN where the log-probs
+// stayed in the backend's memory (the resident loss).
+double staleness_kl(const Minibatch& mb) {
+  if (mb.logp_new.empty() || mb.logp_new.size() != mb.logp_old.size()) return std::numeric_limits<double>::quiet_NaN();
+  double sum = 0.0, n = 0.0;
+  for (size_t j = 0; j < mb.logp_new.size(); ++j) {
+    if (mb.mask[j] == 0.0f) continue;
+    const double d = static_cast<double>(mb.logp_old[j]) - mb.logp_new[j];
+    sum += std::expm1(d) - d;
+    n += 1.0;
+  }
+  return n > 0.0 ? sum / n : 0.0;
+}
+}  // namespace
+
 // §5–6 a seeded permutation of the sequences in rl.minibatches mini-batches, one forward,
 // backward and AdamW step each (so later ones are off-policy); stabilisers at the hook points.
 void RlTrainer::train_minibatches(StepState* st, RunResults* res) {
@@ -504,6 +521,7 @@ void RlTrainer::train_minibatches(StepState* st, RunResults* res) {
     }
     for (const auto& h : hooks_.active) h->after_optimizer_step(c, mb);
     minibatch_totals(st, mb);
+    if (m + 1 == s_.rl.minibatches) st->totals.staleness_kl = staleness_kl(mb);
     if (m == 0 && s_.dump_tensors) minibatch_dump(*st, mb, res);
   }
   st->time_train = seconds_since(t0);
@@ -720,19 +738,6 @@ void RlTrainer::minibatch_totals(StepState* st, const Minibatch& mb) const {
   t.clipped += loss.clipped_tokens;
   t.masked += loss.masked_tokens;
   t.tokens += loss.tokens;
-  // k3 = x − 1 − log x, x = π_old/π_θ at the sampled tokens (an estimate of KL(π_θ‖π_old)); the
-  // last mini-batch's is the step's
-  t.staleness_kl = std::numeric_limits<double>::quiet_NaN();
-  if (mb.logp_new.size() == mb.logp_old.size() && !mb.logp_new.empty()) {
-    double sum = 0.0, n = 0.0;
-    for (size_t j = 0; j < mb.logp_new.size(); ++j) {
-      if (mb.mask[j] == 0.0f) continue;
-      const double d = static_cast<double>(mb.logp_old[j]) - mb.logp_new[j];
-      sum += std::expm1(d) - d;
-      n += 1.0;
-    }
-    t.staleness_kl = n > 0.0 ? sum / n : 0.0;
-  }
 }
 
 // --dump-tensors: the per-token tensors of the step's first mini-batch.
