@@ -646,6 +646,10 @@ def league_plot(rows, runs, seeds, path, reference, score):
     ax.set_xlabel(f"held-out {score} − {reference}, paired (95 %)")
     ax.set_title(f"the league, n = {len(seeds)} seeds")
     keep = {s for s in seeds}
+    # the curves need run files: variants joined from a kept league-runs.csv (--runs) have none
+    with_files = [r["variant"] for r in rows if any(variant_of(x) == r["variant"] for x in runs)]
+    note = "" if len(with_files) == len(rows) else \
+        f"\n(series of the runs read from files only: {', '.join(with_files) or 'none'})"
     for ax, name, label in ((axes[1], "load_cv", "expert load CV (π_old forward)"),
                             (axes[2], "router_drift", "router drift vs the base (probe set)")):
         for v in [r["variant"] for r in rows]:
@@ -668,7 +672,7 @@ def league_plot(rows, runs, seeds, path, reference, score):
             ax.plot(steps[ok], mu[ok], style, label=v, linewidth=1.2 if v != reference else 2.2,
                     color="black" if v == reference else None, markersize=3)
         ax.set_xlabel("step")
-        ax.set_title(label)
+        ax.set_title(label + note, fontsize=10 if note else None)
     axes[1].legend(fontsize=7, ncol=2)
     save_figure(fig, path, dpi=110)
 

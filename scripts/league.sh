@@ -23,7 +23,8 @@
 #    A stop (SIGTERM, SIGINT, SIGUSR1, SIGHUP) reaches the runs as SIGUSR1: they write their
 #    checkpoints and the script exits 75; the same command resumes (scenarios/paper/mpi-sweep.sh).
 # 4. The join: `analysis.league WORK/runs --runs KEPT --pair NAME:*` into --out (default WORK):
-#    league.md (printed), league.csv, league-runs.csv (kept runs and new), pairs.csv, league.png.
+#    league.md (printed), league.csv, league-runs.csv (kept runs and new), pairs.csv, league.png;
+#    the pairs of the kept league's pairs.csv (beside KEPT) are kept in them.
 #    docs/league is rewritten only when --out names it.
 # Exit status: 0 done; 1 a refusal or a failed run (the line says which); 2 a bad command line;
 # 75 stopped (resume with the same command).
@@ -133,7 +134,15 @@ else
   echo "league.sh: every run of $variant on seeds $seeds is finished in $work/runs"
 fi
 
-# 4. The join, the table and the paired differences against every kept variant.
-"$py" -m analysis.league "$work/runs" --runs "$kept" --out "$out" --pair "$variant:*" || exit $?
+# 4. The join, the table and the paired differences against every kept variant. The pairs the
+#    kept league's own pairs.csv lists (beside --kept) are kept too, so that joining a variant into
+#    the kept directory loses none of its paired differences; those naming NAME are redone as NAME:*.
+pairs=()
+kept_pairs=$(dirname "$kept")/pairs.csv
+if [ -f "$kept_pairs" ]; then
+  while IFS= read -r p; do pairs+=(--pair "$p"); done < <(awk -F, -v v="$variant" \
+    'NR > 1 && $1 !~ /^#/ && NF >= 2 && $1 != v && $2 != v { print $1 ":" $2 }' "$kept_pairs")
+fi
+"$py" -m analysis.league "$work/runs" --runs "$kept" --out "$out" "${pairs[@]}" --pair "$variant:*" || exit $?
 exit 0
 }

@@ -70,7 +70,7 @@ engines.rollout = bf16-train
 EOF
 (cd "$tmp" && "$moerl" sweep league-small.ini --out kept-runs --quiet > kept.log 2>&1) || { cat "$tmp/kept.log"; fail "the small kept league"; }
 export PYTHONPATH=$root
-(cd "$tmp" && /usr/bin/python3 -m analysis.league kept-runs --out kept > kept-league.log 2>&1) ||
+(cd "$tmp" && /usr/bin/python3 -m analysis.league kept-runs --out kept --pair grpo-real:control > kept-league.log 2>&1) ||
   { cat "$tmp/kept-league.log"; fail "the small kept league's table"; }
 variant=""
 while IFS= read -r cmd; do
@@ -90,7 +90,9 @@ while IFS= read -r cmd; do
       grep -q "^| [0-9–]* | $variant | 1 |" "$tmp/league-work/league.md" || fail "$cmd: no row of $variant in league.md"
       for other in control grpo-real; do
         grep -q "^| $variant − $other | 1 |" "$tmp/league-work/league.md" || fail "$cmd: no pair $variant − $other"
-      done ;;
+      done
+      # the kept league's own pairs (its pairs.csv) are kept in the joined table
+      grep -q "^| grpo-real − control | 1 |" "$tmp/league-work/league.md" || fail "$cmd: the kept pair grpo-real − control was lost" ;;
   esac
 done <<< "$cmds"
 [[ -n $variant ]] || fail "no --variant in the page's league command"
