@@ -5,7 +5,7 @@
 ON_DIR is the on-policy grid (scenarios/paper/field-minirl.ini: rl.minibatches = 1), OFF_DIR the
 off-policy one (field-minirl-off.ini: rl.minibatches = 2, 4, 8, the global batch fixed). Each run is
 placed by its variant and its mini-batch count N. Per (N, arm), over the seeds complete for every
-arm of that N: the held-out score − base and − control (paired by seed, 95 % t-intervals),
+arm of that N (every arm its grid plans, so a partial summary counts whole seeds only): the held-out score − base and − control (paired by seed, 95 % t-intervals),
 collapse (terminal, transient) with its Wilson interval and the steps to collapse, entropy over
 training (first and last 10 steps, and the paired change), the train–inference KL, the policy
 staleness (staleness_kl: KL(π_old ‖ π_θ) by k3 at each step's last mini-batch), the clip fraction
@@ -42,8 +42,8 @@ on the score (held-out final answer − base) over the complete seeds whose 95 %
      R2 and R2 does not stay stable: agrees when minirl-r3 > minirl-r2 and minirl-r2 collapses in at
      least one run; disagrees when minirl-r2 > minirl-r3, or minirl-r2 collapses in none of its runs
      while the two are not separated. Else not separated.
-A claim whose arms are missing (a grid not run yet) is "not run"; one whose arms have fewer than two
-complete seeds is "not separated" with its n.
+A claim whose arms are missing or have no complete seed (a grid not run yet) is "not run"; one
+whose arms have fewer than two complete seeds is "not separated" with its n.
 """
 import csv
 import io
@@ -122,9 +122,10 @@ def by_cell(rows):
     return out
 
 
-def complete_seeds(arms):
-    """The seeds every arm of one N has finished, in numeric order."""
-    sets = [set(s) for s in arms.values()]
+def complete_seeds(arms, planned=()):
+    """The seeds every arm of one N has finished, in numeric order: every arm with runs, and every
+    planned arm of the grid (an arm not started yet leaves no seed complete)."""
+    sets = [set(s) for s in arms.values()] + [set(arms.get(a, ())) for a in planned]
     common = set.intersection(*sets) if sets else set()
     return sorted(common, key=lambda s: (len(s), s))
 
@@ -138,11 +139,12 @@ class Cell:
 
     def __init__(self, n, arms):
         self.n = n
-        self.seeds = complete_seeds(arms)
+        self.seeds = complete_seeds(arms, ON_ARMS if n == 1 else OFF_ARMS)
         self.arms = OrderedDict((a, [arms[a][s] for s in self.seeds]) for a in arms)
 
     def has(self, *names):
-        return all(a in self.arms for a in names)
+        """Every named arm has runs on at least one complete seed (else its claim is "not run")."""
+        return bool(self.seeds) and all(a in self.arms for a in names)
 
     def paired(self, a, b, value=_gain):
         """(mean, half-width) of value(a) − value(b) over the complete seeds."""

@@ -166,3 +166,12 @@ def test_refusals(tmp_path):
     write_grid(tmp_path / "b", runs)  # the same runs twice: refused, naming one
     with pytest.raises(AnalysisError, match="two runs of N=1"):
         minirl.main([str(tmp_path / "a"), str(tmp_path / "b")])
+
+
+def test_an_arm_not_started_leaves_no_seed_complete(tmp_path):
+    runs = [r for r in on_policy({}) if r["variant"] != "minirl-nois"]  # the grid's arm not run yet
+    write_grid(tmp_path / "g", runs)
+    assert minirl.main([str(tmp_path / "g"), "--out", str(tmp_path / "o")]) == 0
+    text = (tmp_path / "o" / "claims.md").read_text()
+    assert "Seeds complete for every arm: 0 (none)" in text
+    assert all("**not run**" in line for line in text.splitlines() if line.startswith("| 2. ") or line.startswith("| 3. "))
