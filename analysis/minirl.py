@@ -243,7 +243,8 @@ def claims(cells):
         add("3", 1, mark, ". ".join(parts))
     # 4
     if on is None or not on.has("minirl", "minirl-r3", "minirl-lennorm", "minirl-lennorm-r3"):
-        add("4", 1, "not run", "")
+        for part in ("4a", "4b", "4c"):
+            add(part, 1, "not run", "")
     else:
         kl = on.paired("minirl", "minirl-r3", lambda x: x["kl"])
         sc = on.paired("minirl-r3", "minirl")
