@@ -4,8 +4,8 @@
 
 Each input is a league's per-run file (league-runs.csv, as `analysis.league` writes it), for example
 the top-2 league (docs/league) and the league at the field's MoE (docs/field/league). For each
-league, analysis.league's table over its own complete seeds: every variant's held-out score −
-control, paired by seed, its flips and its KL. For each variant both leagues hold, the change of
+league, over its own complete seeds (those analysis.league counts): every variant's held-out
+score − control, paired by seed, its flips and its KL. For each variant both leagues hold, the change of
 its gap from A to B (B − A: the two leagues' seeds are different, so the interval is Welch's, 95 %)
 beside the change of its flips.
 
@@ -28,7 +28,7 @@ from .cli import AnalysisError, Entry, write_outputs
 entry = Entry(__name__, "analysis.league_compare")
 with entry.imports():
     import numpy as np
-    from .league import league, read_runs_csv
+    from .league import complete_seeds, read_runs_csv
     from .stats import fmt, mean_ci, t95
 
 REFERENCE = "control"
@@ -53,19 +53,16 @@ def welch(a, b):
 
 
 def per_variant(per_run):
-    """{variant: {"gap": [score − control per complete seed], "flip": [...], "kl": [...]}} and the
-    league's rows (analysis.league) over the complete seeds."""
-    rows, seeds = league(per_run, REFERENCE)
-    by = OrderedDict()
-    for x in per_run:
-        by.setdefault(x["variant"], {})[x["seed"]] = x
+    """{variant: {"gap": [score − control per complete seed], "flip": [...], "kl": [...]}} over the
+    league's complete seeds (analysis.league's complete_seeds), and those seeds."""
+    by, seeds = complete_seeds(per_run)
     ref = by[REFERENCE]
     out = OrderedDict()
     for v, runs in by.items():
         xs = [runs[s] for s in seeds]
         out[v] = {"gap": [x["score"] - ref[x["seed"]]["score"] for x in xs], "flip": [x["flip_pct"] for x in xs],
                   "kl": [x["kl"] for x in xs], "n": len(xs)}
-    return out, rows, seeds
+    return out, seeds
 
 
 def mark(change):
@@ -77,8 +74,8 @@ def mark(change):
 
 def compare(a_runs, b_runs):
     """One OrderedDict per variant both leagues hold (the control first)."""
-    a, _, a_seeds = per_variant(a_runs)
-    b, _, b_seeds = per_variant(b_runs)
+    a, a_seeds = per_variant(a_runs)
+    b, b_seeds = per_variant(b_runs)
     if not a_seeds or not b_seeds:
         raise AnalysisError("a league without a seed complete for every variant: nothing to compare")
     out = []

@@ -49,7 +49,6 @@ import csv
 import io
 import os
 import sys
-import warnings
 from collections import OrderedDict
 
 from .cli import AnalysisError, Entry, write_outputs
@@ -57,9 +56,9 @@ from .cli import AnalysisError, Entry, write_outputs
 entry = Entry(__name__, "analysis.minirl")
 with entry.imports():
     import numpy as np
-    from .league import collapse_kind, read_dirs
+    from .league import FINISHED, _last, _mean, collapse_kind, complete_seeds, read_dirs
     from .runs import final_reward, seed_of, variant_of
-    from .stats import fmt, mean_ci, wilson
+    from .stats import band, fmt, mean_ci, smooth, wilson
 
 # The arms of each grid (scenarios/paper/field-minirl.ini, field-minirl-off.ini), in table order.
 ON_ARMS = ("control", "minirl", "minirl-lennorm", "minirl-nois", "minirl-r3", "minirl-lennorm-r3", "minirl-nois-r3",
@@ -71,18 +70,6 @@ PANELS = (("reward_mean", "training reward"), ("score", "held-out score"), ("ent
           ("kl_rollout_train", "train–inference KL"))
 RUN_FIELDS = ("n_minibatches", "variant", "seed", "status", "score", "score_base", "final_reward", "collapse",
               "collapse_step", "entropy_first10", "entropy_last10", "kl", "staleness", "clip_frac", "flip_pct")
-
-
-def _mean(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.mean(x)) if len(x) else float("nan")
-
-
-def _last(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(x[-1]) if len(x) else float("nan")
 
 
 def run_row(r, score="eval_final"):
@@ -100,7 +87,7 @@ def run_row(r, score="eval_final"):
         cs = -1
     return OrderedDict([
         ("n_minibatches", n), ("variant", variant_of(r)), ("seed", str(seed_of(r))), ("status", r.status),
-        ("score", _last(r.series(score))), ("score_base", _last(r.series(score + "_base"))),
+        ("score", _last(r, score)), ("score_base", _last(r, score + "_base")),
         ("final_reward", final_reward(r)), ("collapse", collapse_kind(r)), ("collapse_step", cs),
         ("entropy_first10", _mean(ent[:10])), ("entropy_last10", _mean(ent[-10:])),
         ("kl", _mean(r.series("kl_rollout_train"))), ("staleness", _mean(r.series("staleness_kl"))),
@@ -109,25 +96,17 @@ def run_row(r, score="eval_final"):
 
 
 def by_cell(rows):
-    """{N: {arm: {seed: row}}} of the finished runs (complete or collapsed); a second run of one
-    (N, arm, seed) is refused naming it."""
-    out = OrderedDict()
+    """{N: [row, ...]} of the runs, by mini-batch count; a second finished run of one (N, arm, seed)
+    is refused naming it."""
+    out, seen = OrderedDict(), set()
     for x in rows:
-        if x["status"] not in ("complete", "collapsed"):
-            continue
-        cell = out.setdefault(x["n_minibatches"], OrderedDict()).setdefault(x["variant"], OrderedDict())
-        if x["seed"] in cell:
-            raise AnalysisError(f"two runs of N={x['n_minibatches']} {x['variant']} seed {x['seed']}")
-        cell[x["seed"]] = x
+        key = (x["n_minibatches"], x["variant"], x["seed"])
+        if x["status"] in FINISHED:
+            if key in seen:
+                raise AnalysisError(f"two runs of N={key[0]} {key[1]} seed {key[2]}")
+            seen.add(key)
+        out.setdefault(x["n_minibatches"], []).append(x)
     return out
-
-
-def complete_seeds(arms, planned=()):
-    """The seeds every arm of one N has finished, in numeric order: every arm with runs, and every
-    planned arm of the grid (an arm not started yet leaves no seed complete)."""
-    sets = [set(s) for s in arms.values()] + [set(arms.get(a, ())) for a in planned]
-    common = set.intersection(*sets) if sets else set()
-    return sorted(common, key=lambda s: (len(s), s))
 
 
 def _gain(x):
@@ -135,12 +114,13 @@ def _gain(x):
 
 
 class Cell:
-    """One N: its arms' rows on its complete seeds."""
+    """One N: its arms' rows on its complete seeds (analysis.league's complete_seeds: every arm the
+    grid plans and every arm with runs has finished on them)."""
 
-    def __init__(self, n, arms):
+    def __init__(self, n, rows):
         self.n = n
-        self.seeds = complete_seeds(arms, ON_ARMS if n == 1 else OFF_ARMS)
-        self.arms = OrderedDict((a, [arms[a][s] for s in self.seeds]) for a in arms)
+        arms, self.seeds = complete_seeds(rows, ON_ARMS if n == 1 else OFF_ARMS)
+        self.arms = OrderedDict((a, [by_seed[s] for s in self.seeds]) for a, by_seed in arms.items() if by_seed)
 
     def has(self, *names):
         """Every named arm has runs on at least one complete seed (else its claim is "not run")."""
@@ -412,18 +392,15 @@ def figure(runs_by_cell, path, score):
                 ys = np.full((len(series), length), np.nan)
                 for k, s in enumerate(series):
                     ys[k, :len(s)] = s
-                with warnings.catch_warnings():  # a step no run reached (an evaluation step) is NaN
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    mu = np.nanmean(ys, axis=0)
+                mu, _ = band(ys)  # NaN where no run has the value (a step without an evaluation)
                 steps = np.arange(1, length + 1)
                 if name == "score":
-                    base = np.nanmean([_last(r.series(score + "_base")) for r in rs])
+                    base = _mean([_last(r, score + "_base") for r in rs])
                     ok = np.isfinite(mu)
                     ax.plot(np.concatenate([[0], steps[ok]]), np.concatenate([[base], mu[ok]]), marker="o", ms=3,
                             label=arm, lw=1.2, color=None if arm != REFERENCE else "k")
                 else:
-                    sm = np.convolve(np.nan_to_num(mu), np.ones(10) / 10, mode="valid") if length >= 10 else mu
-                    ax.plot(steps[len(steps) - len(sm):], sm, label=arm, lw=1.2,
+                    ax.plot(steps, smooth(mu), label=arm, lw=1.2,
                             color=None if arm != REFERENCE else "k")
             if name == "kl_rollout_train":
                 ax.set_yscale("symlog", linthresh=1e-5)
@@ -456,7 +433,7 @@ def main(argv=None):
     cells = OrderedDict((n, Cell(n, grouped[n])) for n in sorted(grouped))
     runs_by_cell = OrderedDict()
     for r, x in zip(loaded, rows):
-        if x["status"] in ("complete", "collapsed") and x["seed"] in cells[x["n_minibatches"]].seeds:
+        if x["status"] in FINISHED and x["seed"] in cells[x["n_minibatches"]].seeds:
             runs_by_cell.setdefault(x["n_minibatches"], OrderedDict()).setdefault(x["variant"], []).append(r)
     md = ("## The claims\n\n" + claims_md(claims(cells), cells) + "\n## The arms\n" + arms_md(cells))
     sys.stdout.write(md)
