@@ -55,7 +55,7 @@ std::vector<float> tied_scores(int N, int E, uint64_t tag) {
 }
 
 TEST(OpsTopk, CpuEqualsRefOnTiesNansAndAllRules) {
-  for (int E : {4, 16, 63, 256})
+  for (int E : {4, 16, 63, 64, 256})
     for (int K : {1, 2, 3, 8, E}) {
       if (K > E) continue;
       const int N = 100;
@@ -86,6 +86,25 @@ TEST(OpsTopk, CpuEqualsRefOnTiesNansAndAllRules) {
               ASSERT_LE(std::isnan(se) ? -INFINITY : se, last) << what;
             }
         }
+      }
+    }
+}
+
+// The field's router shapes (64 and 128 experts, top-4 and top-8) on continuous scores, where the
+// cpu kernel leaves out every id scoring below a bound on the K-th score before it selects; and
+// rows where many ids equal that bound (each group's maximum the same score).
+TEST(OpsTopk, CpuEqualsRefOnFieldShapesAndBoundTies) {
+  for (int E : {64, 128})
+    for (int K : {4, 8}) {
+      const int N = 200;
+      auto s = normals(static_cast<size_t>(N) * E, static_cast<uint64_t>(E * 7 + K), N, E, 1.0f);
+      for (int n = 0; n < N / 4; ++n)  // a quarter of the rows: every score one of two values
+        for (int e = 0; e < E; ++e) s[static_cast<size_t>(n) * E + e] = (e * 5 + n) % 3 == 0 ? 1.5f : -0.5f;
+      for (TieBreak tie : {TieBreak::lowest, TieBreak::highest, TieBreak::random}) {
+        TopK r = run_ref(s, N, E, K, tie, key_of(3)), c = run_cpu(s, N, E, K, tie, key_of(3));
+        const std::string what = label("E%d K%d %s", E, K, tie_break_name(tie));
+        ASSERT_EQ(r.ids, c.ids) << what;
+        ASSERT_EQ(test_ops::bit_diffs(r.vals, c.vals), 0u) << what;
       }
     }
 }
