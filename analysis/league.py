@@ -543,6 +543,52 @@ def pairs(per_run, specs, planned=()):
     return out
 
 
+def by_changes(tables, specs, planned=()):
+    """How each variant's held-out score and each A − B gap of specs change between the values of
+    --by, paired by seed: every later value against the first, over the seeds complete in both (the
+    arms of a seed share its base, so a seed pairs across them). One OrderedDict per row: what
+    ("A" or "A − B"), the two values, n, (mean, half-width) and the count of seeds where it rose."""
+    values = list(tables)
+    out = []
+    v0 = values[0]
+    for v in values[1:]:
+        a_runs, b_runs = tables[v0][2], tables[v][2]
+        va, sa = complete_seeds(a_runs, planned)
+        vb, sb = complete_seeds(b_runs, planned)
+        seeds = [s for s in sa if s in set(sb)]
+        todo = [(x, None) for x in va if va[x]]
+        for spec in specs:
+            a, _, b = spec.partition(":")
+            todo += [(a, w) for w in va if w != a and va[w]] if b == "*" else [(a, b)]
+        for a, b in todo:
+            def gap(vs, s):
+                return vs[a][s]["score"] - (vs[b][s]["score"] if b else 0.0)
+            d = [gap(vb, s) - gap(va, s) for s in seeds]
+            out.append(OrderedDict([("what", a if b is None else f"{a} − {b}"), ("from", v0), ("to", v),
+                                    ("n", len(seeds)), ("change", mean_ci(d)),
+                                    ("rose", sum(1 for x in d if x > 0))]))
+    return out
+
+
+def by_changes_md(rows, by, score):
+    if not rows:
+        return ""
+    head = (f"\n## Between the values of {by}, paired by seed\n\nThe change of each variant's {score} (the arms of "
+            "a seed share its base) and of each pair's gap, from the first value to each other, over the seeds "
+            "complete in both.\n\n| what | change | n | rose |\n| --- | --- | --- | --- |\n")
+    return head + "".join(f"| {r['what']}: {by} {r['from']} → {r['to']} | {_pm(r['change'])} | {r['n']} | "
+                          f"{r['rose']}/{r['n']} |\n" for r in rows)
+
+
+def by_changes_csv(rows, by):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["what", by + " from", by + " to", "n", "change", "change_ci95", "rose"])
+    for r in rows:
+        w.writerow([r["what"], r["from"], r["to"], r["n"], f"{r['change'][0]:.6g}", f"{r['change'][1]:.6g}", r["rose"]])
+    return buf.getvalue()
+
+
 def pairs_md(rows):
     head = "| A − B | n | " + " | ".join(f"{t} | higher" for t, _, _, _ in PAIR_KEYS) + " |\n"
     head += "| --- | --- | " + " | ".join("--- | ---" for _ in PAIR_KEYS) + " |\n"
@@ -779,6 +825,10 @@ def main(argv=None):
         csv_text = "".join(f"# {args.by} = {v}\n" + table_csv(t[0]) for v, t in tables.items())
         if args.pair:
             files["pairs.csv"] = pairs_text
+        if len(tables) > 1:
+            changes = by_changes(tables, args.pair, planned)
+            md += by_changes_md(changes, args.by, args.score)
+            files["by-changes.csv"] = by_changes_csv(changes, args.by)
     else:
         rows, seeds = league(per_run, args.reference, planned)
         from_files = {id(x) for x in run_rows}

@@ -1,6 +1,8 @@
 """analysis.league on synthetic sweep directories whose scores, collapses, bursts and expert load are
 known: pairing by seed against the control, only seeds complete for every variant, terminal vs
 transient collapses, the ranking, the files it writes."""
+import csv
+import io
 import json
 import os
 
@@ -129,6 +131,28 @@ def test_by_a_key_pairs_inside_each_value(tmp_path):
     assert (out / "by.png").read_bytes()[:8] == PNG
     with pytest.raises(league.AnalysisError, match="--by model.nope"):
         league.main([str(d), "--by", "model.nope", "--out", str(out)])
+
+
+def test_by_changes_pair_each_seed_across_the_values(tmp_path):
+    d = tmp_path / "experts"
+    # grpo's gap to the control: -0.02, -0.04 at 8 experts; -0.10, -0.06 at 32 (change -0.08, -0.02);
+    # seed 3 finishes only at 32 experts, so it pairs nothing
+    finals = {(8, "control"): (0.80, 0.81), (8, "grpo"): (0.78, 0.77),
+              (32, "control"): (0.80, 0.79, 0.9), (32, "grpo"): (0.70, 0.73, 0.5)}
+    write_sweep(d, [run(v, s, f[i], experts=n) for (n, v), f in finals.items() for i, s in enumerate((1, 2, 3)[:len(f)])])
+    out = tmp_path / "out"
+    league.main([str(d), "--by", "model.n_experts", "--pair", "grpo:control", "--out", str(out)])
+    rows = list(csv.DictReader(io.StringIO((out / "by-changes.csv").read_text())))
+    got = {r["what"]: r for r in rows}
+    assert [r["what"] for r in rows] == ["control", "grpo", "grpo − control"]
+    assert {(r["model.n_experts from"], r["model.n_experts to"], r["n"]) for r in rows} == {("8", "32", "2")}
+    assert float(got["grpo − control"]["change"]) == pytest.approx(-0.05)
+    assert float(got["grpo − control"]["change_ci95"]) == pytest.approx(league.mean_ci([-0.08, -0.02])[1], rel=1e-5)
+    assert float(got["control"]["change"]) == pytest.approx(-0.01) and got["control"]["rose"] == "0"
+    assert float(got["grpo"]["change"]) == pytest.approx(-0.06)
+    md = (out / "league.md").read_text()
+    assert "## Between the values of model.n_experts, paired by seed" in md
+    assert "| grpo − control: model.n_experts 8 → 32 | " in md
 
 
 def test_pairs_are_paired_by_seed_and_refuse_unknown_variants(tmp_path):
