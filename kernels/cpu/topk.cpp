@@ -2,10 +2,9 @@
 // Same total order as ref/topk.cpp (descending score, NaN ranked as −inf, exact ties by the tie
 // rule's rank; random: Rng::shuffle from Stream::topk_tie with call = key.call + row), realised by
 // one insertion pass that keeps the K first sorted, over the candidates a bound on the K-th score
-// leaves (`candidates`). The order is total, so the result is the
-// reference's bit for bit. The random permutation is drawn only for rows where an exact tie reaches
-// the top K (the rank decides nothing else; each row's draw is its own stream, so skipping it
-// changes no other row).
+// leaves (`candidates`). The order is total, so the result is the reference's bit for bit. The
+// random permutation is drawn only for rows where an exact tie reaches the top K (the rank decides
+// nothing else; each row's draw is its own stream, so skipping it changes no other row).
 #include "kernels/simd_config.h"
 
 #ifndef MOERL_KERNELS_CPU_TOPK_CPP_ONCE_
