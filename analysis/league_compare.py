@@ -1,13 +1,16 @@
 """Two leagues side by side: which gaps to the control grow with the flips?
 
     python3 -m analysis.league_compare A_RUNS_CSV B_RUNS_CSV [--labels A,B] [--out DIR]
+        [--where-a KEY=VALUE] [--where-b KEY=VALUE]
 
 Each input is a league's per-run file (league-runs.csv, as `analysis.league` writes it), for example
 the top-2 league (docs/league) and the league at the field's MoE (docs/field/league). For each
 league, over its own complete seeds (those analysis.league counts): every variant's held-out
 score − control, paired by seed, its flips and its KL. For each variant both leagues hold, the change of
 its gap from A to B (B − A: the two leagues' seeds are different, so the interval is Welch's, 95 %)
-beside the change of its flips.
+beside the change of its flips. A league made with `analysis.league --by KEY` holds one league per
+value of KEY: --where-a / --where-b KEY=VALUE take one of them (for example the two balancing forms'
+grids, docs/field/balance-aux and balance-bias, each at one setting).
 
 The mark (fixed on 2026-12-07, before the first run of the league at the field's MoE): a variant's
 gap **grows** from A to B when its gap's change B − A lies below 0 with its 95 % Welch interval,
@@ -148,18 +151,38 @@ def figure(rows, labels, path):
     plt.close(fig)
 
 
+def select(path, runs_of, where, option):
+    """The rows of league-runs.csv `path` whose column KEY holds VALUE (where = "KEY=VALUE"), or every
+    row (where None). Refuses a malformed selector, a file without the column, or a value no row has."""
+    if where is None:
+        return read_runs_csv(path)
+    key, sep, value = where.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not key or not value:
+        raise AnalysisError(f"{option} {where!r}: expected KEY=VALUE (a --by column of the file and one of its values)")
+    rows = runs_of(path, key)
+    values = sorted({x[key] for x in rows})
+    chosen = [x for x in rows if x[key] == value]
+    if not chosen:
+        raise AnalysisError(f"{option} {where!r}: no run of {path} has {key} = {value} "
+                            f"(its values: {', '.join(values)})")
+    return chosen
+
+
 def main(argv=None):
     p = entry.parser(description=__doc__.split("\n\n")[0])
     p.add_argument("a", metavar="A_RUNS_CSV")
     p.add_argument("b", metavar="B_RUNS_CSV")
     p.add_argument("--labels", default="A,B", help="the two leagues' names in the table (default A,B)")
     p.add_argument("--out", help="write compare.md, compare.csv and compare.png here")
+    p.add_argument("--where-a", metavar="KEY=VALUE", help="only A's runs with this value of a --by column")
+    p.add_argument("--where-b", metavar="KEY=VALUE", help="only B's runs with this value of a --by column")
     args = p.parse_args(argv)
     labels = [x.strip() for x in args.labels.split(",")]
     if len(labels) != 2 or not all(labels):
         raise AnalysisError(f"--labels {args.labels!r}: expected two names separated by a comma")
-    a_runs = read_runs_csv(args.a)
-    b_runs = read_runs_csv(args.b)
+    a_runs = select(args.a, read_runs_csv, args.where_a, "--where-a")
+    b_runs = select(args.b, read_runs_csv, args.where_b, "--where-b")
     for path, runs in ((args.a, a_runs), (args.b, b_runs)):
         if not any(x["variant"] == REFERENCE for x in runs):
             raise AnalysisError(f"{path}: no runs of the control ('{REFERENCE}')")

@@ -58,3 +58,26 @@ def test_refusals(tmp_path):
         league_compare.main([a, a, "--labels", "only-one"])
     with pytest.raises(AnalysisError):
         league_compare.main([a, str(tmp_path / "missing.csv")])
+
+
+def test_where_takes_one_value_of_a_by_column(tmp_path):
+    # one file with two leagues in it (a --by column "arm"): grpo's gap -0.01 in arm x, -0.06 in arm y
+    x = write_runs(tmp_path / "x.csv", {"grpo-real": -0.01}, {"grpo-real": 2.0}, range(700, 706))
+    write_runs(tmp_path / "y.csv", {"grpo-real": -0.06}, {"grpo-real": 3.0}, range(700, 706))
+    head, *xs = (tmp_path / "x.csv").read_text().splitlines()
+    ys = (tmp_path / "y.csv").read_text().splitlines()[1:]
+    both = tmp_path / "both.csv"
+    both.write_text("\n".join([head + ",arm"] + [r + ",x" for r in xs] + [r + ",y" for r in ys]) + "\n")
+    out = tmp_path / "out"
+    league_compare.main([str(both), str(both), "--where-a", "arm=x", "--where-b", "arm=y", "--out", str(out)])
+    rows = (out / "compare.csv").read_text().splitlines()
+    grpo = next(r for r in rows if r.startswith("grpo-real"))
+    assert "-0.05" in grpo  # the change y - x of grpo's gap, exact (the wobble is shared)
+    with pytest.raises(AnalysisError, match=r"--where-b 'arm=z': no run .* arm = z \(its values: x, y\)"):
+        league_compare.main([str(both), str(both), "--where-a", "arm=x", "--where-b", "arm=z"])
+    with pytest.raises(AnalysisError, match="'arm' is not one of its columns"):  # a --by file read whole
+        league_compare.main([str(both), str(both), "--where-b", "arm=y"])
+    with pytest.raises(AnalysisError, match="expected KEY=VALUE"):
+        league_compare.main([str(both), str(both), "--where-a", "arm"])
+    with pytest.raises(AnalysisError):  # a file without the column
+        league_compare.main([x, str(both), "--where-a", "arm=x"])
