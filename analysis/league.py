@@ -560,10 +560,12 @@ def by_changes(tables, specs, planned=()):
         for spec in specs:
             a, _, b = spec.partition(":")
             todo += [(a, w) for w in va if w != a and va[w]] if b == "*" else [(a, b)]
+
+        def gap(vs, s, a, b):
+            return vs[a][s]["score"] - (vs[b][s]["score"] if b else 0.0)
+
         for a, b in todo:
-            def gap(vs, s):
-                return vs[a][s]["score"] - (vs[b][s]["score"] if b else 0.0)
-            d = [gap(vb, s) - gap(va, s) for s in seeds]
+            d = [gap(vb, s, a, b) - gap(va, s, a, b) for s in seeds]
             out.append(OrderedDict([("what", a if b is None else f"{a} − {b}"), ("from", v0), ("to", v),
                                     ("n", len(seeds)), ("change", mean_ci(d)),
                                     ("rose", sum(1 for x in d if x > 0))]))

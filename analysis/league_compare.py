@@ -151,7 +151,7 @@ def figure(rows, labels, path):
     plt.close(fig)
 
 
-def select(path, runs_of, where, option):
+def select(path, where, option):
     """The rows of league-runs.csv `path` whose column KEY holds VALUE (where = "KEY=VALUE"), or every
     row (where None). Refuses a malformed selector, a file without the column, or a value no row has."""
     if where is None:
@@ -160,7 +160,7 @@ def select(path, runs_of, where, option):
     key, value = key.strip(), value.strip()
     if not sep or not key or not value:
         raise AnalysisError(f"{option} {where!r}: expected KEY=VALUE (a --by column of the file and one of its values)")
-    rows = runs_of(path, key)
+    rows = read_runs_csv(path, key)
     values = sorted({x[key] for x in rows})
     chosen = [x for x in rows if x[key] == value]
     if not chosen:
@@ -181,8 +181,8 @@ def main(argv=None):
     labels = [x.strip() for x in args.labels.split(",")]
     if len(labels) != 2 or not all(labels):
         raise AnalysisError(f"--labels {args.labels!r}: expected two names separated by a comma")
-    a_runs = select(args.a, read_runs_csv, args.where_a, "--where-a")
-    b_runs = select(args.b, read_runs_csv, args.where_b, "--where-b")
+    a_runs = select(args.a, args.where_a, "--where-a")
+    b_runs = select(args.b, args.where_b, "--where-b")
     for path, runs in ((args.a, a_runs), (args.b, b_runs)):
         if not any(x["variant"] == REFERENCE for x in runs):
             raise AnalysisError(f"{path}: no runs of the control ('{REFERENCE}')")
