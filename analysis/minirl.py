@@ -412,7 +412,7 @@ def figure(runs_by_cell, path, score):
                 ax.set_xlabel("step")
             ax.tick_params(labelsize=8)
         axes[0][j].legend(fontsize=6, ncol=2, loc="lower right")
-    fig.suptitle("arXiv 2512.01374's arms at the field's MoE (fp8-rollout against bf16-train); mean over seeds",
+    fig.suptitle("arXiv 2512.01374's arms at the field's MoE\n(fp8-rollout against bf16-train); mean over seeds",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
