@@ -518,11 +518,9 @@ def nonfinite_md(rows):
 PAIR_KEYS = (("score", "score", 3, False), ("final reward", "final_reward", 3, False), ("KL", "kl", 2, True))
 
 
-def pairs(per_run, specs, planned=()):
-    """A − B paired by seed over the complete seeds, for each "A:B" of specs ("A:*": A against every
-    other variant): one OrderedDict per pair with, per PAIR_KEYS entry, (mean, half-width) and the
-    count of seeds where A is higher."""
-    variants, seeds = complete_seeds(per_run, planned)
+def pair_list(specs, variants):
+    """The (A, B) pairs of --pair specs over `variants` ("A:B", or "A:*": A against every other
+    variant), in order; refuses a malformed spec or an unknown variant."""
     todo = []
     for spec in specs:
         a, sep, b = spec.partition(":")
@@ -532,8 +530,16 @@ def pairs(per_run, specs, planned=()):
             if v not in variants:
                 raise AnalysisError(f"--pair {spec!r}: no variant '{v}' (variants: {', '.join(variants)})")
         todo += [(a, v) for v in variants if v != a] if b == "*" else [(a, b)]
+    return todo
+
+
+def pairs(per_run, specs, planned=()):
+    """A − B paired by seed over the complete seeds, for each "A:B" of specs ("A:*": A against every
+    other variant): one OrderedDict per pair with, per PAIR_KEYS entry, (mean, half-width) and the
+    count of seeds where A is higher."""
+    variants, seeds = complete_seeds(per_run, planned)
     out = []
-    for a, b in todo:
+    for a, b in pair_list(specs, variants):
         row = OrderedDict([("a", a), ("b", b), ("n", len(seeds))])
         for _, key, _, _ in PAIR_KEYS:
             d = [variants[a][s][key] - variants[b][s][key] for s in seeds]
@@ -551,19 +557,16 @@ def by_changes(tables, specs, planned=()):
     values = list(tables)
     out = []
     v0 = values[0]
+    va, sa = complete_seeds(tables[v0][2], planned)
+    todo = [(x, None) for x in va if va[x]] + pair_list(specs, list(va))
+
+    def gap(vs, s, a, b):
+        return vs[a][s]["score"] - (vs[b][s]["score"] if b else 0.0)
+
     for v in values[1:]:
-        a_runs, b_runs = tables[v0][2], tables[v][2]
-        va, sa = complete_seeds(a_runs, planned)
-        vb, sb = complete_seeds(b_runs, planned)
-        seeds = [s for s in sa if s in set(sb)]
-        todo = [(x, None) for x in va if va[x]]
-        for spec in specs:
-            a, _, b = spec.partition(":")
-            todo += [(a, w) for w in va if w != a and va[w]] if b == "*" else [(a, b)]
-
-        def gap(vs, s, a, b):
-            return vs[a][s]["score"] - (vs[b][s]["score"] if b else 0.0)
-
+        vb, sb = complete_seeds(tables[v][2], planned)
+        in_b = set(sb)
+        seeds = [s for s in sa if s in in_b]
         for a, b in todo:
             d = [gap(vb, s, a, b) - gap(va, s, a, b) for s in seeds]
             out.append(OrderedDict([("what", a if b is None else f"{a} − {b}"), ("from", v0), ("to", v),
@@ -732,6 +735,14 @@ def _num(v):
         return float("nan")
 
 
+def by_order(v):
+    """The sort key of a --by value: numbers first, in numeric order, then every other value (true,
+    false, names) in text order. A total order, so the tables' order (and by_changes' first value)
+    does not depend on the order a set of strings happens to iterate in."""
+    x = _num(v)
+    return (1, 0.0, v) if np.isnan(x) else (0, x, v)
+
+
 def by_plot(tables, path, reference, score, key):
     """Per variant, score − reference and the last-10-step flip % against the key's value."""
     from .plots import plt, save_figure  # the Agg backend
@@ -809,7 +820,7 @@ def main(argv=None):
     out = args.out or os.path.join(args.dirs[0], "report")
     files = OrderedDict()  # written together, whole or not at all, after every number is known
     if args.by:
-        values = sorted({x[args.by] for x in per_run}, key=lambda v: (_num(v), v))
+        values = sorted({x[args.by] for x in per_run}, key=by_order)
         if values == [""]:
             raise AnalysisError(f"--by {args.by}: no run has this key (swept keys are e.g. model.n_experts)")
         tables = OrderedDict()

@@ -155,6 +155,15 @@ def test_by_changes_pair_each_seed_across_the_values(tmp_path):
     assert "| grpo − control: model.n_experts 8 → 32 | " in md
 
 
+def test_by_values_have_one_order_whatever_the_set_order():
+    # (nan, "true") and (nan, "false") never compare, so a key of (number or nan, text) left the order
+    # of true/false to the set's iteration order, which Python's string hashing changes per process
+    for values in (["true", "false"], ["false", "true"], ["b", "32", "a", "8", "1e-3"]):
+        for seq in (values, values[::-1]):
+            got = sorted(seq, key=league.by_order)  # any input order: the key alone decides
+            assert got == (["false", "true"] if len(values) == 2 else ["1e-3", "8", "32", "a", "b"])
+
+
 def test_pairs_are_paired_by_seed_and_refuse_unknown_variants(tmp_path):
     d = tmp_path / "league"
     # r3 above grpo by 0.04, 0.02 and -0.01 on the three seeds: mean +0.0167, higher on 2 of 3
